@@ -1,0 +1,48 @@
+# SecureStore. On a fresh Debian machine `make demo` and `make test` each do all the set-up they need.
+PREFIX ?= /usr/local
+SWIFT ?= swift
+HARNESS := Tests/Harness/with-keyring
+# Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
+# tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run.
+APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
+                libglib2.0-bin sqlite3 git pkg-config
+
+.PHONY: all deps build build-tests test demo install uninstall clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	    echo "deps: installing$$missing"; \
+	    $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+build-tests: deps
+	$(SWIFT) build --build-tests
+
+# The whole suite runs inside a private bus with a throw-away gnome-keyring (never the user's).
+# Serial: some tests lock, stop and restart that keyring, which would disturb tests running beside them.
+test: build-tests
+	$(HARNESS) $(SWIFT) test --skip-build --no-parallel
+
+demo: build
+	$(HARNESS) Tests/Harness/demo .build/debug/securestore
+
+install: deps
+	$(SWIFT) build -c release
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 .build/release/securestore $(DESTDIR)$(PREFIX)/bin/securestore
+	ln -sf securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
+
+clean:
+	rm -rf .build

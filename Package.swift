@@ -1,0 +1,57 @@
+// swift-tools-version: 6.0
+// SecureStore: secrets in the Secret Service, records in SQLCipher, settings in size-limited preferences.
+// No Swift package dependencies: the toolchain plus Debian's libsecret-1-dev and libsqlcipher-dev.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "SecureStore",
+    products: [
+        .library(name: "Keychain", targets: ["Keychain"]),
+        .library(name: "EncryptedDatabase", targets: ["EncryptedDatabase"]),
+        .library(name: "Preferences", targets: ["Preferences"]),
+        .library(name: "SecureStore", targets: ["SecureStore"]),
+        .executable(name: "securestore", targets: ["securestore"]),
+    ],
+    targets: [
+        // C libraries: a module map and a shim header each, nothing else.
+        .systemLibrary(
+            name: "CLibSecret",
+            pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLCipher",
+            pkgConfig: "sqlcipher",
+            providers: [.apt(["libsqlcipher-dev"])]
+        ),
+
+        // Modules.
+        .target(name: "Keychain", dependencies: ["CLibSecret"], swiftSettings: swiftSettings),
+        .target(name: "EncryptedDatabase", dependencies: ["CSQLCipher"], swiftSettings: swiftSettings),
+        .target(name: "Preferences", swiftSettings: swiftSettings),
+        .target(
+            name: "SecureStore",
+            dependencies: ["Keychain", "EncryptedDatabase", "Preferences"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(name: "securestore", dependencies: ["SecureStore"], swiftSettings: swiftSettings),
+
+        // Tests: one target per module, plus end-to-end tests of the built tool.
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "EncryptedDatabaseTests",
+            dependencies: ["EncryptedDatabase"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "PreferencesTests", dependencies: ["Preferences"], swiftSettings: swiftSettings),
+        .testTarget(name: "SecureStoreTests", dependencies: ["SecureStore"], swiftSettings: swiftSettings),
+        .testTarget(name: "CLITests", dependencies: ["securestore"], swiftSettings: swiftSettings),
+    ]
+)
