@@ -42,6 +42,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "securestore", dependencies: ["SecureStore"], swiftSettings: swiftSettings),
+        // A helper the crash, concurrency and soak tests run as a separate process (kill -9 at random
+        // moments, several writers at once). Not installed.
+        .executableTarget(
+            name: "securestore-stress",
+            dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences"],
+            swiftSettings: swiftSettings
+        ),
 
         // Tests: one target per module, plus end-to-end tests of the built tool.
         .testTarget(name: "KeychainTests", dependencies: ["Keychain"], swiftSettings: swiftSettings),

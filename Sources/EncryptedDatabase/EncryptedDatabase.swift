@@ -1,0 +1,1 @@
+// EncryptedDatabase module.

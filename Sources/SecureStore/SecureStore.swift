@@ -1,0 +1,1 @@
+// SecureStore module.

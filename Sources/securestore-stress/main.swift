@@ -1,0 +1,19 @@
+// securestore-stress MODULE SCENARIO [ARG...]
+//
+// A separate process for tests that need one: writers killed with SIGKILL at random moments, several
+// writers at once. Each module owns its own file of scenarios; this file only dispatches.
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let module = arguments.first else {
+    FileHandle.standardError.write(Data("usage: securestore-stress prefs|db SCENARIO [ARG...]\n".utf8))
+    exit(64)
+}
+let rest = Array(arguments.dropFirst())
+switch module {
+case "prefs": exit(runPreferencesStress(rest))
+case "db": exit(runDatabaseStress(rest))
+default:
+    FileHandle.standardError.write(Data("securestore-stress: unknown module '\(module)'\n".utf8))
+    exit(64)
+}
