@@ -1,1 +1,292 @@
-// Keychain module.
+public import Foundation
+import Synchronization
+
+/// Generic secrets in the freedesktop Secret Service (gnome-keyring, KeePassXC, KWallet), named by a
+/// service and an account, as Apple's Keychain Services names generic passwords.
+///
+/// ```swift
+/// let keychain = Keychain()
+/// try keychain.set("s3cr3t", service: "github.com", account: "octocat", label: "GitHub token")
+/// let token = try keychain.string(service: "github.com", account: "octocat")   // "s3cr3t"
+/// try keychain.delete(service: "github.com", account: "octocat")
+/// ```
+///
+/// Items carry the attributes `service` and `account`, so `secret-tool lookup service S account A`
+/// finds what this type stores, and this type finds what another client stored with those attributes.
+/// See Keys/README.md for the full catalogue.
+///
+/// A `Keychain` keeps one connection (one Secret Service session) and reuses it for every call; it
+/// reconnects once when the service was restarted under it. Calls from many tasks or threads are
+/// safe: they are serialized. Every call is bounded by ``Configuration/timeout``: libsecret's own
+/// calls can block forever on a prompt or a stuck daemon. No call ever shows an unlock prompt; a
+/// locked collection is the error ``KeychainError/locked``.
+public final class Keychain: Sendable {
+    /// A Secret Service collection, named by its alias.
+    public struct Collection: Hashable, Sendable, CustomStringConvertible {
+        /// The alias, such as `default` or `session`.
+        public let alias: String
+
+        /// A collection by alias.
+        public init(alias: String) { self.alias = alias }
+
+        /// The user's default collection, kept on disk (gnome-keyring's "login" keyring).
+        public static let `default` = Collection(alias: "default")
+        /// The in-memory session collection: its items are gone when the keyring daemon stops (at
+        /// logout). For secrets that must not outlive the login session.
+        public static let session = Collection(alias: "session")
+
+        /// The alias.
+        public var description: String { alias }
+    }
+
+    /// Where items go and how long a call may take.
+    public struct Configuration: Sendable {
+        /// The collection that items are stored in and read from.
+        public var collection: Collection
+        /// How long one call to the Secret Service may take before it fails with
+        /// ``KeychainError/timedOut``. Five seconds by default.
+        public var timeout: Duration
+
+        /// A configuration; by default the default collection and a five-second timeout.
+        public init(collection: Collection = .default, timeout: Duration = .seconds(5)) {
+            self.collection = collection
+            self.timeout = timeout
+        }
+    }
+
+    /// The largest secret accepted, in bytes: 64 KiB. Tokens, passwords and keys are far smaller;
+    /// some providers store items in memory and on every unlock re-read them all.
+    public static let maximumSecretSize = 64 * 1024
+    /// The longest service, account or label accepted, in UTF-8 bytes.
+    public static let maximumNameLength = 1024
+    /// The `xdg:schema` attribute of the items this type creates.
+    public static let schemaName = "org.securestore.Secret"
+
+    /// The collection and timeout in use.
+    public let configuration: Configuration
+
+    private let connection = Mutex<SecretServiceConnection?>(nil)
+
+    /// A keychain on the session bus's Secret Service. Connecting happens at the first call.
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    // MARK: - Storing
+
+    /// Stores `secret` for (`service`, `account`), replacing any secret stored for them in the
+    /// configured collection.
+    ///
+    /// - Parameter label: what desktop keyring managers show; by default "`service` (`account`)".
+    /// - Throws: ``KeychainError`` — ``KeychainError/secretTooLarge``, ``KeychainError/invalidName``,
+    ///   ``KeychainError/locked``, ``KeychainError/timedOut``… On any error the stored item is unchanged.
+    public func set(_ secret: Secret, service: String, account: String, label: String? = nil) throws(KeychainError) {
+        try Self.validate(service: service, account: account)
+        let label = label ?? "\(service) (\(account))"
+        try Self.validateName(label, what: "label", allowEmpty: true)
+        guard secret.count <= Self.maximumSecretSize else {
+            throw KeychainError(
+                KeychainError.secretTooLarge,
+                "the secret for service '\(service)' account '\(account)' is \(secret.count) bytes; the limit is \(Self.maximumSecretSize) bytes (64 KiB)")
+        }
+        var attributes = Self.attributes(service: service, account: account)
+        attributes.append(("xdg:schema", Self.schemaName))
+        if !StoredEncoding.isText(secret) {
+            attributes.append(("encoding", "base64"))
+        }
+        try withConnection { connection, deadline throws(KeychainError) in
+            let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            let existing = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
+            if existing.locked.contains(where: { Self.isInCollection($0, collection) }) {
+                throw Self.lockedError(configuration.collection)
+            }
+            let created = try connection.createItem(
+                collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
+            // An item with other attributes (another client's, or stored in the other encoding) is not
+            // replaced by the service: remove it only now that the new one is stored.
+            for path in existing.unlocked where path != created && Self.isInCollection(path, collection) {
+                try connection.deleteItem(at: path, deadline: deadline)
+            }
+        }
+    }
+
+    /// Stores `data` for (`service`, `account`). See ``set(_:service:account:label:)-(Secret,_,_,_)``.
+    public func set(_ data: Data, service: String, account: String, label: String? = nil) throws(KeychainError) {
+        try set(Secret(data: data), service: service, account: account, label: label)
+    }
+
+    /// Stores the UTF-8 bytes of `string` for (`service`, `account`).
+    /// See ``set(_:service:account:label:)-(Secret,_,_,_)``.
+    public func set(_ string: String, service: String, account: String, label: String? = nil) throws(KeychainError) {
+        try set(Secret(string: string), service: service, account: account, label: label)
+    }
+
+    // MARK: - Reading
+
+    /// The secret stored for (`service`, `account`), or nil when there is none: absence is not an error.
+    ///
+    /// - Throws: ``KeychainError/locked`` when the item exists but its collection is locked, and the
+    ///   other connection errors.
+    public func secret(service: String, account: String) throws(KeychainError) -> Secret? {
+        try Self.validate(service: service, account: account)
+        return try withConnection { connection, deadline throws(KeychainError) in
+            let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
+            guard let path = found.unlocked.first(where: { Self.isInCollection($0, collection) }) else {
+                if found.locked.contains(where: { Self.isInCollection($0, collection) }) {
+                    throw Self.lockedError(configuration.collection)
+                }
+                return nil
+            }
+            return try connection.secret(at: path, deadline: deadline)
+        }
+    }
+
+    /// The secret stored for (`service`, `account`) as `Data`, or nil when there is none.
+    public func data(service: String, account: String) throws(KeychainError) -> Data? {
+        try secret(service: service, account: account)?.dataValue()
+    }
+
+    /// The secret stored for (`service`, `account`) as a `String`, or nil when there is none.
+    ///
+    /// - Throws: ``KeychainError/invalidSecret`` when the stored bytes are not UTF-8 text.
+    public func string(service: String, account: String) throws(KeychainError) -> String? {
+        guard let secret = try secret(service: service, account: account) else { return nil }
+        guard let string = secret.stringValue() else {
+            throw KeychainError(
+                KeychainError.invalidSecret,
+                "the secret for service '\(service)' account '\(account)' is binary, not UTF-8 text; read it as Data")
+        }
+        return string
+    }
+
+    /// Whether a secret is stored for (`service`, `account`), locked or not. Reads no secret.
+    public func exists(service: String, account: String) throws(KeychainError) -> Bool {
+        try Self.validate(service: service, account: account)
+        return try withConnection { connection, deadline throws(KeychainError) in
+            let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
+            return (found.unlocked + found.locked).contains { Self.isInCollection($0, collection) }
+        }
+    }
+
+    /// The items stored for `service`, sorted by account: accounts and labels, never secrets.
+    public func items(service: String) throws(KeychainError) -> [KeychainItem] {
+        try Self.validateName(service, what: "service")
+        return try withConnection { connection, deadline throws(KeychainError) in
+            let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            let found = try connection.search([("service", service)], deadline: deadline)
+            var items: [KeychainItem] = []
+            for path in found.unlocked + found.locked where Self.isInCollection(path, collection) {
+                let properties = try connection.properties(at: path, deadline: deadline)
+                guard let account = properties.attributes["account"] else { continue }
+                items.append(KeychainItem(service: service, account: account, label: properties.label))
+            }
+            return items.sorted { ($0.account, $0.label) < ($1.account, $1.label) }
+        }
+    }
+
+    /// The accounts that have a secret stored for `service`, sorted.
+    public func accounts(service: String) throws(KeychainError) -> [String] {
+        try items(service: service).map(\.account)
+    }
+
+    // MARK: - Deleting
+
+    /// Deletes the secret stored for (`service`, `account`).
+    ///
+    /// - Returns: whether there was one to delete.
+    @discardableResult
+    public func delete(service: String, account: String) throws(KeychainError) -> Bool {
+        try Self.validate(service: service, account: account)
+        return try withConnection { connection, deadline throws(KeychainError) in
+            let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
+            if found.locked.contains(where: { Self.isInCollection($0, collection) }) {
+                throw Self.lockedError(configuration.collection)
+            }
+            let paths = found.unlocked.filter { Self.isInCollection($0, collection) }
+            for path in paths {
+                try connection.deleteItem(at: path, deadline: deadline)
+            }
+            return !paths.isEmpty
+        }
+    }
+
+    // MARK: - Internals
+
+    /// Runs `body` on the connection, connecting first if needed. When the call fails in a way a
+    /// restarted service explains (stale session or object), reconnects once and tries again.
+    private func withConnection<Result: Sendable>(
+        _ body: (SecretServiceConnection, Deadline) throws(KeychainError) -> Result
+    ) throws(KeychainError) -> Result {
+        let timeout = configuration.timeout
+        let outcome: Swift.Result<Result, KeychainError> = connection.withLock { current in
+            var attempt = 0
+            while true {
+                attempt += 1
+                do throws(KeychainError) {
+                    return .success(try Deadline.run(timeout: timeout) { deadline throws(KeychainError) in
+                        if current == nil { current = try SecretServiceConnection(deadline: deadline) }
+                        return try body(current!, deadline)
+                    })
+                } catch {
+                    let retryable = error.code == KeychainError.providerError || error.code == KeychainError.serviceUnavailable
+                    current = nil
+                    if !retryable || attempt >= 2 { return .failure(error) }
+                }
+            }
+        }
+        return try outcome.get()
+    }
+
+    private static func attributes(service: String, account: String) -> [(String, String)] {
+        [("service", service), ("account", account)]
+    }
+
+    private static func isInCollection(_ itemPath: String, _ collectionPath: String) -> Bool {
+        itemPath.hasPrefix(collectionPath + "/")
+    }
+
+    private static func lockedError(_ collection: Collection) -> KeychainError {
+        KeychainError(
+            KeychainError.locked,
+            "the keyring collection '\(collection.alias)' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again")
+    }
+
+    private static func validate(service: String, account: String) throws(KeychainError) {
+        try validateName(service, what: "service")
+        try validateName(account, what: "account")
+    }
+
+    private static func validateName(_ name: String, what: String, allowEmpty: Bool = false) throws(KeychainError) {
+        if name.isEmpty && !allowEmpty {
+            throw KeychainError(KeychainError.invalidName, "the \(what) name is empty")
+        }
+        if name.utf8.contains(0) {
+            throw KeychainError(KeychainError.invalidName, "the \(what) name contains a NUL byte")
+        }
+        if name.utf8.count > maximumNameLength {
+            throw KeychainError(
+                KeychainError.invalidName,
+                "the \(what) name is \(name.utf8.count) bytes long; the limit is \(maximumNameLength) bytes")
+        }
+    }
+}
+
+/// What a listing shows of one stored item: never its secret.
+public struct KeychainItem: Hashable, Sendable {
+    /// The service the item belongs to.
+    public let service: String
+    /// The account within the service.
+    public let account: String
+    /// The label desktop keyring managers show.
+    public let label: String
+
+    /// An item description.
+    public init(service: String, account: String, label: String) {
+        self.service = service
+        self.account = account
+        self.label = label
+    }
+}

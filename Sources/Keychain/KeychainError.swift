@@ -1,0 +1,66 @@
+/// An error from the ``Keychain``: a code to match on and a message a person can act on.
+///
+/// Match on the code with a `catch` pattern:
+///
+/// ```swift
+/// do {
+///     try keychain.set(token, service: "github.com", account: "me")
+/// } catch KeychainError.locked {
+///     print("unlock your keyring first")
+/// }
+/// ```
+///
+/// Messages name services, accounts, sizes and the Secret Service's own words; they never contain a
+/// secret.
+public struct KeychainError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a value a caller can match on. New codes may be added.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// A stable name for the code, e.g. `locked`.
+        public let name: String
+        init(_ name: String) { self.name = name }
+        /// The code's name.
+        public var description: String { name }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// A sentence a person can act on. Never contains a secret.
+    public let message: String
+
+    /// An error with `code` and `message`.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+}
+
+extension KeychainError.Code {
+    /// Matches a code against an error in a `catch` or `case` pattern: `catch KeychainError.locked`.
+    public static func ~= (pattern: KeychainError.Code, value: any Error) -> Bool {
+        (value as? KeychainError)?.code == pattern
+    }
+}
+
+extension KeychainError {
+    /// There is no D-Bus session bus to reach a Secret Service on (no `DBUS_SESSION_BUS_ADDRESS`).
+    public static let noSessionBus = Code("noSessionBus")
+    /// The session bus has no Secret Service provider (gnome-keyring, KeePassXC, KWallet…).
+    public static let serviceUnavailable = Code("serviceUnavailable")
+    /// The collection is locked and was not unlocked; no prompt is shown.
+    public static let locked = Code("locked")
+    /// The Secret Service did not answer within the configured timeout.
+    public static let timedOut = Code("timedOut")
+    /// The secret is larger than ``Keychain/maximumSecretSize``.
+    public static let secretTooLarge = Code("secretTooLarge")
+    /// A service, account or label is empty, too long, or contains a NUL byte.
+    public static let invalidName = Code("invalidName")
+    /// The collection (for example `session`) does not exist in this Secret Service.
+    public static let collectionNotFound = Code("collectionNotFound")
+    /// A stored value could not be decoded (for example a damaged base64 secret).
+    public static let invalidSecret = Code("invalidSecret")
+    /// Any other error the Secret Service reported; the message carries its words.
+    public static let providerError = Code("providerError")
+}

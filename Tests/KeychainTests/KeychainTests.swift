@@ -1,0 +1,234 @@
+import Foundation
+import Keychain
+import Testing
+
+/// The Keychain against a real gnome-keyring on the harness's private bus.
+@Suite(.serialized)
+struct KeychainTests {
+    let keychain = Keychain()
+
+    init() throws { try Harness.require() }
+
+    @Test func textSecretRoundTripsAndSecretToolSeesIt() throws {
+        let service = uniqueService()
+        try keychain.set("hunter2 ✓ with spaces", service: service, account: "alice", label: "Alice's token")
+        #expect(try keychain.string(service: service, account: "alice") == "hunter2 ✓ with spaces")
+        let lookup = try run(["secret-tool", "lookup", "service", service, "account", "alice"])
+        #expect(lookup.status == 0)
+        #expect(lookup.stdout == "hunter2 ✓ with spaces")
+    }
+
+    @Test func binarySecretWithAll256ByteValuesRoundTripsAsBase64Text() throws {
+        let service = uniqueService()
+        let bytes = Data((0...255).map { UInt8($0) } + (0...255).reversed().map { UInt8($0) })
+        try keychain.set(bytes, service: service, account: "blob")
+        #expect(try keychain.data(service: service, account: "blob") == bytes)
+        // Stored as text every provider keeps intact: base64, readable by any client.
+        let lookup = try run(["secret-tool", "lookup", "service", service, "account", "blob"])
+        #expect(lookup.stdout == "base64:" + bytes.base64EncodedString())
+        expectError(KeychainError.invalidSecret) { try keychain.string(service: service, account: "blob") }
+    }
+
+    @Test func textThatLooksLikeTheBinaryFormIsKeptApartFromIt() throws {
+        let service = uniqueService()
+        // Ours: stored encoded (with encoding=base64), read back as the same text.
+        try keychain.set("base64:AAAA", service: service, account: "ours")
+        #expect(try keychain.string(service: service, account: "ours") == "base64:AAAA")
+        // Another client's text that starts with "base64:" is returned as it is, not decoded.
+        let store = try run(
+            ["secret-tool", "store", "--label=x", "service", service, "account", "theirs"], input: Data("base64:AAAA".utf8))
+        #expect(store.status == 0)
+        #expect(try keychain.string(service: service, account: "theirs") == "base64:AAAA")
+    }
+
+    @Test func emptySecretRoundTrips() throws {
+        let service = uniqueService()
+        try keychain.set("", service: service, account: "empty")
+        #expect(try keychain.string(service: service, account: "empty") == "")
+    }
+
+    @Test func absentSecretIsNilNotAnError() throws {
+        #expect(try keychain.secret(service: uniqueService(), account: "nobody") == nil)
+        #expect(try keychain.exists(service: uniqueService(), account: "nobody") == false)
+    }
+
+    @Test func setReplacesTheSecretAndKeepsOneItem() throws {
+        let service = uniqueService()
+        try keychain.set("first", service: service, account: "a")
+        try keychain.set(Data([0, 1, 2]), service: service, account: "a")  // other encoding
+        try keychain.set("third", service: service, account: "a", label: "new label")
+        #expect(try keychain.string(service: service, account: "a") == "third")
+        #expect(try keychain.items(service: service) == [KeychainItem(service: service, account: "a", label: "new label")])
+    }
+
+    @Test func deleteRemovesTheItemAndReportsWhetherThereWasOne() throws {
+        let service = uniqueService()
+        try keychain.set("x", service: service, account: "a")
+        try keychain.set("y", service: service, account: "b")
+        #expect(try keychain.delete(service: service, account: "a") == true)
+        #expect(try keychain.secret(service: service, account: "a") == nil)
+        #expect(try keychain.delete(service: service, account: "a") == false)
+        #expect(try keychain.string(service: service, account: "b") == "y")
+        let lookup = try run(["secret-tool", "lookup", "service", service, "account", "a"])
+        #expect(lookup.status != 0)
+    }
+
+    @Test func listShowsAccountsAndLabelsSortedNeverSecrets() throws {
+        let service = uniqueService()
+        try keychain.set("s1", service: service, account: "zed")
+        try keychain.set("s2", service: service, account: "amy", label: "Amy")
+        try keychain.set("s3", service: uniqueService(), account: "other")
+        let items = try keychain.items(service: service)
+        #expect(items.map(\.account) == ["amy", "zed"])
+        #expect(items.map(\.label) == ["Amy", "\(service) (zed)"])
+        #expect(try keychain.accounts(service: service) == ["amy", "zed"])
+        #expect(!String(describing: items).contains("s1"))
+    }
+
+    @Test func findsWhatSecretToolStoredAndReplacesItInPlace() throws {
+        let service = uniqueService()
+        let store = try run(
+            ["secret-tool", "store", "--label=stored by secret-tool", "service", service, "account", "bob"],
+            input: Data("from-secret-tool".utf8))
+        #expect(store.status == 0)
+        #expect(try keychain.string(service: service, account: "bob") == "from-secret-tool")
+        #expect(try keychain.exists(service: service, account: "bob"))
+        #expect(try keychain.items(service: service).map(\.label) == ["stored by secret-tool"])
+
+        try keychain.set("from-securestore", service: service, account: "bob")
+        let search = try run(["secret-tool", "search", "--all", "service", service, "account", "bob"])
+        #expect(search.stdout.components(separatedBy: "secret = ").count - 1 == 1, "exactly one item remains")
+        #expect(try run(["secret-tool", "lookup", "service", service, "account", "bob"]).stdout == "from-securestore")
+    }
+
+    @Test func defaultCollectionSurvivesADaemonRestartAndSessionCollectionDoesNot() throws {
+        let service = uniqueService()
+        let session = Keychain(configuration: .init(collection: .session))
+        try keychain.set("persistent", service: service, account: "a")
+        try session.set("ephemeral", service: service, account: "a")
+        // The collections are separate: each sees its own item.
+        #expect(try keychain.string(service: service, account: "a") == "persistent")
+        #expect(try session.string(service: service, account: "a") == "ephemeral")
+
+        try Harness.keyringCtl("restart")
+
+        // The same Keychain objects reconnect to the new daemon by themselves.
+        #expect(try keychain.string(service: service, account: "a") == "persistent")
+        #expect(try session.secret(service: service, account: "a") == nil)
+    }
+
+    @Test func twoHundredConcurrentOperationsFromManyTasksLoseNothing() async throws {
+        let service = uniqueService()
+        let keychain = self.keychain
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<100 {
+                group.addTask {
+                    try keychain.set("secret-\(index)", service: service, account: "account-\(index)")
+                    let read = try keychain.string(service: service, account: "account-\(index)")
+                    guard read == "secret-\(index)" else {
+                        throw HarnessFailure(description: "account-\(index) read back \(read ?? "nil")")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let accounts = try keychain.accounts(service: service)
+        #expect(accounts.count == 100)
+        #expect(Set(accounts) == Set((0..<100).map { "account-\($0)" }))
+    }
+
+    @Test func oversizeSecretIsRefusedAndTheStoredOneIsUnchanged() throws {
+        let service = uniqueService()
+        try keychain.set("original", service: service, account: "a")
+        let huge = Data(repeating: 0x41, count: Keychain.maximumSecretSize + 1)
+        let error = expectError(KeychainError.secretTooLarge) {
+            try keychain.set(huge, service: service, account: "a")
+        }
+        #expect(error?.message.contains("65537 bytes") == true)
+        #expect(error?.message.contains("65536") == true)
+        #expect(try keychain.string(service: service, account: "a") == "original")
+        // Exactly at the limit is accepted.
+        let atLimit = Data(repeating: 0x42, count: Keychain.maximumSecretSize)
+        try keychain.set(atLimit, service: service, account: "b")
+        #expect(try keychain.data(service: service, account: "b") == atLimit)
+    }
+
+    @Test func invalidNamesAreRefusedWithAClearMessage() throws {
+        let service = uniqueService()
+        let empty = expectError(KeychainError.invalidName) { try keychain.set("x", service: "", account: "a") }
+        #expect(empty?.message == "the service name is empty")
+        let nul = expectError(KeychainError.invalidName) { try keychain.set("x", service: service, account: "a\0b") }
+        #expect(nul?.message == "the account name contains a NUL byte")
+        let long = String(repeating: "a", count: 2000)
+        expectError(KeychainError.invalidName) { try keychain.secret(service: service, account: long) }
+        #expect(try keychain.items(service: service).isEmpty, "nothing was stored")
+    }
+
+    @Test func lockedCollectionIsAnErrorDistinctFromNotFoundAndChangesNothing() throws {
+        let service = uniqueService()
+        try keychain.set("kept", service: service, account: "a")
+        try Harness.keyringCtl("lock")
+        defer { _ = try? Harness.keyringCtl("unlock") }
+
+        let get = expectError(KeychainError.locked) { try keychain.secret(service: service, account: "a") }
+        #expect(get?.message.contains("locked") == true)
+        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "a") }
+        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "b") }
+        expectError(KeychainError.locked) { try keychain.delete(service: service, account: "a") }
+        // Absent stays absent, not "locked": only an item that exists is reported locked.
+        #expect(try keychain.secret(service: service, account: "never-stored") == nil)
+
+        try Harness.keyringCtl("unlock")
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+        #expect(try keychain.exists(service: service, account: "b") == false)
+    }
+
+    @Test func stuckServiceTimesOutInsteadOfBlockingForever() throws {
+        let service = uniqueService()
+        try keychain.set("kept", service: service, account: "a")
+        let impatient = Keychain(configuration: .init(timeout: .milliseconds(300)))
+        try Harness.keyringCtl("freeze")
+        let started = ContinuousClock.now
+        let error = expectError(KeychainError.timedOut) {
+            try impatient.secret(service: service, account: "a")
+        }
+        let elapsed = ContinuousClock.now - started
+        try Harness.keyringCtl("thaw")
+        #expect(error?.message.contains("did not answer") == true)
+        #expect(elapsed < .seconds(3), "bounded by the 300 ms timeout (one reconnect at most), took \(elapsed)")
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+    }
+
+    @Test func noSessionBusIsAClearErrorThatSaysHowToStartOne() throws {
+        let service = uniqueService()
+        try keychain.set("kept", service: service, account: "a")
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        environment["DISPLAY"] = nil
+        let result = try run([stressTool, "keychain", "get", service, "a"], environment: environment)
+        #expect(result.status == 1)
+        #expect(result.stderr.hasPrefix("error noSessionBus: no D-Bus session bus"))
+        #expect(result.stderr.contains("dbus-run-session"))
+        #expect(!result.stdout.contains("kept"))
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+    }
+
+    @Test func secretNeverPrintsItself() throws {
+        let secret = Secret(string: "hunter2")
+        #expect("\(secret)" == "Secret(<redacted>)")
+        #expect(String(reflecting: secret) == "Secret(<redacted>)")
+        var dumped = ""
+        dump(secret, to: &dumped)
+        #expect(!dumped.contains("hunter2"))
+        #expect(secret == Secret(bytes: Array("hunter2".utf8)))
+        #expect(secret != Secret(string: "hunter3"))
+        #expect(secret != Secret(string: "hunter"))
+        #expect(secret.stringValue() == "hunter2")
+    }
+}
+
+/// The built `securestore-stress` helper, beside the test bundle in .build/<config>.
+let stressTool: String = {
+    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    return bundle.appendingPathComponent("securestore-stress").path
+}()
