@@ -35,16 +35,17 @@ enum Opening {
         return maps.contains("/libsqlite3.so")
     }
 
-    static func checkLibrary(_ connection: OpaquePointer, path: String) throws {
+    static func checkLibrary(_ connection: OpaquePointer?, path: String) throws {
         if plainSQLiteIsLoaded() {
             throw DatabaseError(
                 .sqlcipherUnavailable,
                 "the plain libsqlite3 is loaded into this process beside libsqlcipher; link only libsqlcipher")
         }
+        guard let connection else { return }
         var version: String?
-        _ = try? step(connection, "PRAGMA cipher_version") { statement in
+        _ = try? step(connection, "PRAGMA cipher_version", row: { statement in
             if let text = sqlite3_column_text(statement, 0) { version = String(cString: text) }
-        }
+        })
         guard let version, !version.isEmpty else {
             throw DatabaseError(
                 .sqlcipherUnavailable,
@@ -193,14 +194,14 @@ enum Opening {
     ) throws {
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, Int32(clamping: configuration.busyTimeoutMilliseconds))
-        try checkLibrary(connection, path: path)
         try key(connection, keying)
+        // SQLCipher 3.4 answers `cipher_version` only on a keyed connection.
+        try checkLibrary(connection, path: path)
         // Cipher settings come after the key and before the first read, on every open.
         try exec(connection, "PRAGMA cipher_page_size = \(CipherSettings.pageSize)", path: path)
         if case .passphrase = keying {
             try exec(connection, "PRAGMA kdf_iter = \(CipherSettings.passphraseIterations)", path: path)
         }
-        try exec(connection, "PRAGMA cache_size = -\(configuration.cacheSizeKiB)", path: path)
 
         // Validate now: a wrong key fails here, not at the tenth query.
         do {
@@ -226,6 +227,8 @@ enum Opening {
                     + "\(CipherSettings.pageSize)-byte pages; restore it from a backup")
         }
 
+        // cache_size reads the schema, so it comes after the validation.
+        try exec(connection, "PRAGMA cache_size = -\(configuration.cacheSizeKiB)", path: path)
         if !configuration.readOnly {
             try exec(connection, "PRAGMA journal_mode = WAL", path: path)
         }
@@ -353,8 +356,8 @@ enum Opening {
         try makeDirectories((destination as NSString).deletingLastPathComponent)
         var userVersion: Int64 = 0
         var applicationID: Int64 = 0
-        try step(source, "PRAGMA main.user_version") { userVersion = sqlite3_column_int64($0, 0) }
-        try step(source, "PRAGMA main.application_id") { applicationID = sqlite3_column_int64($0, 0) }
+        try step(source, "PRAGMA main.user_version", row: { userVersion = sqlite3_column_int64($0, 0) })
+        try step(source, "PRAGMA main.application_id", row: { applicationID = sqlite3_column_int64($0, 0) })
 
         let temporary = temporaryPath(near: destination)
         try createExclusive(temporary)
@@ -409,7 +412,8 @@ enum Opening {
         defer { sqlite3_close_v2(connection) }
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, 10_000)
-        try checkLibrary(connection, path: source)
+        // A plaintext connection does not answer cipher_version; the keyed destination is checked when opened.
+        try checkLibrary(nil, path: source)
         try exec(connection, "SELECT count(*) FROM sqlite_master", path: source)
         try export(from: connection, to: destination, key: key)
     }
