@@ -87,18 +87,25 @@ public final class Database {
     /// ```swift
     /// let titles = try db.fetch("SELECT title FROM item WHERE done = ?", [false]) { try $0.string(at: 0) }
     /// ```
+    @inlinable
     public func fetch<T>(
         _ sql: String, _ arguments: StatementArguments = .none, _ transform: (Row) throws -> T
     ) throws -> [T] {
-        try cachedStatement(sql).fetch(arguments, transform)
+        var results: [T] = []
+        try stepRows(sql, arguments) { row in
+            results.append(try transform(row))
+            return true
+        }
+        return results
     }
 
     /// Runs a query and returns its first row mapped by `transform`, or `nil` when there is no row.
+    @inlinable
     public func fetchOne<T>(
         _ sql: String, _ arguments: StatementArguments = .none, _ transform: (Row) throws -> T
     ) throws -> T? {
         var result: T?
-        try cachedStatement(sql).run(arguments) { row in
+        try stepRows(sql, arguments) { row in
             result = try transform(row)
             return false
         }
@@ -109,10 +116,16 @@ public final class Database {
     public func forEachRow(
         _ sql: String, _ arguments: StatementArguments = .none, _ body: (Row) throws -> Void
     ) throws {
-        try cachedStatement(sql).run(arguments) { row in
+        try stepRows(sql, arguments) { row in
             try body(row)
             return true
         }
+    }
+
+    /// The non-generic core of the fetch functions, so that they can be specialized in the caller's module.
+    @usableFromInline
+    func stepRows(_ sql: String, _ arguments: StatementArguments, _ body: (Row) throws -> Bool) throws {
+        try cachedStatement(sql).run(arguments, body)
     }
 
     /// Runs a query and returns the first column of its first row as `T`, or `nil` when there is no row or
@@ -121,6 +134,7 @@ public final class Database {
     /// ```swift
     /// let count = try db.scalar("SELECT count(*) FROM item", as: Int.self) ?? 0
     /// ```
+    @inlinable
     public func scalar<T: DatabaseValueConvertible>(
         _ sql: String, _ arguments: StatementArguments = .none, as type: T.Type = T.self
     ) throws -> T? {

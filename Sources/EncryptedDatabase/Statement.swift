@@ -70,6 +70,7 @@ public final class Statement {
     ///
     /// `transform` reads the current row through its typed accessors; the ``Row`` is valid only during that
     /// call.
+    @inlinable
     public func fetch<T>(_ arguments: StatementArguments = .none, _ transform: (Row) throws -> T) throws -> [T] {
         var results: [T] = []
         try run(arguments) { row in
@@ -80,6 +81,7 @@ public final class Statement {
     }
 
     /// Binds `arguments`, steps through all rows calling `body` (which returns false to stop), then resets.
+    @usableFromInline
     func run(_ arguments: StatementArguments, _ body: (Row) throws -> Bool) throws {
         guard let handle else {
             throw DatabaseError(.misuse, "the statement was finalized when its database closed", sql: sql)
@@ -243,36 +245,49 @@ public struct Row {
     ///
     /// The corresponding C function is `sqlite3_column_int64`.
     public func int64(at column: Int) throws -> Int64 {
-        sqlite3_column_int64(try nonNull(column, "Int64"), Int32(column))
+        let handle = try handle(column)
+        let value = sqlite3_column_int64(handle, Int32(column))
+        if value == 0, sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL {
+            throw mismatch(column, "is NULL; read it as Int64? to accept NULL")
+        }
+        return value
     }
 
     /// The column as an `Int`.
     ///
     /// The corresponding C function is `sqlite3_column_int64`.
     public func int(at column: Int) throws -> Int {
-        Int(sqlite3_column_int64(try nonNull(column, "Int"), Int32(column)))
+        Int(try int64(at: column))
     }
 
     /// The column as a Boolean: non-zero is `true`.
     ///
     /// The corresponding C function is `sqlite3_column_int64`.
     public func bool(at column: Int) throws -> Bool {
-        sqlite3_column_int64(try nonNull(column, "Bool"), Int32(column)) != 0
+        try int64(at: column) != 0
     }
 
     /// The column as a `Double`.
     ///
     /// The corresponding C function is `sqlite3_column_double`.
     public func double(at column: Int) throws -> Double {
-        sqlite3_column_double(try nonNull(column, "Double"), Int32(column))
+        let handle = try handle(column)
+        let value = sqlite3_column_double(handle, Int32(column))
+        if value == 0, sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL {
+            throw mismatch(column, "is NULL; read it as Double? to accept NULL")
+        }
+        return value
     }
 
     /// The column as a `String` (text is read as UTF-8; invalid sequences are repaired).
     ///
     /// The corresponding C function is `sqlite3_column_text`.
     public func string(at column: Int) throws -> String {
-        let handle = try nonNull(column, "String")
-        guard let text = sqlite3_column_text(handle, Int32(column)) else { return "" }
+        let handle = try handle(column)
+        // sqlite3_column_text returns NULL only for a NULL value (or out of memory): '' has an address.
+        guard let text = sqlite3_column_text(handle, Int32(column)) else {
+            throw mismatch(column, "is NULL; read it as String? to accept NULL")
+        }
         let count = Int(sqlite3_column_bytes(handle, Int32(column)))
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
@@ -332,6 +347,7 @@ public struct Row {
     /// ```swift
     /// let id = try row[0] as Int64
     /// ```
+    @inlinable
     public subscript<T: DatabaseValueConvertible>(_ column: Int) -> T {
         get throws { try T.decode(from: self, at: column) }
     }
@@ -341,6 +357,7 @@ public struct Row {
     /// ```swift
     /// let due = try row[2] as Date?
     /// ```
+    @inlinable
     public subscript<T: DatabaseValueConvertible>(_ column: Int) -> T? {
         get throws { try isNull(at: column) ? nil : T.decode(from: self, at: column) }
     }
