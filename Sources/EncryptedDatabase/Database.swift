@@ -1,0 +1,306 @@
+// One SQLCipher connection: confined, not Sendable.
+internal import CSQLCipher
+
+/// One connection to an encrypted database.
+///
+/// A `Database` is not `Sendable`: you never create one yourself, you borrow it inside
+/// ``DatabaseQueue/read(_:)`` or ``DatabaseQueue/write(_:)``, which serialize access to it. Do not keep it
+/// (or a ``Statement`` or ``Row``) after the closure returns.
+public final class Database {
+    /// The path of the database file.
+    public let path: String
+    var connection: OpaquePointer?
+    private var statementCache: [String: Statement] = [:]
+    private var uncachedStatements: [WeakStatement] = []
+    private var savepointDepth = 0
+
+    /// The number of statements this connection has prepared (compiled) since it opened. Running the same SQL
+    /// again through the statement cache does not prepare it again.
+    public internal(set) var preparedStatementCount = 0
+
+    init(path: String, connection: OpaquePointer) {
+        self.path = path
+        self.connection = connection
+    }
+
+    deinit {
+        finalizeStatements()
+        if let connection { sqlite3_close_v2(connection) }
+    }
+
+    // MARK: Statements
+
+    /// Returns the cached prepared statement for `sql`, preparing it on first use.
+    ///
+    /// The cache lives as long as the connection. A statement that is being stepped when the same SQL is run
+    /// again (a nested query) is not reused: a second one is prepared for the nested use.
+    ///
+    /// The corresponding C function is `sqlite3_prepare_v2`.
+    public func cachedStatement(_ sql: String) throws -> Statement {
+        if let statement = statementCache[sql], !statement.isBusy { return statement }
+        let statement = try Statement(database: try checkedOpen(), sql: sql)
+        if statementCache[sql] == nil { statementCache[sql] = statement }
+        return statement
+    }
+
+    /// Prepares a statement that is not cached; it is finalized when released or when the connection closes.
+    ///
+    /// The corresponding C function is `sqlite3_prepare_v2`.
+    public func makeStatement(_ sql: String) throws -> Statement {
+        let statement = try Statement(database: try checkedOpen(), sql: sql)
+        uncachedStatements.removeAll { $0.statement == nil }
+        uncachedStatements.append(WeakStatement(statement))
+        return statement
+    }
+
+    private func checkedOpen() throws -> Database {
+        guard connection != nil else {
+            throw DatabaseError(.misuse, "the database '\(path)' is closed")
+        }
+        return self
+    }
+
+    // MARK: Running SQL
+
+    /// Runs one SQL statement with `arguments`, ignoring any rows it returns.
+    ///
+    /// ```swift
+    /// try db.execute("INSERT INTO item(id, title) VALUES (?, ?)", [UUID(), "Pay rent"])
+    /// ```
+    public func execute(_ sql: String, _ arguments: StatementArguments = .none) throws {
+        try cachedStatement(sql).execute(arguments)
+    }
+
+    /// Runs several `;`-separated SQL statements without arguments (for schema definitions).
+    ///
+    /// The corresponding C function is `sqlite3_exec`.
+    public func executeScript(_ sql: String) throws {
+        guard let connection = try checkedOpen().connection else { return }
+        let result = sqlite3_exec(connection, sql, nil, nil, nil)
+        guard result == SQLITE_OK else {
+            throw DatabaseError.sqlite(result, connection: connection, sql: sql)
+        }
+    }
+
+    /// Runs a query and returns each row mapped by `transform`.
+    ///
+    /// ```swift
+    /// let titles = try db.fetch("SELECT title FROM item WHERE done = ?", [false]) { try $0.string(at: 0) }
+    /// ```
+    @inlinable
+    public func fetch<T>(
+        _ sql: String, _ arguments: StatementArguments = .none, _ transform: (Row) throws -> T
+    ) throws -> [T] {
+        var results: [T] = []
+        try stepRows(sql, arguments) { row in
+            results.append(try transform(row))
+            return true
+        }
+        return results
+    }
+
+    /// Runs a query and returns its first row mapped by `transform`, or `nil` when there is no row.
+    @inlinable
+    public func fetchOne<T>(
+        _ sql: String, _ arguments: StatementArguments = .none, _ transform: (Row) throws -> T
+    ) throws -> T? {
+        var result: T?
+        try stepRows(sql, arguments) { row in
+            result = try transform(row)
+            return false
+        }
+        return result
+    }
+
+    /// Runs a query and calls `body` with each row, without collecting them.
+    public func forEachRow(
+        _ sql: String, _ arguments: StatementArguments = .none, _ body: (Row) throws -> Void
+    ) throws {
+        try stepRows(sql, arguments) { row in
+            try body(row)
+            return true
+        }
+    }
+
+    /// The non-generic core of the fetch functions, so that they can be specialized in the caller's module.
+    @usableFromInline
+    func stepRows(_ sql: String, _ arguments: StatementArguments, _ body: (Row) throws -> Bool) throws {
+        try cachedStatement(sql).run(arguments, body)
+    }
+
+    /// Runs a query and returns the first column of its first row as `T`, or `nil` when there is no row or
+    /// the value is `NULL`.
+    ///
+    /// ```swift
+    /// let count = try db.scalar("SELECT count(*) FROM item", as: Int.self) ?? 0
+    /// ```
+    @inlinable
+    public func scalar<T: DatabaseValueConvertible>(
+        _ sql: String, _ arguments: StatementArguments = .none, as type: T.Type = T.self
+    ) throws -> T? {
+        try fetchOne(sql, arguments) { row in try row[0] as T? } ?? nil
+    }
+
+    /// The number of rows changed by the most recent `INSERT`, `UPDATE` or `DELETE`.
+    ///
+    /// The corresponding C function is `sqlite3_changes`.
+    public var changes: Int {
+        connection.map { Int(sqlite3_changes($0)) } ?? 0
+    }
+
+    /// The rowid of the most recent successful `INSERT`.
+    ///
+    /// The corresponding C function is `sqlite3_last_insert_rowid`.
+    public var lastInsertRowID: Int64 {
+        connection.map { sqlite3_last_insert_rowid($0) } ?? 0
+    }
+
+    /// Whether a transaction is open on this connection.
+    ///
+    /// The corresponding C function is `sqlite3_get_autocommit`.
+    public var isInsideTransaction: Bool {
+        connection.map { sqlite3_get_autocommit($0) == 0 } ?? false
+    }
+
+    /// Whether a table (or view) named `name` exists in the main database.
+    public func tableExists(_ name: String) throws -> Bool {
+        try scalar(
+            "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?", [name], as: Int.self)
+            != nil
+    }
+
+    /// The database's `user_version` header field.
+    public func userVersion() throws -> Int {
+        try scalar("PRAGMA user_version", as: Int.self) ?? 0
+    }
+
+    /// Sets the database's `user_version` header field.
+    public func setUserVersion(_ version: Int32) throws {
+        try execute("PRAGMA user_version = \(version)")
+    }
+
+    /// The database's `application_id` header field.
+    public func applicationID() throws -> Int32 {
+        Int32(truncatingIfNeeded: try scalar("PRAGMA application_id", as: Int64.self) ?? 0)
+    }
+
+    /// Sets the database's `application_id` header field.
+    public func setApplicationID(_ id: Int32) throws {
+        try execute("PRAGMA application_id = \(id)")
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` inside a savepoint: its changes are released (kept) when it returns and rolled back when it
+    /// throws, without ending the enclosing transaction. Savepoints nest.
+    ///
+    /// ```swift
+    /// try queue.write { db in
+    ///     try db.execute("INSERT INTO item(title) VALUES (?)", ["kept"])
+    ///     try? db.inSavepoint {
+    ///         try db.execute("INSERT INTO item(title) VALUES (?)", ["rolled back"])
+    ///         throw CancellationError()
+    ///     }
+    /// }
+    /// ```
+    public func inSavepoint<T>(_ body: () throws -> T) throws -> T {
+        savepointDepth += 1
+        defer { savepointDepth -= 1 }
+        let name = "securestore_\(savepointDepth)"
+        try execute("SAVEPOINT \(name)")
+        let value: T
+        do {
+            value = try body()
+        } catch {
+            // Roll back to the savepoint, then release it; report the body's error.
+            try? execute("ROLLBACK TO SAVEPOINT \(name)")
+            try? execute("RELEASE SAVEPOINT \(name)")
+            throw error
+        }
+        try execute("RELEASE SAVEPOINT \(name)")
+        return value
+    }
+
+    /// Runs `body` in one transaction (`BEGIN IMMEDIATE` or `BEGIN DEFERRED`), committing when it returns and
+    /// rolling back when it throws.
+    func inTransaction<T>(immediate: Bool, _ body: () throws -> T) throws -> T {
+        try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        let value: T
+        do {
+            value = try body()
+        } catch {
+            if isInsideTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+        do {
+            try execute("COMMIT")
+        } catch {
+            if isInsideTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+        return value
+    }
+
+    // MARK: Maintenance
+
+    /// Checks the whole database (`PRAGMA integrity_check`); throws ``DatabaseError/Code/corrupt`` listing the
+    /// first problems found.
+    public func integrityCheck() throws {
+        let problems = try fetch("PRAGMA integrity_check") { try $0.string(at: 0) }
+        guard problems != ["ok"] else { return }
+        throw DatabaseError(
+            .corrupt,
+            "the database '\(path)' failed its integrity check: "
+                + problems.prefix(5).joined(separator: "; "))
+    }
+
+    /// Copies every change from the write-ahead log into the database file and empties the log
+    /// (`PRAGMA wal_checkpoint(TRUNCATE)`), so that the file alone holds the whole database and can be copied
+    /// or renamed. Throws ``DatabaseError/Code/busy`` when another connection keeps it from completing.
+    public func checkpoint() throws {
+        let busy = try fetchOne("PRAGMA wal_checkpoint(TRUNCATE)") { try $0.int(at: 0) }
+        if busy == 1 {
+            throw DatabaseError(
+                .busy, "another connection kept the checkpoint of '\(path)' from completing; try again")
+        }
+    }
+
+    // MARK: Closing
+
+    private func finalizeStatements() {
+        for statement in statementCache.values { statement.finalize() }
+        statementCache.removeAll()
+        for weak in uncachedStatements { weak.statement?.finalize() }
+        uncachedStatements.removeAll()
+    }
+
+    /// Finalizes every statement and closes the connection. Closing twice does nothing.
+    ///
+    /// The corresponding C function is `sqlite3_close`.
+    func close() throws {
+        guard let connection else { return }
+        finalizeStatements()
+        let result = sqlite3_close(connection)
+        if result != SQLITE_OK {
+            let error = DatabaseError.sqlite(result, connection: connection, path: path)
+            sqlite3_close_v2(connection)
+            self.connection = nil
+            throw error
+        }
+        self.connection = nil
+    }
+}
+
+@available(*, unavailable)
+extension Database: Sendable {}
+
+@available(*, unavailable)
+extension Statement: Sendable {}
+
+@available(*, unavailable)
+extension Row: Sendable {}
+
+private struct WeakStatement {
+    weak var statement: Statement?
+    init(_ statement: Statement) { self.statement = statement }
+}

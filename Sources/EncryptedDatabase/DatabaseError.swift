@@ -1,0 +1,193 @@
+// The one error type of the module.
+internal import CSQLCipher
+
+/// An error from an encrypted database: a code to match on and a message a person can act on.
+///
+/// ```swift
+/// do {
+///     let queue = try DatabaseQueue(path: path, key: key)
+/// } catch DatabaseError.wrongKeyOrNotADatabase {
+///     // the key does not open this file
+/// }
+/// ```
+///
+/// Messages and descriptions never contain a key or the values bound to a statement; they may contain the
+/// SQL text of the statement (with `?` placeholders) and the path of the file.
+public struct DatabaseError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a value that can be matched in `catch` clauses and `switch` statements.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The stable name of the code, e.g. `"wrongKeyOrNotADatabase"`.
+        public let name: String
+
+        init(_ name: String) { self.name = name }
+
+        /// The stable name of the code.
+        public var description: String { name }
+
+        /// The key does not decrypt the file, or the file is not a database (SQLite's `SQLITE_NOTADB`,
+        /// "file is encrypted or is not a database"). A file of random bytes whose size is a whole number of
+        /// pages cannot be told apart from a database under another key.
+        public static let wrongKeyOrNotADatabase = Code("wrongKeyOrNotADatabase")
+        /// The file is a plaintext (unencrypted) SQLite database. Import it instead of opening it.
+        public static let notEncrypted = Code("notEncrypted")
+        /// The file exists but is empty (0 bytes). This module never leaves such a file behind.
+        public static let emptyFile = Code("emptyFile")
+        /// The file is not a database of any kind: its size is not a whole number of pages and no page
+        /// decrypts.
+        public static let unrecognizedFormat = Code("unrecognizedFormat")
+        /// The file is a database under this key but is damaged or truncated (`SQLITE_CORRUPT`, or an
+        /// `integrity_check` that fails).
+        public static let corrupt = Code("corrupt")
+        /// The file does not exist and the database was opened read-only.
+        public static let notFound = Code("notFound")
+        /// The database or its directory may not be written (`SQLITE_READONLY`).
+        public static let readOnly = Code("readOnly")
+        /// The file or its directory may not be opened (`EACCES`, `SQLITE_PERM`, `SQLITE_CANTOPEN`).
+        public static let permissionDenied = Code("permissionDenied")
+        /// The disk or quota is full (`SQLITE_FULL`, `ENOSPC`).
+        public static let diskFull = Code("diskFull")
+        /// Another connection held the lock longer than the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+        public static let busy = Code("busy")
+        /// A `UNIQUE`, `NOT NULL`, `CHECK` or foreign-key constraint failed (`SQLITE_CONSTRAINT`).
+        public static let constraint = Code("constraint")
+        /// The database has a migration applied that this version of the program does not know: it was
+        /// written by a newer version. It is left untouched.
+        public static let unknownMigration = Code("unknownMigration")
+        /// The API was used wrongly: a closed database, a wrong number of arguments, a nested access, a
+        /// statement used after its row moved on (`SQLITE_MISUSE`, `SQLITE_RANGE`).
+        public static let misuse = Code("misuse")
+        /// A column could not be read as the requested type (a `NULL` where a value was expected, a blob of
+        /// the wrong size for a UUID).
+        public static let typeMismatch = Code("typeMismatch")
+        /// The process does not use SQLCipher: `PRAGMA cipher_version` does not answer, or the plain
+        /// `libsqlite3` is loaded beside it.
+        public static let sqlcipherUnavailable = Code("sqlcipherUnavailable")
+        /// An input/output error from the operating system (`SQLITE_IOERR`).
+        public static let io = Code("io")
+        /// Any other SQLite error (for example a syntax error in SQL text); see the message and
+        /// ``DatabaseError/extendedResultCode``.
+        public static let sqlite = Code("sqlite")
+
+        /// Matches an error against a code, so that `catch DatabaseError.busy { … }` works.
+        public static func ~= (pattern: Code, value: any Error) -> Bool {
+            (value as? DatabaseError)?.code == pattern
+        }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// A sentence for a person: what failed and, where one helps, what to do.
+    public let message: String
+    /// The SQLite extended result code, when the error came from SQLite (e.g. 26 for `SQLITE_NOTADB`,
+    /// 2067 for `SQLITE_CONSTRAINT_UNIQUE`).
+    public let extendedResultCode: Int32?
+    /// The SQL text of the statement that failed, without argument values.
+    public let sql: String?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, extendedResultCode: Int32? = nil, sql: String? = nil) {
+        self.code = code
+        self.message = message
+        self.extendedResultCode = extendedResultCode
+        self.sql = sql
+    }
+
+    /// `code: message`, followed by the SQL text and SQLite result code when there are some.
+    public var description: String {
+        var text = "\(code.name): \(message)"
+        if let extendedResultCode { text += " (SQLite code \(extendedResultCode))" }
+        if let sql { text += " [SQL: \(sql)]" }
+        return text
+    }
+
+    /// See ``Code/wrongKeyOrNotADatabase``.
+    public static let wrongKeyOrNotADatabase = Code.wrongKeyOrNotADatabase
+    /// See ``Code/notEncrypted``.
+    public static let notEncrypted = Code.notEncrypted
+    /// See ``Code/emptyFile``.
+    public static let emptyFile = Code.emptyFile
+    /// See ``Code/unrecognizedFormat``.
+    public static let unrecognizedFormat = Code.unrecognizedFormat
+    /// See ``Code/corrupt``.
+    public static let corrupt = Code.corrupt
+    /// See ``Code/notFound``.
+    public static let notFound = Code.notFound
+    /// See ``Code/readOnly``.
+    public static let readOnly = Code.readOnly
+    /// See ``Code/permissionDenied``.
+    public static let permissionDenied = Code.permissionDenied
+    /// See ``Code/diskFull``.
+    public static let diskFull = Code.diskFull
+    /// See ``Code/busy``.
+    public static let busy = Code.busy
+    /// See ``Code/constraint``.
+    public static let constraint = Code.constraint
+    /// See ``Code/unknownMigration``.
+    public static let unknownMigration = Code.unknownMigration
+    /// See ``Code/misuse``.
+    public static let misuse = Code.misuse
+    /// See ``Code/typeMismatch``.
+    public static let typeMismatch = Code.typeMismatch
+    /// See ``Code/sqlcipherUnavailable``.
+    public static let sqlcipherUnavailable = Code.sqlcipherUnavailable
+    /// See ``Code/io``.
+    public static let io = Code.io
+    /// See ``Code/sqlite``.
+    public static let sqlite = Code.sqlite
+}
+
+extension DatabaseError {
+    /// Builds an error from a SQLite result code and the connection's current message.
+    ///
+    /// SQLite's own messages name tables, columns and constraints but never bound values.
+    static func sqlite(
+        _ result: Int32, connection: OpaquePointer?, sql: String? = nil, path: String? = nil
+    ) -> DatabaseError {
+        let extended = connection.map { sqlite3_extended_errcode($0) } ?? result
+        let primary = extended & 0xff
+        let sqliteMessage: String
+        if let connection, let text = sqlite3_errmsg(connection) {
+            sqliteMessage = String(cString: text)
+        } else {
+            sqliteMessage = String(cString: sqlite3_errstr(result))
+        }
+        let file = path.map { " '\($0)'" } ?? ""
+        let (code, message): (Code, String)
+        switch primary {
+        case SQLITE_NOTADB:
+            code = .wrongKeyOrNotADatabase
+            message = "the key does not open the database\(file), or it is not a database (\(sqliteMessage))"
+        case SQLITE_CORRUPT:
+            code = .corrupt
+            message = "the database\(file) is damaged (\(sqliteMessage)); restore it from a backup"
+        case SQLITE_READONLY:
+            code = .readOnly
+            message = "the database\(file) cannot be written (\(sqliteMessage)); check the permissions of "
+                + "the file and its directory"
+        case SQLITE_PERM, SQLITE_AUTH, SQLITE_CANTOPEN:
+            code = .permissionDenied
+            message = "the database\(file) cannot be opened (\(sqliteMessage)); check that the directory "
+                + "exists and that this user may read and write it"
+        case SQLITE_FULL:
+            code = .diskFull
+            message = "the disk is full (\(sqliteMessage)); free some space and try again"
+        case SQLITE_BUSY, SQLITE_LOCKED:
+            code = .busy
+            message = "the database\(file) stayed locked by another connection longer than the busy "
+                + "timeout (\(sqliteMessage)); try again"
+        case SQLITE_CONSTRAINT:
+            code = .constraint
+            message = sqliteMessage
+        case SQLITE_MISUSE, SQLITE_RANGE:
+            code = .misuse
+            message = sqliteMessage
+        case SQLITE_IOERR:
+            code = .io
+            message = "an input/output error on the database\(file) (\(sqliteMessage))"
+        default:
+            code = .sqlite
+            message = sqliteMessage
+        }
+        return DatabaseError(code, message, extendedResultCode: extended, sql: sql)
+    }
+}

@@ -1,0 +1,219 @@
+// The Sendable handle: one connection behind a mutex, reached through scoped read and write.
+internal import CSQLCipher
+internal import Foundation
+internal import Synchronization
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+/// Options for opening a database. The cipher settings are not options: they are fixed by the file format
+/// (see Docs/database.md).
+public struct DatabaseConfiguration: Sendable {
+    /// Open the file read-only: it must exist, and writes fail with ``DatabaseError/Code/readOnly``.
+    public var readOnly = false
+    /// How long a statement waits for another connection's lock before failing with
+    /// ``DatabaseError/Code/busy``. 10 000 ms by default.
+    public var busyTimeoutMilliseconds = 10_000
+    /// The largest page cache of the connection, in KiB (`PRAGMA cache_size = -N`). 65 536 (64 MiB) by
+    /// default: memory is taken only as pages are read, and a cache that holds a big transaction keeps
+    /// SQLCipher from encrypting the same pages again and again.
+    public var cacheSizeKiB = 65_536
+
+    /// The default configuration.
+    public init() {}
+}
+
+/// A `Sendable` handle on one encrypted database file: a single connection whose use is serialized by a
+/// mutex and scoped by ``read(_:)`` and ``write(_:)``.
+///
+/// ```swift
+/// let queue = try DatabaseQueue(path: path, key: key)
+/// try queue.write { db in
+///     try db.execute("INSERT INTO item(title) VALUES (?)", ["Pay rent"])
+/// }
+/// let titles = try queue.read { db in
+///     try db.fetch("SELECT title FROM item ORDER BY title") { try $0.string(at: 0) }
+/// }
+/// ```
+///
+/// Opening creates the file (mode 0600, in missing directories made with mode 0700) when it does not exist,
+/// keys it, applies the cipher settings and validates the key by reading the schema, so a wrong key fails
+/// here. Several processes may open the same file: it is in WAL mode with `synchronous = NORMAL`, and every
+/// write is a `BEGIN IMMEDIATE` transaction that waits up to the busy timeout for the lock.
+public final class DatabaseQueue: Sendable {
+    /// The path of the database file.
+    public let path: String
+    /// Guards `database`: it is read and written only while this mutex is held.
+    private let lock = Mutex<Void>(())
+    /// The confined connection; `nil` once closed. `nonisolated(unsafe)` because region-based isolation
+    /// cannot express "lent to the caller's closure while the lock is held"; every access is inside `lock`.
+    nonisolated(unsafe) private var database: Database?
+    /// The thread inside the mutex, to turn a nested access (a deadlock) into an error.
+    private let owner = Atomic<UInt>(0)
+
+    /// Opens (or creates) the database at `path` with a 32-byte key, in SQLCipher's raw-key form. This is the
+    /// fast path: no key derivation, well under a millisecond once the library is loaded.
+    ///
+    /// - Throws: ``DatabaseError``: ``DatabaseError/Code/wrongKeyOrNotADatabase``,
+    ///   ``DatabaseError/Code/notEncrypted``, ``DatabaseError/Code/emptyFile``,
+    ///   ``DatabaseError/Code/unrecognizedFormat``, ``DatabaseError/Code/corrupt``,
+    ///   ``DatabaseError/Code/permissionDenied``, ``DatabaseError/Code/notFound`` (read-only),
+    ///   ``DatabaseError/Code/sqlcipherUnavailable``… A file that fails to open is never modified.
+    public convenience init(
+        path: String, key: DatabaseKey, configuration: DatabaseConfiguration = DatabaseConfiguration()
+    ) throws {
+        try self.init(path: path, keying: .raw(key), configuration: configuration)
+    }
+
+    /// Opens (or creates) the database at `path` with a passphrase, stretched by PBKDF2-SHA1 with 64 000
+    /// iterations on every open.
+    ///
+    /// This is the slow path (about 30 ms per open on purpose): use it only for files keyed by a person's
+    /// passphrase, such as the reference fixtures. The passphrase's UTF-8 copy made here is wiped; the
+    /// `String` itself cannot be.
+    public convenience init(
+        path: String, passphrase: String, configuration: DatabaseConfiguration = DatabaseConfiguration()
+    ) throws {
+        try self.init(path: path, keying: .passphrase(passphrase), configuration: configuration)
+    }
+
+    init(path: String, keying: Keying, configuration: DatabaseConfiguration) throws {
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        var info = try Opening.inspect(path)
+        if info == nil {
+            guard !configuration.readOnly else {
+                throw DatabaseError(.notFound, "the database '\(path)' does not exist")
+            }
+            if !directory.isEmpty { try Opening.makeDirectories(directory) }
+            _ = try Opening.createDatabase(path, keying: keying, configuration: configuration)
+            info = try Opening.inspect(path)
+        }
+        guard let info else {
+            throw DatabaseError(.notFound, "the database '\(path)' disappeared while it was being opened")
+        }
+        if info.size == 0 {
+            throw DatabaseError(
+                .emptyFile,
+                "'\(path)' is empty (0 bytes): it holds no database. SecureStore never leaves an empty file; "
+                    + "if nothing should be there, delete it and open again")
+        }
+        if info.header == Opening.plaintextHeader {
+            throw DatabaseError(
+                .notEncrypted,
+                "'\(path)' is a plaintext SQLite database, not an encrypted one; import it to encrypt it")
+        }
+        let connection = try Opening.connect(
+            path, keying: keying, configuration: configuration, fileSize: info.size)
+        database = Database(path: path, connection: connection)
+    }
+
+    // MARK: Access
+
+    private func withDatabase<T>(_ body: (Database) throws -> T) throws -> T {
+        let thread = UInt(pthread_self())
+        if owner.load(ordering: .acquiring) == thread {
+            throw DatabaseError(
+                .misuse,
+                "read or write was called inside another read or write of the same database; use the db given "
+                    + "to the outer closure (a nested call would deadlock)")
+        }
+        return try lock.withLock { _ in
+            guard let database else {
+                throw DatabaseError(.misuse, "the database '\(path)' is closed")
+            }
+            owner.store(thread, ordering: .releasing)
+            defer { owner.store(0, ordering: .releasing) }
+            return try body(database)
+        }
+    }
+
+    /// Runs `body` in one read transaction: it sees one consistent snapshot of the database, and any attempt
+    /// to write fails (`PRAGMA query_only`).
+    ///
+    /// Calls to ``read(_:)`` and ``write(_:)`` of one queue are serialized; calling either inside the other's
+    /// closure throws ``DatabaseError/Code/misuse``.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try withDatabase { db in
+            try db.execute("PRAGMA query_only = 1")
+            defer { try? db.execute("PRAGMA query_only = 0") }
+            return try db.inTransaction(immediate: false) { try body(db) }
+        }
+    }
+
+    /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`): committed when `body` returns, rolled back
+    /// when it throws (the error is rethrown).
+    ///
+    /// `BEGIN IMMEDIATE` takes the write lock at the start, waiting up to the busy timeout for other
+    /// connections and processes, so a write never fails half-way because another one started first.
+    public func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try withDatabase { db in
+            try db.inTransaction(immediate: true) { try body(db) }
+        }
+    }
+
+    /// Runs `body` with the connection outside any transaction, for statements that cannot run inside one
+    /// (`VACUUM`, `ATTACH`, some pragmas). Each statement commits on its own.
+    public func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try withDatabase { db in try body(db) }
+    }
+
+    // MARK: Maintenance
+
+    /// Checks the whole database; throws ``DatabaseError/Code/corrupt`` when it fails.
+    ///
+    /// The corresponding pragma is `integrity_check`.
+    public func integrityCheck() throws {
+        try read { db in try db.integrityCheck() }
+    }
+
+    /// Moves everything from the write-ahead log into the database file and truncates the log, so the main
+    /// file alone can be copied or renamed. Throws ``DatabaseError/Code/busy`` when readers in other
+    /// connections keep it from finishing.
+    ///
+    /// The corresponding pragma is `wal_checkpoint(TRUNCATE)`.
+    public func checkpoint() throws {
+        try writeWithoutTransaction { db in try db.checkpoint() }
+    }
+
+    /// Writes the whole database into the new file `destination`, encrypted under `key` with the same cipher
+    /// settings, and copies `user_version` and `application_id` (which `sqlcipher_export` does not).
+    ///
+    /// `destination` must not exist: the copy is built under a temporary name next to it (mode 0600) and linked
+    /// into place when complete, so it is never half written and nothing is replaced. The key is passed as a
+    /// bound parameter of `ATTACH`, never in SQL text. This database is left unchanged. Verify the copy
+    /// (open it, ``integrityCheck()``) before relying on it.
+    public func export(to destination: String, key: DatabaseKey) throws {
+        try writeWithoutTransaction { db in
+            guard let connection = db.connection else {
+                throw DatabaseError(.misuse, "the database '\(path)' is closed")
+            }
+            try Opening.export(from: connection, to: destination, key: key)
+        }
+    }
+
+    /// Encrypts the plaintext SQLite database `source` into the new file `destination` under `key`, keeping
+    /// every table, index, row, `user_version` and `application_id`. `source` is opened read-only and left
+    /// as it was; `destination` must not exist and is linked into place only when complete.
+    public static func importPlaintext(from source: String, to destination: String, key: DatabaseKey) throws {
+        try Opening.importPlaintext(from: source, to: destination, key: key)
+    }
+
+    /// Finalizes every statement and closes the connection. Later calls to ``read(_:)`` and ``write(_:)``
+    /// throw ``DatabaseError/Code/misuse``; closing twice does nothing. If you do not call it, the connection
+    /// closes when the queue is released.
+    ///
+    /// The corresponding C function is `sqlite3_close`.
+    public func close() throws {
+        let thread = UInt(pthread_self())
+        if owner.load(ordering: .acquiring) == thread {
+            throw DatabaseError(.misuse, "close was called inside read or write of the same database")
+        }
+        try lock.withLock { _ in
+            defer { database = nil }
+            try database?.close()
+        }
+    }
+}

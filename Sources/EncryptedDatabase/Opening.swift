@@ -1,0 +1,420 @@
+// Opening a connection: files and modes, keying, cipher settings, validation, connection settings.
+// Every C call that opening needs goes through this file.
+internal import CSQLCipher
+internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+/// The settings every connection uses. The cipher settings are part of the file format: a file written with one
+/// page size does not open with another, so they are applied on every open and never change.
+enum CipherSettings {
+    /// `PRAGMA cipher_page_size`. 4096 (SQLCipher 3's default is 1024): see Docs/database.md.
+    static let pageSize = 4096
+    /// `PRAGMA kdf_iter` for the passphrase path only; SQLCipher 3's default, written explicitly.
+    static let passphraseIterations = 64_000
+}
+
+/// How a connection is keyed.
+enum Keying {
+    /// A 32-byte key in SQLCipher's raw-key form: no key derivation.
+    case raw(DatabaseKey)
+    /// A passphrase stretched with PBKDF2 (slow, by design).
+    case passphrase(String)
+}
+
+enum Opening {
+    // MARK: Process checks
+
+    /// Whether the plain `libsqlite3` is mapped into this process (it must never be: its symbols would
+    /// silently shadow or be shadowed by SQLCipher's).
+    static func plainSQLiteIsLoaded() -> Bool {
+        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return false }
+        return maps.contains("/libsqlite3.so")
+    }
+
+    static func checkLibrary(_ connection: OpaquePointer?, path: String) throws {
+        if plainSQLiteIsLoaded() {
+            throw DatabaseError(
+                .sqlcipherUnavailable,
+                "the plain libsqlite3 is loaded into this process beside libsqlcipher; link only libsqlcipher")
+        }
+        guard let connection else { return }
+        var version: String?
+        _ = try? step(connection, "PRAGMA cipher_version", row: { statement in
+            if let text = sqlite3_column_text(statement, 0) { version = String(cString: text) }
+        })
+        guard let version, !version.isEmpty else {
+            throw DatabaseError(
+                .sqlcipherUnavailable,
+                "PRAGMA cipher_version does not answer: this process uses SQLite without SQLCipher, so '\(path)' "
+                    + "would not be encrypted")
+        }
+    }
+
+    // MARK: Files
+
+    /// Creates the missing directories of `directory`, each with mode 0700.
+    static func makeDirectories(_ directory: String) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw DatabaseError(.permissionDenied, "'\(directory)' exists and is not a directory")
+            }
+            return
+        }
+        let parent = (directory as NSString).deletingLastPathComponent
+        if !parent.isEmpty, parent != directory { try makeDirectories(parent) }
+        if mkdir(directory, 0o700) != 0 {
+            if errno == EEXIST { return }
+            throw errnoError(errno, "cannot create the directory '\(directory)'")
+        }
+        // mkdir applies the umask, which can only remove bits; set exactly 0700 in case of an odd umask.
+        _ = chmod(directory, 0o700)
+    }
+
+    /// Creates `path` as a new empty file with mode 0600; fails if it exists.
+    static func createExclusive(_ path: String) throws {
+        let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            throw errnoError(errno, "cannot create the file '\(path)'")
+        }
+        defer { close(descriptor) }
+        if fchmod(descriptor, 0o600) != 0 {
+            throw errnoError(errno, "cannot set the mode of '\(path)'")
+        }
+    }
+
+    /// A path for a temporary file next to `path`, with a random suffix.
+    static func temporaryPath(near path: String) -> String {
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        return (directory.isEmpty ? "" : directory + "/") + ".\(name).tmp-\(suffix)"
+    }
+
+    /// Removes a database file and its `-wal`, `-shm` and `-journal` companions, ignoring errors.
+    static func removeDatabaseFiles(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+    }
+
+    /// Links the finished file `temporary` to `path` (failing if `path` exists, so nothing is ever replaced),
+    /// removes the temporary name and syncs the directory.
+    static func publish(_ temporary: String, as path: String) throws {
+        if link(temporary, path) != 0 {
+            let code = errno
+            if code == EEXIST {
+                throw DatabaseError(.misuse, "'\(path)' already exists; it was not replaced")
+            }
+            throw errnoError(code, "cannot create '\(path)'")
+        }
+        unlink(temporary)
+        syncDirectory(of: path)
+    }
+
+    static func syncDirectory(of path: String) {
+        var directory = (path as NSString).deletingLastPathComponent
+        if directory.isEmpty { directory = "." }
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if descriptor >= 0 {
+            fsync(descriptor)
+            close(descriptor)
+        }
+    }
+
+    /// The size of the file and its first 16 bytes, or nil when it does not exist.
+    static func inspect(_ path: String) throws -> (size: Int, header: [UInt8])? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw errnoError(errno, "cannot open the database '\(path)'")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            throw errnoError(errno, "cannot read the database '\(path)'")
+        }
+        if (info.st_mode & S_IFMT) != S_IFREG {
+            throw DatabaseError(.unrecognizedFormat, "'\(path)' is not a regular file")
+        }
+        var header = [UInt8](repeating: 0, count: 16)
+        let count = header.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, 16) }
+        return (Int(info.st_size), Array(header.prefix(max(count, 0))))
+    }
+
+    static let plaintextHeader = Array("SQLite format 3\0".utf8)
+
+    static func errnoError(_ code: Int32, _ what: String) -> DatabaseError {
+        let reason = String(cString: strerror(code))
+        switch code {
+        case EACCES, EPERM:
+            return DatabaseError(.permissionDenied, "\(what): \(reason); check the permissions")
+        case EROFS:
+            return DatabaseError(.readOnly, "\(what): \(reason)")
+        case ENOSPC, EDQUOT:
+            return DatabaseError(.diskFull, "\(what): \(reason); free some space and try again")
+        case ENOENT:
+            return DatabaseError(.notFound, "\(what): \(reason)")
+        default:
+            return DatabaseError(.io, "\(what): \(reason)")
+        }
+    }
+
+    // MARK: Connections
+
+    /// Opens, keys, configures and validates a connection to the existing file `path`.
+    /// On any failure the handle is closed before the error is thrown.
+    static func connect(
+        _ path: String, keying: Keying, configuration: DatabaseConfiguration, fileSize: Int?
+    ) throws -> OpaquePointer {
+        var connection: OpaquePointer?
+        let flags =
+            (configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX
+        let result = sqlite3_open_v2(path, &connection, flags, nil)
+        guard result == SQLITE_OK, let connection else {
+            let error = DatabaseError.sqlite(result, connection: connection, path: path)
+            sqlite3_close_v2(connection)
+            throw error
+        }
+        do {
+            try configure(connection, path: path, keying: keying, configuration: configuration,
+                          fileSize: fileSize)
+            return connection
+        } catch {
+            sqlite3_close_v2(connection)
+            throw error
+        }
+    }
+
+    private static func configure(
+        _ connection: OpaquePointer, path: String, keying: Keying, configuration: DatabaseConfiguration,
+        fileSize: Int?
+    ) throws {
+        sqlite3_extended_result_codes(connection, 1)
+        sqlite3_busy_timeout(connection, Int32(clamping: configuration.busyTimeoutMilliseconds))
+        try key(connection, keying)
+        // SQLCipher 3.4 answers `cipher_version` only on a keyed connection.
+        try checkLibrary(connection, path: path)
+        // Cipher settings come after the key and before the first read, on every open.
+        try exec(connection, "PRAGMA cipher_page_size = \(CipherSettings.pageSize)", path: path)
+        if case .passphrase = keying {
+            try exec(connection, "PRAGMA kdf_iter = \(CipherSettings.passphraseIterations)", path: path)
+        }
+
+        // Validate now: a wrong key fails here, not at the tenth query.
+        do {
+            try exec(connection, "SELECT count(*) FROM sqlite_master", path: path)
+        } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
+            if let fileSize, fileSize % CipherSettings.pageSize != 0 {
+                throw DatabaseError(
+                    .unrecognizedFormat,
+                    "'\(path)' is not a SecureStore database: no page decrypts and its size (\(fileSize) "
+                        + "bytes) is not a whole number of \(CipherSettings.pageSize)-byte pages",
+                    extendedResultCode: error.extendedResultCode)
+            }
+            throw DatabaseError(
+                .wrongKeyOrNotADatabase,
+                "the key does not open '\(path)', or it is not a SecureStore database (file is encrypted or "
+                    + "is not a database)",
+                extendedResultCode: error.extendedResultCode)
+        }
+        if let fileSize, fileSize % CipherSettings.pageSize != 0 {
+            throw DatabaseError(
+                .corrupt,
+                "'\(path)' is truncated or damaged: its size (\(fileSize) bytes) is not a whole number of "
+                    + "\(CipherSettings.pageSize)-byte pages; restore it from a backup")
+        }
+
+        // cache_size reads the schema, so it comes after the validation.
+        try exec(connection, "PRAGMA cache_size = -\(configuration.cacheSizeKiB)", path: path)
+        if !configuration.readOnly {
+            try exec(connection, "PRAGMA journal_mode = WAL", path: path)
+        }
+        try exec(connection, "PRAGMA synchronous = NORMAL", path: path)
+        try exec(connection, "PRAGMA foreign_keys = ON", path: path)
+    }
+
+    /// Keys the connection. The raw-key form is built in a buffer that is wiped when this returns; the key
+    /// never appears in SQL text.
+    ///
+    /// The corresponding C function is `sqlite3_key`.
+    static func key(_ connection: OpaquePointer, _ keying: Keying) throws {
+        let result: Int32
+        switch keying {
+        case .raw(let key):
+            result = key.withRawKeyForm { sqlite3_key(connection, $0.baseAddress, Int32($0.count)) }
+        case .passphrase(let passphrase):
+            var bytes = Array(passphrase.utf8)
+            defer { bytes.withUnsafeMutableBytes { secureZero($0.baseAddress, $0.count) } }
+            guard !bytes.isEmpty else {
+                throw DatabaseError(.misuse, "an empty passphrase would leave the database unencrypted")
+            }
+            result = bytes.withUnsafeBytes { sqlite3_key(connection, $0.baseAddress, Int32($0.count)) }
+        }
+        guard result == SQLITE_OK else {
+            throw DatabaseError.sqlite(result, connection: connection)
+        }
+    }
+
+    /// Runs SQL without arguments on a raw connection.
+    static func exec(_ connection: OpaquePointer, _ sql: String, path: String? = nil) throws {
+        let result = sqlite3_exec(connection, sql, nil, nil, nil)
+        guard result == SQLITE_OK else {
+            throw DatabaseError.sqlite(result, connection: connection, sql: sql, path: path)
+        }
+    }
+
+    /// Prepares `sql`, calls `bind` to bind it, steps it to the end calling `row` for each row, finalizes it.
+    @discardableResult
+    static func step(
+        _ connection: OpaquePointer, _ sql: String, bind: (OpaquePointer) -> Void = { _ in },
+        row: (OpaquePointer) -> Void = { _ in }
+    ) throws -> Int {
+        var statement: OpaquePointer?
+        var result = sqlite3_prepare_v2(connection, sql, -1, &statement, nil)
+        guard result == SQLITE_OK, let statement else {
+            throw DatabaseError.sqlite(result, connection: connection, sql: sql)
+        }
+        defer { sqlite3_finalize(statement) }
+        bind(statement)
+        var rows = 0
+        while true {
+            result = sqlite3_step(statement)
+            if result == SQLITE_ROW {
+                rows += 1
+                row(statement)
+            } else if result == SQLITE_DONE {
+                sqlite3_clear_bindings(statement)
+                return rows
+            } else {
+                let error = DatabaseError.sqlite(result, connection: connection, sql: sql)
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+                throw error
+            }
+        }
+    }
+
+    // MARK: Creating
+
+    /// Creates a new encrypted database at `path`: it is built under a temporary name (mode 0600, keyed,
+    /// cipher settings, WAL) and then linked into place, so a file at `path` is never empty or half made.
+    /// Returns false when another process created `path` first.
+    static func createDatabase(
+        _ path: String, keying: Keying, configuration: DatabaseConfiguration
+    ) throws -> Bool {
+        let temporary = temporaryPath(near: path)
+        try createExclusive(temporary)
+        do {
+            let connection = try connect(temporary, keying: keying, configuration: configuration, fileSize: 0)
+            // Switching to WAL wrote page 1 (header, cipher salt); a checkpoint on close empties the log.
+            sqlite3_close(connection)
+            do {
+                try publish(temporary, as: path)
+            } catch let error as DatabaseError where error.code == .misuse {
+                removeDatabaseFiles(temporary)
+                return false
+            }
+            return true
+        } catch {
+            removeDatabaseFiles(temporary)
+            throw error
+        }
+    }
+
+    // MARK: Export
+
+    /// A `file:` URI for `path`, with the characters URIs reserve percent-encoded.
+    static func fileURI(_ path: String, readOnly: Bool) -> String {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var encoded = ""
+        for byte in absolute.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "/"), UInt8(ascii: "."), UInt8(ascii: "-"),
+                UInt8(ascii: "_"), UInt8(ascii: "~"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                encoded += "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+            }
+        }
+        return "file:" + encoded + (readOnly ? "?mode=ro" : "")
+    }
+
+    /// Writes everything in the database `source` (schema `main`) into a new encrypted file `destination`
+    /// under `key`, then copies `user_version` and `application_id`. The new file is built under a temporary
+    /// name and linked into place: `destination` must not exist, and is never left half written.
+    ///
+    /// Uses `ATTACH DATABASE ? AS … KEY ?` with bound parameters (no key in SQL text) and
+    /// `sqlcipher_export`.
+    static func export(from source: OpaquePointer, to destination: String, key: DatabaseKey) throws {
+        if FileManager.default.fileExists(atPath: destination) {
+            throw DatabaseError(.misuse, "'\(destination)' already exists; export writes only a new file")
+        }
+        try makeDirectories((destination as NSString).deletingLastPathComponent)
+        var userVersion: Int64 = 0
+        var applicationID: Int64 = 0
+        try step(source, "PRAGMA main.user_version", row: { userVersion = sqlite3_column_int64($0, 0) })
+        try step(source, "PRAGMA main.application_id", row: { applicationID = sqlite3_column_int64($0, 0) })
+
+        let temporary = temporaryPath(near: destination)
+        try createExclusive(temporary)
+        var attached = false
+        do {
+            _ = try key.withRawKeyForm { rawKey in
+                try step(source, "ATTACH DATABASE ? AS securestore_export KEY ?") { statement in
+                    sqlite3_bind_text(statement, 1, temporary, -1, securestore_sqlite_transient())
+                    // Bound without a copy; the binding is cleared before the buffer is wiped.
+                    sqlite3_bind_text(
+                        statement, 2, rawKey.baseAddress?.assumingMemoryBound(to: CChar.self),
+                        Int32(rawKey.count), nil)
+                }
+            }
+            attached = true
+            try exec(source, "PRAGMA securestore_export.cipher_page_size = \(CipherSettings.pageSize)")
+            try step(source, "SELECT sqlcipher_export('securestore_export')")
+            try exec(source, "PRAGMA securestore_export.user_version = \(Int32(truncatingIfNeeded: userVersion))")
+            try exec(
+                source, "PRAGMA securestore_export.application_id = \(Int32(truncatingIfNeeded: applicationID))")
+            try exec(source, "DETACH DATABASE securestore_export")
+            attached = false
+            try publish(temporary, as: destination)
+        } catch {
+            if attached { try? exec(source, "DETACH DATABASE securestore_export") }
+            removeDatabaseFiles(temporary)
+            throw error
+        }
+    }
+
+    /// Encrypts the plaintext SQLite database `source` into the new file `destination` under `key`.
+    /// `source` is opened read-only and never modified.
+    static func importPlaintext(from source: String, to destination: String, key: DatabaseKey) throws {
+        guard let info = try inspect(source) else {
+            throw DatabaseError(.notFound, "'\(source)' does not exist")
+        }
+        guard info.size > 0, info.header == plaintextHeader else {
+            throw DatabaseError(
+                .unrecognizedFormat, "'\(source)' is not a plaintext SQLite database, so it cannot be imported")
+        }
+        // The source is opened read-only through a URI (`mode=ro`) while the connection keeps read-write
+        // flags, which the attached destination inherits.
+        var connection: OpaquePointer?
+        let result = sqlite3_open_v2(
+            fileURI(source, readOnly: true), &connection,
+            SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nil)
+        guard result == SQLITE_OK, let connection else {
+            let error = DatabaseError.sqlite(result, connection: connection, path: source)
+            sqlite3_close_v2(connection)
+            throw error
+        }
+        defer { sqlite3_close_v2(connection) }
+        sqlite3_extended_result_codes(connection, 1)
+        sqlite3_busy_timeout(connection, 10_000)
+        // A plaintext connection does not answer cipher_version; the keyed destination is checked when opened.
+        try checkLibrary(nil, path: source)
+        try exec(connection, "SELECT count(*) FROM sqlite_master", path: source)
+        try export(from: connection, to: destination, key: key)
+    }
+}

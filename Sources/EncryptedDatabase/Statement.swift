@@ -1,0 +1,386 @@
+// Prepared statements and the rows they produce.
+public import Foundation
+internal import CSQLCipher
+
+/// A prepared SQL statement of one ``Database`` connection.
+///
+/// Get one from ``Database/makeStatement(_:)`` or ``Database/cachedStatement(_:)``. Like its connection it is
+/// not `Sendable`; it is finalized when it is released or when its connection closes, whichever comes first.
+public final class Statement {
+    /// The SQL text, as given (without argument values).
+    public let sql: String
+    private(set) var handle: OpaquePointer?
+    unowned let database: Database
+    let columnCount: Int
+    let parameterCount: Int
+    /// Incremented on every step, reset and finalize, so that a ``Row`` can tell it is stale.
+    var generation: UInt64 = 0
+    /// True while the statement is being stepped, so that a nested use of the same SQL prepares another.
+    var isBusy = false
+
+    init(database: Database, sql: String) throws {
+        self.database = database
+        self.sql = sql
+        var statement: OpaquePointer?
+        var tail: UnsafePointer<CChar>?
+        let result = sql.withCString { sqlite3_prepare_v2(database.connection, $0, -1, &statement, &tail) }
+        guard result == SQLITE_OK else {
+            throw DatabaseError.sqlite(result, connection: database.connection, sql: sql)
+        }
+        guard let statement else {
+            throw DatabaseError(.misuse, "the SQL text holds no statement", sql: sql)
+        }
+        if let tail, tail.pointee != 0,
+            String(cString: tail).contains(where: { !$0.isWhitespace && $0 != ";" })
+        {
+            sqlite3_finalize(statement)
+            throw DatabaseError(
+                .misuse, "the SQL text holds more than one statement; use executeScript", sql: sql)
+        }
+        handle = statement
+        columnCount = Int(sqlite3_column_count(statement))
+        parameterCount = Int(sqlite3_bind_parameter_count(statement))
+        database.preparedStatementCount += 1
+    }
+
+    deinit {
+        finalize()
+    }
+
+    func finalize() {
+        if let handle {
+            sqlite3_finalize(handle)
+            self.handle = nil
+            generation &+= 1
+        }
+    }
+
+    /// The names of the result columns, in order.
+    public var columnNames: [String] {
+        guard let handle else { return [] }
+        return (0..<Int32(columnCount)).map { String(cString: sqlite3_column_name(handle, $0)) }
+    }
+
+    /// Runs the statement with `arguments`, ignoring any rows.
+    public func execute(_ arguments: StatementArguments = .none) throws {
+        try run(arguments) { _ in false }
+    }
+
+    /// Runs the statement with `arguments` and returns every row mapped by `transform`.
+    ///
+    /// `transform` reads the current row through its typed accessors; the ``Row`` is valid only during that
+    /// call.
+    @inlinable
+    public func fetch<T>(_ arguments: StatementArguments = .none, _ transform: (Row) throws -> T) throws -> [T] {
+        var results: [T] = []
+        try run(arguments) { row in
+            results.append(try transform(row))
+            return true
+        }
+        return results
+    }
+
+    /// Binds `arguments`, steps through all rows calling `body` (which returns false to stop), then resets.
+    @usableFromInline
+    func run(_ arguments: StatementArguments, _ body: (Row) throws -> Bool) throws {
+        guard let handle else {
+            throw DatabaseError(.misuse, "the statement was finalized when its database closed", sql: sql)
+        }
+        isBusy = true
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+            generation &+= 1
+            isBusy = false
+        }
+        try bind(arguments, to: handle)
+        while true {
+            generation &+= 1
+            let result = sqlite3_step(handle)
+            if result == SQLITE_ROW {
+                if try !body(Row(statement: self, generation: generation)) { return }
+            } else if result == SQLITE_DONE {
+                return
+            } else {
+                throw DatabaseError.sqlite(result, connection: database.connection, sql: sql)
+            }
+        }
+    }
+
+    private func bind(_ arguments: StatementArguments, to handle: OpaquePointer) throws {
+        switch arguments.storage {
+        case .positional(let values):
+            guard values.count == parameterCount else {
+                throw DatabaseError(
+                    .misuse,
+                    "the statement has \(parameterCount) parameters but \(values.count) arguments were given",
+                    sql: sql)
+            }
+            for (offset, value) in values.enumerated() {
+                try bind(value, at: Int32(offset + 1), to: handle)
+            }
+        case .named(let values):
+            var used = 0
+            for index in 1...max(parameterCount, 1) where parameterCount > 0 {
+                guard let cName = sqlite3_bind_parameter_name(handle, Int32(index)) else {
+                    throw DatabaseError(
+                        .misuse, "parameter \(index) is positional but named arguments were given", sql: sql)
+                }
+                let name = String(String(cString: cName).dropFirst())
+                guard let value = values[name] else {
+                    throw DatabaseError(.misuse, "no argument was given for parameter '\(name)'", sql: sql)
+                }
+                used += 1
+                try bind(value, at: Int32(index), to: handle)
+            }
+            if used != values.count {
+                let names = Set(values.keys).subtracting(namedParameters(handle)).sorted()
+                throw DatabaseError(
+                    .misuse, "the statement has no parameter named \(names.joined(separator: ", "))", sql: sql)
+            }
+        }
+    }
+
+    private func namedParameters(_ handle: OpaquePointer) -> Set<String> {
+        var names: Set<String> = []
+        for index in 0..<parameterCount {
+            if let cName = sqlite3_bind_parameter_name(handle, Int32(index + 1)) {
+                names.insert(String(String(cString: cName).dropFirst()))
+            }
+        }
+        return names
+    }
+
+    private func bind(_ value: DatabaseValue, at index: Int32, to handle: OpaquePointer) throws {
+        let result: Int32
+        switch value {
+        case .null:
+            result = sqlite3_bind_null(handle, index)
+        case .integer(let integer):
+            result = sqlite3_bind_int64(handle, index, integer)
+        case .real(let real):
+            result = sqlite3_bind_double(handle, index, real)
+        case .text(var text):
+            result = text.withUTF8 { buffer in
+                // An empty buffer may have no address, and a NULL address would bind NULL, not ''.
+                guard let base = buffer.baseAddress, buffer.count > 0 else {
+                    return sqlite3_bind_text(handle, index, "", 0, securestore_sqlite_transient())
+                }
+                return base.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                    sqlite3_bind_text(handle, index, $0, Int32(buffer.count), securestore_sqlite_transient())
+                }
+            }
+        case .blob(let data):
+            if data.isEmpty {
+                result = sqlite3_bind_zeroblob(handle, index, 0)
+            } else {
+                result = data.withUnsafeBytes {
+                    sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), securestore_sqlite_transient())
+                }
+            }
+        }
+        guard result == SQLITE_OK else {
+            throw DatabaseError.sqlite(result, connection: database.connection, sql: sql)
+        }
+    }
+}
+
+/// The current row of a statement being stepped, read through typed accessors.
+///
+/// ```swift
+/// let items = try db.fetch("SELECT id, title, due FROM item") { row in
+///     Item(id: try row.int64(at: 0), title: try row.string(at: 1), due: try row[2] as Date?)
+/// }
+/// ```
+///
+/// A row is valid only inside the closure it is given to: once the statement moves on, every accessor throws
+/// ``DatabaseError/Code/misuse``. Column indexes start at 0.
+public struct Row {
+    let statement: Statement
+    let generation: UInt64
+
+    @inline(__always)
+    private func handle(_ column: Int) throws -> OpaquePointer {
+        guard statement.generation == generation, let handle = statement.handle else {
+            throw DatabaseError(
+                .misuse, "a row was used after its statement moved on; read it inside the closure",
+                sql: statement.sql)
+        }
+        guard column >= 0, column < statement.columnCount else {
+            throw DatabaseError(
+                .misuse, "column \(column) does not exist; the statement has \(statement.columnCount) columns",
+                sql: statement.sql)
+        }
+        return handle
+    }
+
+    @inline(__always)
+    private func nonNull(_ column: Int, _ type: String) throws -> OpaquePointer {
+        let handle = try handle(column)
+        if sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL {
+            throw mismatch(column, "is NULL; read it as \(type)? to accept NULL")
+        }
+        return handle
+    }
+
+    private func mismatch(_ column: Int, _ problem: String) -> DatabaseError {
+        let name = statement.handle.map { String(cString: sqlite3_column_name($0, Int32(column))) } ?? "?"
+        return DatabaseError(.typeMismatch, "column \(column) (\(name)) \(problem)", sql: statement.sql)
+    }
+
+    /// The number of columns.
+    public var count: Int { statement.columnCount }
+
+    /// The names of the columns, in order.
+    public var columnNames: [String] { statement.columnNames }
+
+    /// Whether the column holds `NULL`.
+    ///
+    /// The corresponding C function is `sqlite3_column_type`.
+    public func isNull(at column: Int) throws -> Bool {
+        sqlite3_column_type(try handle(column), Int32(column)) == SQLITE_NULL
+    }
+
+    /// The column as a 64-bit integer.
+    ///
+    /// The corresponding C function is `sqlite3_column_int64`.
+    public func int64(at column: Int) throws -> Int64 {
+        let handle = try handle(column)
+        let value = sqlite3_column_int64(handle, Int32(column))
+        if value == 0, sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL {
+            throw mismatch(column, "is NULL; read it as Int64? to accept NULL")
+        }
+        return value
+    }
+
+    /// The column as an `Int`.
+    ///
+    /// The corresponding C function is `sqlite3_column_int64`.
+    public func int(at column: Int) throws -> Int {
+        Int(try int64(at: column))
+    }
+
+    /// The column as a Boolean: non-zero is `true`.
+    ///
+    /// The corresponding C function is `sqlite3_column_int64`.
+    public func bool(at column: Int) throws -> Bool {
+        try int64(at: column) != 0
+    }
+
+    /// The column as a `Double`.
+    ///
+    /// The corresponding C function is `sqlite3_column_double`.
+    public func double(at column: Int) throws -> Double {
+        let handle = try handle(column)
+        let value = sqlite3_column_double(handle, Int32(column))
+        if value == 0, sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL {
+            throw mismatch(column, "is NULL; read it as Double? to accept NULL")
+        }
+        return value
+    }
+
+    /// The column as a `String` (text is read as UTF-8; invalid sequences are repaired).
+    ///
+    /// The corresponding C function is `sqlite3_column_text`.
+    public func string(at column: Int) throws -> String {
+        let handle = try handle(column)
+        // sqlite3_column_text returns NULL only for a NULL value (or out of memory): '' has an address.
+        guard let text = sqlite3_column_text(handle, Int32(column)) else {
+            throw mismatch(column, "is NULL; read it as String? to accept NULL")
+        }
+        let count = Int(sqlite3_column_bytes(handle, Int32(column)))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+
+    /// The column as `Data` (a zero-length blob is an empty `Data`).
+    ///
+    /// The corresponding C function is `sqlite3_column_blob`.
+    public func data(at column: Int) throws -> Data {
+        let handle = try nonNull(column, "Data")
+        guard let blob = sqlite3_column_blob(handle, Int32(column)) else { return Data() }
+        return Data(bytes: blob, count: Int(sqlite3_column_bytes(handle, Int32(column))))
+    }
+
+    /// The column as a `UUID`, stored as a blob of exactly 16 bytes.
+    ///
+    /// The corresponding C function is `sqlite3_column_blob`.
+    public func uuid(at column: Int) throws -> UUID {
+        let handle = try nonNull(column, "UUID")
+        guard sqlite3_column_type(handle, Int32(column)) == SQLITE_BLOB,
+            let blob = sqlite3_column_blob(handle, Int32(column)),
+            sqlite3_column_bytes(handle, Int32(column)) == 16
+        else {
+            throw mismatch(column, "is not a 16-byte blob, so it is not a UUID")
+        }
+        let b = blob.assumingMemoryBound(to: UInt8.self)
+        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                           b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+    }
+
+    /// The column as a `Date`, stored as integer microseconds since 1970-01-01 00:00:00 UTC.
+    ///
+    /// The corresponding C function is `sqlite3_column_int64`.
+    public func date(at column: Int) throws -> Date {
+        let handle = try nonNull(column, "Date")
+        guard sqlite3_column_type(handle, Int32(column)) == SQLITE_INTEGER else {
+            throw mismatch(column, "is not an integer of microseconds since 1970, so it is not a Date")
+        }
+        return Date(microsecondsSince1970: sqlite3_column_int64(handle, Int32(column)))
+    }
+
+    /// The column as whatever SQLite holds.
+    ///
+    /// The corresponding C function is `sqlite3_column_value`.
+    public func value(at column: Int) throws -> DatabaseValue {
+        let handle = try handle(column)
+        switch sqlite3_column_type(handle, Int32(column)) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, Int32(column)))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, Int32(column)))
+        case SQLITE_TEXT: return .text(try string(at: column))
+        case SQLITE_BLOB: return .blob(try data(at: column))
+        default: return .null
+        }
+    }
+
+    /// The column converted to `T`; throws ``DatabaseError/Code/typeMismatch`` on `NULL`.
+    ///
+    /// ```swift
+    /// let id = try row[0] as Int64
+    /// ```
+    @inlinable
+    public subscript<T: DatabaseValueConvertible>(_ column: Int) -> T {
+        get throws { try T.decode(from: self, at: column) }
+    }
+
+    /// The column converted to `T`, or `nil` when it is `NULL`.
+    ///
+    /// ```swift
+    /// let due = try row[2] as Date?
+    /// ```
+    @inlinable
+    public subscript<T: DatabaseValueConvertible>(_ column: Int) -> T? {
+        get throws { try isNull(at: column) ? nil : T.decode(from: self, at: column) }
+    }
+
+    /// The column named `name` (as in the statement's result columns) converted to `T`.
+    public subscript<T: DatabaseValueConvertible>(_ name: String) -> T {
+        get throws { try T.decode(from: self, at: index(of: name)) }
+    }
+
+    /// The column named `name` converted to `T`, or `nil` when it is `NULL`.
+    public subscript<T: DatabaseValueConvertible>(_ name: String) -> T? {
+        get throws {
+            let column = try index(of: name)
+            return try isNull(at: column) ? nil : T.decode(from: self, at: column)
+        }
+    }
+
+    private func index(of name: String) throws -> Int {
+        let handle = try handle(0)
+        for column in 0..<statement.columnCount
+        where String(cString: sqlite3_column_name(handle, Int32(column))) == name {
+            return column
+        }
+        throw DatabaseError(.misuse, "the statement has no column named '\(name)'", sql: statement.sql)
+    }
+}

@@ -1,0 +1,118 @@
+// Helpers shared by the EncryptedDatabase tests: temporary directories, keys, files, child processes.
+import EncryptedDatabase
+import Foundation
+import Testing
+
+/// A fresh directory under the system temporary directory, removed when released.
+final class TemporaryDirectory {
+    let path: String
+
+    init() throws {
+        var template = Array((NSTemporaryDirectory() + "/securestore-db-XXXXXX").utf8CString)
+        guard let created = mkdtemp(&template) else { throw CocoaError(.fileWriteUnknown) }
+        path = String(cString: created)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func file(_ name: String) -> String { path + "/" + name }
+}
+
+/// A test key whose 32 bytes are all `byte`.
+func testKey(_ byte: UInt8 = 0x42) throws -> DatabaseKey {
+    try DatabaseKey(bytes: [UInt8](repeating: byte, count: 32))
+}
+
+/// The 64 hex digits of a test key made by `testKey(byte)`.
+func testKeyHex(_ byte: UInt8 = 0x42) -> String {
+    String(repeating: String(format: "%02x", byte), count: 32)
+}
+
+func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+func fileMode(_ path: String) throws -> Int {
+    let attributes = try FileManager.default.attributesOfItem(atPath: path)
+    return (attributes[.posixPermissions] as? Int) ?? -1
+}
+
+func fileExists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+/// The directory of the build products (`.build/debug`), where the test bundle and the helpers are.
+func productsDirectory() -> URL {
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    var directory = executable.deletingLastPathComponent()
+    while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("securestore-stress").path),
+        directory.path != "/"
+    {
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory
+}
+
+/// The repository's Keys/fixtures directory.
+func fixturesDirectory() -> URL {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Keys/fixtures")
+}
+
+struct ProcessResult {
+    var status: Int32
+    var output: String
+    var error: String
+}
+
+/// Runs a program (looked up on PATH when not absolute) with `input` on its standard input.
+func run(_ program: String, _ arguments: [String], input: String = "") throws -> ProcessResult {
+    let process = Process()
+    if program.hasPrefix("/") {
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = arguments
+    } else {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [program] + arguments
+    }
+    let stdin = Pipe()
+    let stdout = Pipe()
+    let stderr = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stderr
+    try process.run()
+    stdin.fileHandleForWriting.write(Data(input.utf8))
+    try stdin.fileHandleForWriting.close()
+    let output = stdout.fileHandleForReading.readDataToEndOfFile()
+    let error = stderr.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return ProcessResult(
+        status: process.terminationStatus, output: String(decoding: output, as: UTF8.self),
+        error: String(decoding: error, as: UTF8.self))
+}
+
+/// Whether `needle` occurs anywhere in `haystack`.
+func containsBytes(_ haystack: Data, _ needle: String) -> Bool {
+    haystack.range(of: Data(needle.utf8)) != nil
+}
+
+/// Opens a queue on a fresh file with a small table `item(id INTEGER PRIMARY KEY, title TEXT)`.
+func makeItemDatabase(_ path: String, key: DatabaseKey, titles: [String]) throws -> DatabaseQueue {
+    let queue = try DatabaseQueue(path: path, key: key)
+    try queue.write { db in
+        try db.execute("CREATE TABLE item (id INTEGER PRIMARY KEY, title TEXT NOT NULL)")
+        for title in titles { try db.execute("INSERT INTO item (title) VALUES (?)", [title]) }
+    }
+    return queue
+}
+
+func titles(_ queue: DatabaseQueue) throws -> [String] {
+    try queue.read { db in try db.fetch("SELECT title FROM item ORDER BY id") { try $0.string(at: 0) } }
+}
+
+/// Expects `body` to throw a `DatabaseError` with `code`, and returns it.
+@discardableResult
+func expectCode<R>(
+    _ code: DatabaseError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> R
+) -> DatabaseError? {
+    let error = #expect(throws: DatabaseError.self, sourceLocation: sourceLocation) { _ = try body() }
+    #expect(error?.code == code, "\(String(describing: error))", sourceLocation: sourceLocation)
+    return error
+}

@@ -1,0 +1,203 @@
+// Round trips of every supported type, arguments, rows and the statement cache.
+import EncryptedDatabase
+import Foundation
+import Testing
+
+@Suite struct ValueTests {
+    let directory: TemporaryDirectory
+    let queue: DatabaseQueue
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        queue = try DatabaseQueue(path: directory.file("values.db"), key: try testKey())
+        try queue.write { db in try db.execute("CREATE TABLE value (id INTEGER PRIMARY KEY, v)") }
+    }
+
+    /// Stores `value` and reads it back as `T?`.
+    func roundTrip<T: DatabaseValueConvertible>(_ value: T?) throws -> T? {
+        try queue.write { db in
+            try db.execute("DELETE FROM value")
+            try db.execute("INSERT INTO value (id, v) VALUES (1, ?)", [value])
+            return try db.fetchOne("SELECT v FROM value WHERE id = 1") { try $0[0] as T? } ?? nil
+        }
+    }
+
+    @Test func integersRoundTripIncludingExtremes() throws {
+        for value: Int64 in [0, 1, -1, .min, .max] { #expect(try roundTrip(value) == value) }
+        #expect(try roundTrip(Int.max) == Int.max)
+        #expect(try roundTrip(Int.min) == Int.min)
+    }
+
+    @Test func doublesAndBoolsRoundTrip() throws {
+        for value in [0.0, -1.5, 1e-300, .greatestFiniteMagnitude, .infinity, -.infinity] {
+            #expect(try roundTrip(value) == value)
+        }
+        #expect(try roundTrip(true) == true)
+        #expect(try roundTrip(false) == false)
+    }
+
+    @Test func textRoundTripsIncludingUnicodeAndEmpty() throws {
+        for value in ["", "plain", "naïve café 日本語 🔐", "e\u{301}", "a\u{0}b"] {
+            #expect(try roundTrip(value) == value)
+        }
+        let empty = try queue.read { db in
+            try db.fetchOne("SELECT typeof(v), length(v) FROM value") { (try $0[0] as String, try $0[1] as Int) }
+        }
+        #expect(empty?.0 == "text")  // the last value stored was text, not NULL
+    }
+
+    @Test func emptyStringIsNotNull() throws {
+        #expect(try roundTrip("") == "")
+        let type = try queue.read { db in try db.scalar("SELECT typeof(v) FROM value", as: String.self) }
+        #expect(type == "text")
+    }
+
+    @Test func dataRoundTripsAndEmptyDataIsAnEmptyBlob() throws {
+        let bytes = Data((0...255).map { UInt8($0) })
+        #expect(try roundTrip(bytes) == bytes)
+        #expect(try roundTrip(Data()) == Data())
+        let type = try queue.read { db in try db.scalar("SELECT typeof(v) FROM value", as: String.self) }
+        #expect(type == "blob")
+    }
+
+    @Test func uuidIsASixteenByteBlob() throws {
+        let id = UUID()
+        #expect(try roundTrip(id) == id)
+        let stored = try queue.read { db in
+            try db.fetchOne("SELECT typeof(v), length(v) FROM value") { (try $0[0] as String, try $0[1] as Int) }
+        }
+        #expect(stored?.0 == "blob")
+        #expect(stored?.1 == 16)
+    }
+
+    @Test func datesKeepMicrosecondsAndSortAsIntegers() throws {
+        let date = Date(timeIntervalSince1970: 1_700_000_000.123456)
+        let back = try #require(try roundTrip(date))
+        #expect(abs(back.timeIntervalSince1970 - date.timeIntervalSince1970) < 0.000_001)
+        let stored = try queue.read { db in
+            try db.fetchOne("SELECT typeof(v), v FROM value") { (try $0[0] as String, try $0[1] as Int64) }
+        }
+        #expect(stored?.0 == "integer")
+        #expect(stored?.1 == 1_700_000_000_123_456)
+        let early = Date(timeIntervalSince1970: -86_400.5)
+        #expect(try roundTrip(early)?.timeIntervalSince1970 == -86_400.5)
+        // Dates sort in SQL the way they sort in Swift.
+        let dates = (0..<20).map { _ in Date(timeIntervalSince1970: Double.random(in: -1e9...4e9)) }
+        let sorted = try queue.write { db in
+            try db.execute("DELETE FROM value")
+            for (index, date) in dates.enumerated() {
+                try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [index, date])
+            }
+            return try db.fetch("SELECT id FROM value ORDER BY v") { try $0.int(at: 0) }
+        }
+        #expect(sorted == dates.indices.sorted { dates[$0] < dates[$1] })
+    }
+
+    @Test func nullReadsAsNilAndAsATypeMismatchWhenNotOptional() throws {
+        #expect(try roundTrip(nil as String?) == nil)
+        #expect(try roundTrip(nil as Int64?) == nil)
+        let error = #expect(throws: DatabaseError.self) {
+            try queue.read { db in try db.fetchOne("SELECT v FROM value") { try $0.string(at: 0) } }
+        }
+        #expect(error?.code == .typeMismatch)
+        #expect(error?.message.contains("NULL") == true)
+    }
+
+    @Test func aBlobOfTheWrongSizeIsNotAUUID() throws {
+        _ = try roundTrip(Data([1, 2, 3]))
+        expectCode(.typeMismatch) {
+            try queue.read { db in try db.fetchOne("SELECT v FROM value") { try $0.uuid(at: 0) } }
+        }
+    }
+
+    @Test func namedAndPositionalArguments() throws {
+        let rows = try queue.write { db in
+            try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [10, "positional"])
+            try db.execute("INSERT INTO value (id, v) VALUES (:id, :v)", ["id": 11, "v": "colon"])
+            try db.execute("INSERT INTO value (id, v) VALUES (@id, $v)", ["id": 12, "v": "at and dollar"])
+            try db.execute("INSERT INTO value (id, v) VALUES (?2, ?1)", ["numbered", 13])
+            return try db.fetch("SELECT id, v FROM value WHERE id >= ? ORDER BY id", [10]) { row in
+                "\(try row.int(at: 0)) \(try row.string(at: 1))"
+            }
+        }
+        #expect(rows == ["10 positional", "11 colon", "12 at and dollar", "13 numbered"])
+    }
+
+    @Test func aMissingOrExtraArgumentIsAMisuseNotANull() throws {
+        try queue.write { db in
+            expectCode(.misuse) { try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [1]) }
+            expectCode(.misuse) {
+                try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [1, 2, 3])
+            }
+            expectCode(.misuse) {
+                try db.execute("INSERT INTO value (id, v) VALUES (:id, :v)", ["id": 1])
+            }
+            expectCode(.misuse) {
+                try db.execute("INSERT INTO value (id, v) VALUES (:id, :v)", ["id": 1, "v": 2, "w": 3])
+            }
+            let count = try db.scalar("SELECT count(*) FROM value", as: Int.self)
+            #expect(count == 0)
+        }
+    }
+
+    @Test func rowsAreReadByIndexByNameAndAsValues() throws {
+        let row = try queue.read { db in
+            try db.fetchOne("SELECT 7 AS n, 'x' AS s, NULL AS z, 2.5 AS d, x'00ff' AS b") { row in
+                (
+                    try row["n"] as Int, try row["s"] as String, try row["z"] as Int?, try row.value(at: 3),
+                    try row.value(at: 4), row.columnNames, try row.isNull(at: 2)
+                )
+            }
+        }
+        let values = try #require(row)
+        #expect(values.0 == 7)
+        #expect(values.1 == "x")
+        #expect(values.2 == nil)
+        #expect(values.3 == .real(2.5))
+        #expect(values.4 == .blob(Data([0, 255])))
+        #expect(values.5 == ["n", "s", "z", "d", "b"])
+        #expect(values.6)
+    }
+
+    @Test func aRowUsedAfterItsStatementMovedOnThrows() throws {
+        let rows = try queue.read { db in try db.fetch("SELECT 1 UNION ALL SELECT 2") { $0 } }
+        #expect(rows.count == 2)
+        expectCode(.misuse) { try rows[0].int(at: 0) }
+        let error = #expect(throws: DatabaseError.self) {
+            try queue.read { db in try db.fetchOne("SELECT 1") { try $0.int(at: 3) } }
+        }
+        #expect(error?.code == .misuse)
+    }
+
+    @Test func theStatementCacheReusesPreparedStatements() throws {
+        let (before, after, nested) = try queue.write { db in
+            try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [1, "a"])
+            let before = db.preparedStatementCount
+            for id in 2...101 { try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [id, "a"]) }
+            let after = db.preparedStatementCount
+            // The same SQL nested inside itself gets a second statement instead of breaking the first.
+            var nested: [Int] = []
+            try db.forEachRow("SELECT id FROM value WHERE id <= ? ORDER BY id", [2]) { row in
+                let outer = try row.int(at: 0)
+                let inner = try db.fetch("SELECT id FROM value WHERE id <= ? ORDER BY id", [2]) {
+                    try $0.int(at: 0)
+                }
+                nested.append(outer * 10 + inner.count)
+            }
+            return (before, after, nested)
+        }
+        #expect(after == before)
+        #expect(nested == [12, 22])
+        #expect(try queue.read { db in try db.scalar("SELECT count(*) FROM value", as: Int.self) } == 101)
+    }
+
+    @Test func multipleStatementsNeedExecuteScript() throws {
+        try queue.write { db in
+            expectCode(.misuse) {
+                try db.execute("INSERT INTO value (id) VALUES (1); INSERT INTO value (id) VALUES (2)")
+            }
+            try db.executeScript("INSERT INTO value (id) VALUES (1); INSERT INTO value (id) VALUES (2);")
+            #expect(try db.scalar("SELECT count(*) FROM value", as: Int.self) == 2)
+        }
+    }
+}
