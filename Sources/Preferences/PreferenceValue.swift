@@ -22,7 +22,7 @@ public enum PreferenceValue: Sendable, Hashable {
     /// Raw bytes, stored as base64.
     case data(Data)
     /// A moment in time, stored as ISO-8601 UTC with enough fractional digits to round-trip exactly.
-    /// Years 0001 through 9999 only.
+    /// Years 0000 through 9999 only.
     case date(Date)
     /// An ordered list of values, which may mix types.
     case array([PreferenceValue])

@@ -149,7 +149,7 @@ public final class Preferences: Sendable {
     /// - Throws: ``PreferencesError/Code/limitExceeded`` naming the key, its size and the limit when the key,
     ///   the value or the new total is too large — then nothing changes in memory or on disk;
     ///   ``PreferencesError/Code/damagedFile`` when the file on disk is damaged (it is left untouched);
-    ///   ``PreferencesError/Code/unsupportedValue`` for a date outside years 1–9999; I/O errors.
+    ///   ``PreferencesError/Code/unsupportedValue`` for a date outside years 0000–9999; I/O errors.
     @discardableResult
     public func set<T: PreferenceRepresentable>(_ value: T, forKey key: String) throws -> PreferencesWarning? {
         let stored = value.preferenceValue

@@ -32,7 +32,7 @@ public struct PreferencesError: Error, Sendable, CustomStringConvertible {
         public static let limitExceeded = Code("limit-exceeded")
         /// A value of a type that preferences cannot store.
         public static let unsupportedType = Code("unsupported-type")
-        /// A value of a supported type that the format cannot represent (a date outside years 1–9999).
+        /// A value of a supported type that the format cannot represent (a date outside years 0000–9999).
         public static let unsupportedValue = Code("unsupported-value")
         /// A stored value has a different type from the one asked for.
         public static let typeMismatch = Code("type-mismatch")

@@ -1,8 +1,80 @@
 // Scenarios for the Preferences module; see main.swift.
+//
+//   securestore-stress prefs hammer DIR DOMAIN
+//       Saves forever: each save sets "counter" to one more than the file holds and rewrites one of eight
+//       10–40 KiB "blob-N" values, so a save takes long enough to be killed in the middle. Prints "ready"
+//       after the first save. The kill -9 test reads the file after each kill.
+//   securestore-stress prefs writer DIR DOMAIN PREFIX COUNT
+//       Sets PREFIX-0 … PREFIX-(COUNT-1) to 0 … COUNT-1, one set each, and exits 0.
+//   securestore-stress prefs load DIR DOMAIN
+//       Opens the domain and prints the number of keys and the microseconds the open took (benchmarks).
+//   securestore-stress prefs set DIR DOMAIN KEY
+//       Opens the domain, sets KEY to a string, and prints the microseconds the set took.
 import Foundation
+import Preferences
 
 /// Runs one preferences scenario and returns the process exit status.
 func runPreferencesStress(_ arguments: [String]) -> Int32 {
-    FileHandle.standardError.write(Data("securestore-stress prefs: no scenarios yet\n".utf8))
+    do {
+        switch (arguments.first, arguments.count) {
+        case ("hammer", 3):
+            return try hammer(location(arguments[1], arguments[2]))
+        case ("writer", 5):
+            guard let count = Int(arguments[4]) else { return usage() }
+            let prefs = try Preferences(location: location(arguments[1], arguments[2]))
+            for index in 0..<count { try prefs.set(index, forKey: "\(arguments[3])-\(index)") }
+            return 0
+        case ("load", 3):
+            let start = DispatchTime.now().uptimeNanoseconds
+            let prefs = try Preferences(location: location(arguments[1], arguments[2]))
+            let keyCount = prefs.keys.count
+            let micros = (DispatchTime.now().uptimeNanoseconds - start) / 1000
+            print("keys \(keyCount) open-us \(micros)")
+            return 0
+        case ("set", 4):
+            let prefs = try Preferences(location: location(arguments[1], arguments[2]))
+            let start = DispatchTime.now().uptimeNanoseconds
+            try prefs.set("value-\(start)", forKey: arguments[3])
+            let micros = (DispatchTime.now().uptimeNanoseconds - start) / 1000
+            print("set-us \(micros)")
+            return 0
+        default:
+            return usage()
+        }
+    } catch {
+        FileHandle.standardError.write(Data("securestore-stress prefs: \(error)\n".utf8))
+        return 1
+    }
+}
+
+private func usage() -> Int32 {
+    FileHandle.standardError.write(
+        Data(
+            ("usage: securestore-stress prefs hammer DIR DOMAIN | writer DIR DOMAIN PREFIX COUNT"
+                + " | load DIR DOMAIN | set DIR DOMAIN KEY\n").utf8))
     return 64
+}
+
+private func location(_ directory: String, _ domain: String) throws -> PreferencesLocation {
+    try PreferencesLocation(directory: URL(filePath: directory, directoryHint: .isDirectory), domain: domain)
+}
+
+private func hammer(_ location: PreferencesLocation) throws -> Int32 {
+    let limits = PreferencesLimits(maxValueSize: 64 * 1024, softTotalSize: 1024 * 1024, hardTotalSize: 2 * 1024 * 1024)
+    let prefs = try Preferences(location: location, limits: limits)
+    var first = true
+    while true {
+        try prefs.update { values in
+            var counter = 0
+            if case .int(let stored)? = values["counter"] { counter = stored }
+            counter += 1
+            values["counter"] = .int(counter)
+            let size = Int.random(in: 10_000...40_000)
+            values["blob-\(counter % 8)"] = .string(String(repeating: Character(String(counter % 10)), count: size))
+        }
+        if first {
+            first = false
+            FileHandle.standardOutput.write(Data("ready\n".utf8))
+        }
+    }
 }

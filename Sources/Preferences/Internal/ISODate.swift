@@ -4,8 +4,8 @@ import Foundation
 enum ISODate {
     /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.
     private static let referenceOffset = 978_307_200
-    /// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z in Unix seconds.
-    private static let minUnix = -62_135_596_800
+    /// 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z in Unix seconds (Foundation's distantPast is 0000-12-30).
+    private static let minUnix = -62_167_219_200
     private static let maxUnix = 253_402_300_799
 
     /// Formats `date` in UTC with the shortest fraction that reads back as the same `Date`.
@@ -18,7 +18,7 @@ enum ISODate {
         else {
             throw PreferencesError(
                 code: .unsupportedValue,
-                message: "a date outside the years 0001–9999 cannot be stored in preferences"
+                message: "a date outside the years 0000–9999 cannot be stored in preferences"
             )
         }
         let fraction = interval - whole  // exact: both share the exponent range of `interval`
@@ -38,7 +38,7 @@ enum ISODate {
             b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"), b.last == UInt8(ascii: "Z"),
             let year = number(b, 0, 4), let month = number(b, 5, 2), let day = number(b, 8, 2),
             let hour = number(b, 11, 2), let minute = number(b, 14, 2), let second = number(b, 17, 2),
-            year >= 1, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+            year >= 0, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
             hour < 24, minute < 60, second < 60
         else { return nil }
         var fraction = 0.0
