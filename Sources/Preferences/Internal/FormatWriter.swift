@@ -31,10 +31,41 @@ struct FormatWriter {
     }
 
     /// The number of bytes `value` takes in compact form: the unit of every size limit.
+    /// Counted without building the text, so that a 50 MiB value is refused without being encoded.
     static func compactSize(_ value: PreferenceValue) throws -> Int {
-        var writer = FormatWriter(pretty: false)
-        try writer.write(value, indent: 0)
-        return writer.bytes.count
+        switch value {
+        case .bool(let flag): return flag ? 4 : 5
+        case .int(let number): return String(number).utf8.count
+        case .double, .date:
+            var writer = FormatWriter(pretty: false)
+            try writer.write(value, indent: 0)
+            return writer.bytes.count
+        case .string(let text): return stringSize(text)
+        case .data(let data): return 12 + (data.count + 2) / 3 * 4  // {"$data":"…"}
+        case .array(let values):
+            var total = 2 + max(0, values.count - 1)
+            for element in values { total += try compactSize(element) }
+            return total
+        case .dictionary(let values):
+            var total = 2 + max(0, values.count - 1)
+            for (key, element) in values {
+                total += stringSize(key) + (key.hasPrefix("$") ? 1 : 0) + 1 + (try compactSize(element))
+            }
+            return total
+        }
+    }
+
+    /// Bytes of `text` written as a JSON string, quotes included.
+    private static func stringSize(_ text: String) -> Int {
+        var total = 2
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09: total += 2
+            case 0x00..<0x20, 0x7F: total += 6
+            default: total += 1
+            }
+        }
+        return total
     }
 
     /// The compact JSON text of `value` (used by the audit's JSON renderer for its own report values).
