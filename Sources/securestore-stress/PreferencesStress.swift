@@ -62,6 +62,10 @@ private func location(_ directory: String, _ domain: String) throws -> Preferenc
 private func hammer(_ location: PreferencesLocation) throws -> Int32 {
     let limits = PreferencesLimits(maxValueSize: 64 * 1024, softTotalSize: 1024 * 1024, hardTotalSize: 2 * 1024 * 1024)
     let prefs = try Preferences(location: location, limits: limits)
+    // Blobs made once, so that most of each loop is the save itself.
+    let blobs = (0..<10).map { digit in
+        (0..<4).map { _ in String(repeating: Character(String(digit)), count: Int.random(in: 10_000...40_000)) }
+    }
     var first = true
     while true {
         try prefs.update { values in
@@ -69,8 +73,7 @@ private func hammer(_ location: PreferencesLocation) throws -> Int32 {
             if case .int(let stored)? = values["counter"] { counter = stored }
             counter += 1
             values["counter"] = .int(counter)
-            let size = Int.random(in: 10_000...40_000)
-            values["blob-\(counter % 8)"] = .string(String(repeating: Character(String(counter % 10)), count: size))
+            values["blob-\(counter % 8)"] = .string(blobs[counter % 10].randomElement()!)
         }
         if first {
             first = false

@@ -156,11 +156,12 @@ enum FileSystem {
             written += count
         }
         guard retrying({ fsync(fd) }) == 0 else { throw .system("flush", path: temporary, errno: errno) }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else { throw .system("read the status of", path: temporary, errno: errno) }
         guard rename(temporary, path) == 0 else { throw .system("rename a new version over", path: path, errno: errno) }
         succeeded = true
-        close(fd)
+        defer { close(fd) }
+        // After the rename: a rename changes the inode's ctime, which is part of the identity.
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw .system("read the status of", path: path, errno: errno) }
         try syncDirectory(directory)
         return FileIdentity(status)
     }

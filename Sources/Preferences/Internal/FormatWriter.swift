@@ -57,8 +57,13 @@ struct FormatWriter {
 
     /// Bytes of `text` written as a JSON string, quotes included.
     private static func stringSize(_ text: String) -> Int {
+        var text = text
+        return text.withUTF8 { stringSize(utf8: $0) }
+    }
+
+    private static func stringSize(utf8: UnsafeBufferPointer<UInt8>) -> Int {
         var total = 2
-        for byte in text.utf8 {
+        for byte in utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09: total += 2
             case 0x00..<0x20, 0x7F: total += 6
@@ -163,6 +168,15 @@ struct FormatWriter {
 
     mutating func writeString(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
+        let needsEscape =
+            text.utf8.withContiguousStorageIfAvailable { buffer in
+                buffer.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }
+            } ?? true
+        if !needsEscape {
+            bytes.append(contentsOf: text.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
