@@ -96,7 +96,7 @@ enum FileSystem {
             }
             return
         }
-        guard errno == ENOENT else { throw .system("read the status of", path: path, errno: errno) }
+        guard errno == ENOENT || errno == ENOTDIR else { throw .system("read the status of", path: path, errno: errno) }
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty && parent != path && parent != "/" { try makeDirectory(parent) }
         if mkdir(path, 0o700) != 0 {
@@ -120,6 +120,9 @@ enum FileSystem {
     static func lock(_ path: String) throws(PreferencesError) -> Int32 {
         let fd = retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
         guard fd >= 0 else { throw .system("open the lock file", path: path, errno: errno) }
+        // O_CREAT applied the umask; make the mode exactly 0600 (harmless if someone else owns it).
+        var status = stat()
+        if fstat(fd, &status) == 0, status.st_mode & 0o777 != 0o600, status.st_uid == getuid() { fchmod(fd, 0o600) }
         if retrying({ flock(fd, LOCK_EX) }) != 0 {
             let code = errno
             close(fd)
