@@ -19,7 +19,8 @@ public struct SecretRule: Hashable, Sendable, CustomStringConvertible {
     public static let slackToken = SecretRule(id: "slack-token", summary: "Slack token prefix (xoxb-, xoxp-...)")
     /// `AKIA` or `ASIA` followed by exactly 16 upper-case letters and digits.
     public static let awsAccessKey = SecretRule(id: "aws-access-key", summary: "AWS access key ID (AKIA..., ASIA...)")
-    /// `sk-` followed by 20+ token characters (OpenAI, Anthropic and similar API keys), or Stripe's `sk_live_`.
+    /// `sk-` followed by 20+ token characters mixing upper case, lower case and digits (OpenAI, Anthropic and
+    /// similar API keys), or Stripe's `sk_live_` / `rk_live_`.
     public static let apiSecretKey = SecretRule(id: "sk-secret-key", summary: "API secret key prefix (sk-..., sk_live_...)")
     /// `glpat-` followed by 20+ token characters.
     public static let gitlabToken = SecretRule(id: "gitlab-token", summary: "GitLab personal access token prefix (glpat-)")
@@ -335,6 +336,8 @@ enum SecretShapes {
         var minimum: Int
         var allowed: Characters
         var exact = false
+        /// Require upper case, lower case and a digit after the prefix (keeps `sk-dark-theme-variant-2` out).
+        var mixed = false
     }
 
     private static let prefixes: [Prefix] = [
@@ -351,7 +354,7 @@ enum SecretShapes {
         Prefix(text: "xoxs-", rule: .slackToken, minimum: 10, allowed: .token),
         Prefix(text: "AKIA", rule: .awsAccessKey, minimum: 16, allowed: .upperOrDigit, exact: true),
         Prefix(text: "ASIA", rule: .awsAccessKey, minimum: 16, allowed: .upperOrDigit, exact: true),
-        Prefix(text: "sk-", rule: .apiSecretKey, minimum: 20, allowed: .token),
+        Prefix(text: "sk-", rule: .apiSecretKey, minimum: 20, allowed: .token, mixed: true),
         Prefix(text: "sk_live_", rule: .apiSecretKey, minimum: 16, allowed: .alphanumeric),
         Prefix(text: "rk_live_", rule: .apiSecretKey, minimum: 16, allowed: .alphanumeric),
         Prefix(text: "glpat-", rule: .gitlabToken, minimum: 20, allowed: .token),
@@ -372,7 +375,14 @@ enum SecretShapes {
                 while end < bytes.count && prefix.allowed.allows(bytes[end]) { end += 1 }
                 let length = end - start - p.count
                 let followedByTokenChar = end < bytes.count && isTokenChar(bytes[end])
-                if prefix.exact ? (length == prefix.minimum && !followedByTokenChar) : length >= prefix.minimum {
+                let suffix = bytes[(start + p.count)..<end]
+                let mixedEnough =
+                    !prefix.mixed
+                    || (suffix.contains { $0 >= 0x41 && $0 <= 0x5A } && suffix.contains { $0 >= 0x61 && $0 <= 0x7A }
+                        && suffix.contains { $0 >= 0x30 && $0 <= 0x39 })
+                if mixedEnough,
+                    prefix.exact ? (length == prefix.minimum && !followedByTokenChar) : length >= prefix.minimum
+                {
                     found.append(prefix.rule)
                     break
                 }
