@@ -155,7 +155,7 @@ public final class Preferences: Sendable {
         let stored = value.preferenceValue
         try checkKey(key)
         _ = try checkValue(stored, key: key)
-        return try update { $0[key] = stored }
+        return try modify(only: [key]) { $0[key] = stored }
     }
 
     /// Stores `value` for a typed key. See ``set(_:forKey:)``.
@@ -169,7 +169,7 @@ public final class Preferences: Sendable {
     @discardableResult
     public func remove(_ key: String) throws -> Bool {
         var existed = false
-        try update { values in existed = values.removeValue(forKey: key) != nil }
+        try modify(only: [key]) { values in existed = values.removeValue(forKey: key) != nil }
         return existed
     }
 
@@ -187,6 +187,15 @@ public final class Preferences: Sendable {
     /// domain from inside it.
     @discardableResult
     public func update(_ body: (inout [String: PreferenceValue]) throws -> Void) throws -> PreferencesWarning? {
+        try modify(only: nil, body)
+    }
+
+    /// The read-modify-write behind every change. `only`, when given, holds every key `body` may change,
+    /// so that a single set compares one key instead of the whole domain.
+    @discardableResult
+    private func modify(
+        only changedKeys: Set<String>?, _ body: (inout [String: PreferenceValue]) throws -> Void
+    ) throws -> PreferencesWarning? {
         try FileSystem.makeDirectory(location.directoryPath)
         let lock = try FileSystem.lock(location.lockPath)
         defer { close(lock) }
@@ -213,13 +222,23 @@ public final class Preferences: Sendable {
         // Check every changed key before anything is written.
         var newSizes = oldSizes
         var largestChange: (key: String, size: Int)?
-        for (key, value) in values where base.values[key] != value {
+        let candidates = changedKeys.map { Array($0) } ?? Array(values.keys) + base.values.keys.filter { values[$0] == nil }
+        var changed = false
+        for key in candidates {
+            guard let value = values[key] else {
+                if base.values[key] != nil {
+                    newSizes[key] = nil
+                    changed = true
+                }
+                continue
+            }
+            guard base.values[key] != value else { continue }
+            changed = true
             try checkKey(key)
             let size = try checkValue(value, key: key)
             newSizes[key] = key.utf8.count + size
             if largestChange == nil || size > largestChange!.size { largestChange = (key, size) }
         }
-        for key in base.values.keys where values[key] == nil { newSizes[key] = nil }
         let oldTotal = oldSizes.values.reduce(0, +)
         let newTotal = newSizes.values.reduce(0, +)
         if newTotal > limits.hardTotalSize && newTotal > oldTotal, let change = largestChange {
@@ -229,7 +248,7 @@ public final class Preferences: Sendable {
                     + "total \(newTotal) bytes, over the hard limit of \(limits.hardTotalSize) bytes; nothing was changed"
             )
         }
-        guard values != base.values else {
+        guard changed else {
             state.withLock { $0.snapshot = Snapshot(values: base.values, identity: base.identity, sizes: oldSizes) }
             return nil
         }
