@@ -257,7 +257,7 @@ public enum PreferencesAudit {
 enum SecretNames {
     enum Kind { case ordinary, password, secret }
 
-    static let passwordWords: Set<String> = ["password", "passwd", "passphrase", "pwd", "pass"]
+    static let passwordWords: Set<String> = ["password", "passwd", "passphrase", "pwd"]
     static let secretWords: Set<String> = [
         "token", "secret", "secrets", "credential", "credentials", "apikey", "secretkey", "privatekey",
         "accesskey", "bearer", "jwt",

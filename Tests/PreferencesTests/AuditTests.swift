@@ -124,6 +124,7 @@ struct AuditTests {
             "recentSearches": ["AKIA is a prefix", "how to rotate tokens", "eyJ means JSON"],
             "window": ["width": 1280, "height": 800, "key": "main"],
             "akiaNote": "TAKIA0123456789ABCDEF inside a word",
+            "boardingPass": "Seat 12A",
         ]
         let report = PreferencesAudit.run(values: values, limits: .default, path: "/p/prefs.json")
         #expect(report.secrets.isEmpty, "flagged: \(report.secrets.map { "\($0.path) \($0.rule.id)" })")
