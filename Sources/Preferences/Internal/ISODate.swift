@@ -1,0 +1,132 @@
+// ISO-8601 UTC dates that round-trip a `Date` exactly: "2026-11-21T05:35:49.25Z".
+import Foundation
+
+enum ISODate {
+    /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.
+    private static let referenceOffset = 978_307_200
+    /// 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z in Unix seconds (Foundation's distantPast is 0000-12-30).
+    private static let minUnix = -62_167_219_200
+    private static let maxUnix = 253_402_300_799
+
+    /// Formats `date` in UTC with the shortest fraction that reads back as the same `Date`.
+    static func format(_ date: Date) throws -> String {
+        let interval = date.timeIntervalSinceReferenceDate
+        let whole = interval.rounded(.down)
+        guard interval.isFinite,
+            let unix = Int(exactly: whole).map({ $0 + referenceOffset }),
+            unix >= minUnix, unix <= maxUnix
+        else {
+            throw PreferencesError(
+                code: .unsupportedValue,
+                message: "a date outside the years 0000–9999 cannot be stored in preferences"
+            )
+        }
+        let fraction = interval - whole  // exact: both share the exponent range of `interval`
+        let days = floorDiv(unix, 86_400)
+        let secondsOfDay = unix - days * 86_400
+        let (year, month, day) = civil(fromDays: days)
+        var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T"
+        text += pad(secondsOfDay / 3600, 2) + ":" + pad(secondsOfDay / 60 % 60, 2) + ":" + pad(secondsOfDay % 60, 2)
+        if fraction > 0 { text += "." + fractionDigits(fraction) }
+        return text + "Z"
+    }
+
+    /// Parses exactly `YYYY-MM-DDTHH:MM:SS[.fraction]Z`; `nil` for anything else.
+    static func parse(_ text: String) -> Date? {
+        let b = Array(text.utf8)
+        guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T"),
+            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"), b.last == UInt8(ascii: "Z"),
+            let year = number(b, 0, 4), let month = number(b, 5, 2), let day = number(b, 8, 2),
+            let hour = number(b, 11, 2), let minute = number(b, 14, 2), let second = number(b, 17, 2),
+            year >= 0, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+            hour < 24, minute < 60, second < 60
+        else { return nil }
+        var fraction = 0.0
+        if b.count > 20 {
+            guard b[19] == UInt8(ascii: "."), b.count > 21 else { return nil }
+            let digits = b[20..<(b.count - 1)]
+            guard digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let value = Double("0." + String(decoding: digits, as: UTF8.self))
+            else { return nil }
+            fraction = value
+        } else if b.count != 20 {
+            return nil
+        }
+        let unix = days(fromYear: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+        // whole + fraction is exact for any value `format` wrote (it is the original interval).
+        return Date(timeIntervalSinceReferenceDate: Double(unix - referenceOffset) + fraction)
+    }
+
+    private static func number(_ b: [UInt8], _ start: Int, _ count: Int) -> Int? {
+        var value = 0
+        for index in start..<(start + count) {
+            let digit = Int(b[index]) - 0x30
+            guard digit >= 0, digit <= 9 else { return nil }
+            value = value * 10 + digit
+        }
+        return value
+    }
+
+    private static func pad(_ value: Int, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+
+    private static func floorDiv(_ a: Int, _ b: Int) -> Int {
+        a >= 0 ? a / b : -((-a + b - 1) / b)
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    // Howard Hinnant's civil-from-days and days-from-civil (proleptic Gregorian, days since 1970-01-01).
+    private static func civil(fromDays z0: Int) -> (Int, Int, Int) {
+        let z = z0 + 719_468
+        let era = floorDiv(z, 146_097)
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        return (year, month, day)
+    }
+
+    private static func days(fromYear y0: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? y0 - 1 : y0
+        let era = floorDiv(y, 400)
+        let yoe = y - era * 400
+        let mp = month > 2 ? month - 3 : month + 9
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The digits after "0." of the shortest decimal that reads back as `fraction` (0 < fraction < 1).
+    private static func fractionDigits(_ fraction: Double) -> String {
+        // `description` is the shortest round-trip form, e.g. "0.25" or "1.1920928955078125e-07".
+        let text = fraction.description
+        let parts = text.split(separator: "e", maxSplits: 1)
+        let mantissa = parts[0]
+        let exponent = parts.count > 1 ? Int(parts[1])! : 0
+        let pieces = mantissa.split(separator: ".", omittingEmptySubsequences: false)
+        let integerPart = String(pieces[0])
+        let fractionPart = pieces.count > 1 ? String(pieces[1]) : ""
+        // value = integerPart.fractionPart × 10^exponent, with 0 < value < 1.
+        var digits = integerPart + fractionPart
+        var pointPosition = integerPart.count + exponent  // digits before the decimal point
+        while pointPosition < 0 {
+            digits = "0" + digits
+            pointPosition += 1
+        }
+        var after = String(digits.dropFirst(pointPosition))
+        while after.hasSuffix("0") { after.removeLast() }
+        return after.isEmpty ? "0" : after
+    }
+}

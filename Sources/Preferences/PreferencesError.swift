@@ -1,0 +1,105 @@
+// The one error type of the Preferences module.
+import Glibc
+
+/// An error from the Preferences module: a code to match on and a message a person can act on.
+///
+/// Messages name keys, sizes and paths, never values (a value might be a secret).
+///
+/// ```swift
+/// do {
+///     try prefs.set(bigBlob, forKey: "thumbnail")
+/// } catch PreferencesError.limitExceeded {
+///     // too big: store it elsewhere
+/// }
+/// ```
+public struct PreferencesError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. New codes may be added; match the ones you handle.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// A stable, lower-case name for the code, e.g. `"damaged-file"`.
+        public let name: String
+
+        init(_ name: String) { self.name = name }
+
+        /// The stable name.
+        public var description: String { name }
+
+        /// The domain file exists but cannot be read as a preferences document; the message gives the path
+        /// and, for a syntax error, line and column. The file is left untouched until ``Preferences/reset()``.
+        public static let damagedFile = Code("damaged-file")
+        /// The file was written by a newer format version than this build reads. Left untouched.
+        public static let unsupportedFormat = Code("unsupported-format")
+        /// A set would break the key-length, per-value or total size limit. Nothing was changed.
+        public static let limitExceeded = Code("limit-exceeded")
+        /// A value of a type that preferences cannot store.
+        public static let unsupportedType = Code("unsupported-type")
+        /// A value of a supported type that the format cannot represent (a date outside years 0000–9999).
+        public static let unsupportedValue = Code("unsupported-value")
+        /// A stored value has a different type from the one asked for.
+        public static let typeMismatch = Code("type-mismatch")
+        /// A key that cannot be used: empty.
+        public static let invalidKey = Code("invalid-key")
+        /// An app or domain name that cannot be used as a file name, or no usable configuration directory.
+        public static let invalidLocation = Code("invalid-location")
+        /// The file system refused access (EACCES, EPERM, EROFS), or a file or directory has an unsafe owner.
+        public static let permissionDenied = Code("permission-denied")
+        /// Any other input/output failure; the message gives the operation, the path and the system's reason.
+        public static let io = Code("io")
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// A sentence a person can act on. Never contains a stored value.
+    public let message: String
+
+    /// Creates an error.
+    public init(code: Code, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+
+    /// ``Code/damagedFile``, so that `catch PreferencesError.damagedFile` works.
+    public static let damagedFile = Code.damagedFile
+    /// ``Code/unsupportedFormat``, so that `catch PreferencesError.unsupportedFormat` works.
+    public static let unsupportedFormat = Code.unsupportedFormat
+    /// ``Code/limitExceeded``, so that `catch PreferencesError.limitExceeded` works.
+    public static let limitExceeded = Code.limitExceeded
+    /// ``Code/unsupportedType``, so that `catch PreferencesError.unsupportedType` works.
+    public static let unsupportedType = Code.unsupportedType
+    /// ``Code/unsupportedValue``, so that `catch PreferencesError.unsupportedValue` works.
+    public static let unsupportedValue = Code.unsupportedValue
+    /// ``Code/typeMismatch``, so that `catch PreferencesError.typeMismatch` works.
+    public static let typeMismatch = Code.typeMismatch
+    /// ``Code/invalidKey``, so that `catch PreferencesError.invalidKey` works.
+    public static let invalidKey = Code.invalidKey
+    /// ``Code/invalidLocation``, so that `catch PreferencesError.invalidLocation` works.
+    public static let invalidLocation = Code.invalidLocation
+    /// ``Code/permissionDenied``, so that `catch PreferencesError.permissionDenied` works.
+    public static let permissionDenied = Code.permissionDenied
+    /// ``Code/io``, so that `catch PreferencesError.io` works.
+    public static let io = Code.io
+
+}
+
+extension PreferencesError.Code {
+    /// Matches a ``PreferencesError`` with this code, so that `catch PreferencesError.limitExceeded`
+    /// and `case PreferencesError.damagedFile` work.
+    public static func ~= (pattern: Self, value: any Error) -> Bool {
+        (value as? PreferencesError)?.code == pattern
+    }
+}
+
+extension PreferencesError {
+    /// An error for a failed system call: `operation` on `path` failed with `errno`.
+    static func system(_ operation: String, path: String, errno code: Int32) -> PreferencesError {
+        let reason = String(cString: strerror(code))
+        let kind: Code =
+            switch code {
+            case EACCES, EPERM, EROFS: .permissionDenied
+            default: .io
+            }
+        return PreferencesError(code: kind, message: "cannot \(operation) \(path): \(reason)")
+    }
+}

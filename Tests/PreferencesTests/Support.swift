@@ -1,0 +1,79 @@
+// Helpers shared by the Preferences tests: a fresh directory per test, file reads, the stress helper.
+import Foundation
+import Glibc
+@testable import Preferences
+
+/// Runs `body` with a new empty directory, removed afterwards.
+func withTemporaryDirectory<T>(_ body: (URL) throws -> T) throws -> T {
+    let url = FileManager.default.temporaryDirectory
+        .appending(path: "securestore-prefs-\(UUID().uuidString)", directoryHint: .isDirectory)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try body(url)
+}
+
+/// A location `prefs.json`... in `directory` with the domain "test".
+func testLocation(_ directory: URL, domain: String = "test") throws -> PreferencesLocation {
+    try PreferencesLocation(directory: directory, domain: domain)
+}
+
+func fileBytes(_ url: URL) throws -> Data { try Data(contentsOf: url) }
+
+func fileMode(_ path: String) -> mode_t? {
+    var status = stat()
+    guard lstat(path, &status) == 0 else { return nil }
+    return status.st_mode & 0o7777
+}
+
+/// The thrown PreferencesError, or nil when `body` did not throw one.
+func preferencesError(_ body: () throws -> Void) -> PreferencesError? {
+    do {
+        try body()
+        return nil
+    } catch let error as PreferencesError {
+        return error
+    } catch {
+        return nil
+    }
+}
+
+/// The built `securestore-stress` executable, next to the test bundle in .build/<triple>/debug.
+func stressExecutable() -> URL? {
+    var candidates: [URL] = []
+    let argv0 = URL(filePath: CommandLine.arguments[0]).standardizedFileURL
+    candidates.append(argv0.deletingLastPathComponent())
+    candidates.append(Bundle.main.bundleURL.deletingLastPathComponent())
+    candidates.append(Bundle.main.bundleURL)
+    var walk = argv0.deletingLastPathComponent()
+    for _ in 0..<6 {
+        candidates.append(walk.appending(path: ".build/debug"))
+        walk = walk.deletingLastPathComponent()
+    }
+    candidates.append(URL(filePath: FileManager.default.currentDirectoryPath).appending(path: ".build/debug"))
+    for directory in candidates {
+        let url = directory.appending(path: "securestore-stress")
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+    }
+    return nil
+}
+
+/// Runs the stress helper to completion; returns (status, stdout, stderr).
+func runStress(_ arguments: [String]) throws -> (Int32, String, String) {
+    guard let executable = stressExecutable() else { throw StressMissing() }
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = ["prefs"] + arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+struct StressMissing: Error, CustomStringConvertible {
+    var description: String { "securestore-stress not found next to the test bundle; run `swift build --build-tests`" }
+}
