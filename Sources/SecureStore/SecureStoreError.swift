@@ -1,0 +1,50 @@
+/// An error of the SecureStore composition layer (key lifecycle, task list, paths): a code to match on
+/// and a message a person can act on. Errors of the underlying modules (``KeychainError``,
+/// `DatabaseError`, `PreferencesError`) pass through unchanged.
+public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a value a caller can match on. New codes may be added.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// A stable name for the code.
+        public let name: String
+        /// A code named `name`.
+        public init(_ name: String) { self.name = name }
+        /// The code's name.
+        public var description: String { name }
+
+        /// Matches a code against an error in a `catch` pattern: `catch SecureStoreError.missingKey`.
+        public static func ~= (pattern: Code, value: any Error) -> Bool {
+            (value as? SecureStoreError)?.code == pattern
+        }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// A sentence a person can act on. Never contains a secret or a key.
+    public let message: String
+
+    /// An error with `code` and `message`.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+}
+
+extension SecureStoreError {
+    /// A name, path or option given by the caller is not acceptable.
+    public static let invalidArgument = Code("invalidArgument")
+    /// A database file exists but its key is not in the keychain.
+    public static let missingKey = Code("missingKey")
+    /// The key in the keychain does not open the database.
+    public static let keyMismatch = Code("keyMismatch")
+    /// A thing that was asked for does not exist (a task, a database).
+    public static let notFound = Code("notFound")
+    /// A task ID prefix matches more than one task.
+    public static let ambiguous = Code("ambiguous")
+    /// A recovery code is malformed or does not open the database.
+    public static let invalidRecoveryCode = Code("invalidRecoveryCode")
+    /// A verification found a problem (integrity check, key check).
+    public static let verificationFailed = Code("verificationFailed")
+}
