@@ -41,7 +41,11 @@ let package = Package(
             dependencies: ["Keychain", "EncryptedDatabase", "Preferences"],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(name: "securestore", dependencies: ["SecureStore"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "securestore",
+            dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences"],
+            swiftSettings: swiftSettings
+        ),
         // A helper the crash, concurrency and soak tests run as a separate process (kill -9 at random
         // moments, several writers at once). Not installed.
         .executableTarget(

@@ -1,2 +1,46 @@
-// securestore: the command-line tool. Parsing and printing only; the work is in the SecureStore module.
-print("securestore: not yet")
+// securestore: the command-line tool. Parsing and printing only; the work is in the library modules.
+import Foundation
+import Glibc
+
+let version = "0.1.0"
+
+let root = Command(
+    name: "securestore", abstract: "secrets in the keyring, records in an encrypted database, settings in checked preferences.",
+    subcommands: commandTree())
+
+let parser = Parser(root: root)
+
+/// The arguments, refused when one is not valid UTF-8 (CommandLine.arguments would repair it silently).
+func validatedArguments() throws -> [String] {
+    var arguments: [String] = []
+    for index in 1..<Int(CommandLine.argc) {
+        guard let pointer = CommandLine.unsafeArgv[index], let argument = String(validatingCString: pointer) else {
+            throw UsageError("argument \(index) is not valid UTF-8", path: [])
+        }
+        arguments.append(argument)
+    }
+    return arguments
+}
+
+@MainActor func main() -> Int32 {
+    do {
+        var arguments = try validatedArguments()
+        // Installed as git-credential-securestore, git runs it as `git-credential-securestore get`.
+        let program = URL(fileURLWithPath: CommandLine.arguments.first ?? "securestore").lastPathComponent
+        if program == "git-credential-securestore" { arguments = ["git-credential"] + arguments }
+        switch try parser.parse(arguments) {
+        case .help(let path):
+            Console.out(parser.help(path))
+            return ExitStatus.success
+        case .version:
+            Console.out("securestore \(version)\n")
+            return ExitStatus.success
+        case .run(let command, let invocation):
+            return try command.run?(invocation) ?? ExitStatus.software
+        }
+    } catch {
+        return report(error, parser: parser)
+    }
+}
+
+exit(main())

@@ -1,0 +1,53 @@
+public import Keychain
+public import Preferences
+
+/// Moves a secret that was stored in preferences into the keychain, in an order that cannot lose it:
+/// the keychain write is read back and compared first, and only then is the preference removed. A
+/// crash or an error at any point leaves the value in preferences, in the keychain, or in both.
+public struct PreferenceSecretMover: Sendable {
+    /// The preferences the value is moved out of.
+    public let preferences: Preferences
+    /// The keychain it is moved into.
+    public let keychain: Keychain
+    /// The keychain service of the new item (for the command-line tool, the application's token service).
+    public let service: String
+
+    /// A mover from `preferences` to `service` in `keychain`.
+    public init(preferences: Preferences, keychain: Keychain, service: String) {
+        self.preferences = preferences
+        self.keychain = keychain
+        self.service = service
+    }
+
+    /// Moves the string (or data) preference `key` to the keychain item (`service`, `account`).
+    ///
+    /// - Throws: ``SecureStoreError/notFound`` when there is no such preference,
+    ///   ``SecureStoreError/invalidArgument`` when it is not a string or data, or when another secret
+    ///   is already stored under `account`; ``SecureStoreError/verificationFailed`` when the keychain
+    ///   did not give back what was written (the preference is kept); keychain and preferences errors.
+    public func move(key: String, toAccount account: String) throws {
+        let secret: Secret
+        switch preferences.value(forKey: key) {
+        case .string(let string)?: secret = Secret(string: string)
+        case .data(let data)?: secret = Secret(data: data)
+        case nil:
+            throw SecureStoreError(SecureStoreError.notFound, "no preference '\(key)'")
+        case let other?:
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument,
+                "preference '\(key)' is a \(other.typeName); only strings and data can be moved to the keyring")
+        }
+        if let existing = try keychain.secret(service: service, account: account), existing != secret {
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument,
+                "the keyring already holds a different secret named '\(account)'; choose another name")
+        }
+        try keychain.set(secret, service: service, account: account, label: "\(service) token \(account) (moved from preferences)")
+        guard try keychain.secret(service: service, account: account) == secret else {
+            throw SecureStoreError(
+                SecureStoreError.verificationFailed,
+                "the keyring did not return what was stored for '\(account)'; preference '\(key)' was kept")
+        }
+        _ = try preferences.remove(key)
+    }
+}

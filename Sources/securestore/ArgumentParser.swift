@@ -1,0 +1,262 @@
+// A small command-line parser in the shape of swift-argument-parser, written by hand because the
+// package has no dependencies: a tree of commands, options shared at the root, `--help` at every
+// level, usage errors that print the usage.
+
+/// An option a command accepts: a flag (`--json`) or an option with a value (`--limit N`).
+struct OptionSpec: Sendable {
+    let name: String
+    var short: Character? = nil
+    /// The value's placeholder for options that take one; nil for flags.
+    var valueName: String? = nil
+    let help: String
+}
+
+/// A positional argument.
+struct ArgumentSpec: Sendable {
+    let name: String
+    let help: String
+    var optional = false
+}
+
+/// What a command's run function receives.
+struct Invocation: Sendable {
+    /// The command's path, e.g. ["tasks", "list"].
+    let path: [String]
+    let flags: Set<String>
+    let values: [String: String]
+    let arguments: [String]
+    let global: GlobalOptions
+
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+    func value(_ name: String) -> String? { values[name] }
+    func argument(_ index: Int) -> String? { index < arguments.count ? arguments[index] : nil }
+
+    /// The value of an integer option, or a usage error naming it.
+    func integer(_ name: String, minimum: Int = 0) throws -> Int? {
+        guard let text = values[name] else { return nil }
+        guard let number = Int(text), number >= minimum else {
+            throw UsageError("--\(name) takes a whole number of at least \(minimum), not '\(text)'", path: path)
+        }
+        return number
+    }
+}
+
+/// Options that every command accepts.
+struct GlobalOptions: Sendable {
+    var app = "securestore"
+    var dataDirectory: String?
+    var json = false
+}
+
+/// A node of the command tree.
+struct Command: Sendable {
+    let name: String
+    let abstract: String
+    var discussion: String? = nil
+    var arguments: [ArgumentSpec] = []
+    var options: [OptionSpec] = []
+    var subcommands: [Command] = []
+    var run: (@Sendable (Invocation) throws -> Int32)? = nil
+
+    func subcommand(named name: String) -> Command? { subcommands.first { $0.name == name } }
+}
+
+/// A mistake in how the tool was called: printed with the usage, exit status 64.
+struct UsageError: Error {
+    let message: String
+    let path: [String]
+    init(_ message: String, path: [String]) {
+        self.message = message
+        self.path = path
+    }
+}
+
+/// The outcome of parsing: run a command, or print help or the version.
+enum ParseResult {
+    case run(Command, Invocation)
+    case help([String])
+    case version
+}
+
+let globalOptionSpecs: [OptionSpec] = [
+    OptionSpec(name: "app", valueName: "NAME", help: "Namespace for keychain items and data/config directories (default: securestore)."),
+    OptionSpec(name: "data-dir", valueName: "DIR", help: "Directory for databases instead of $XDG_DATA_HOME/<app>."),
+    OptionSpec(name: "json", help: "Print data as JSON."),
+    OptionSpec(name: "help", short: "h", help: "Show help for the command."),
+    OptionSpec(name: "version", help: "Show the version."),
+]
+
+struct Parser: Sendable {
+    let root: Command
+
+    /// Parses `arguments` (without the program name).
+    func parse(_ arguments: [String]) throws -> ParseResult {
+        var path: [String] = []
+        var command = root
+        var flags: Set<String> = []
+        var values: [String: String] = [:]
+        var positionals: [String] = []
+        var global = GlobalOptions()
+        var wantsHelp = false
+        var wantsVersion = false
+        var onlyPositionals = false
+        var index = 0
+
+        func spec(named name: String) -> OptionSpec? {
+            globalOptionSpecs.first { $0.name == name } ?? command.options.first { $0.name == name }
+        }
+        func spec(short: Character) -> OptionSpec? {
+            globalOptionSpecs.first { $0.short == short } ?? command.options.first { $0.short == short }
+        }
+
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if !onlyPositionals && argument == "--" {
+                onlyPositionals = true
+                continue
+            }
+            if !onlyPositionals && argument.hasPrefix("-") && argument != "-" {
+                var name: String
+                var inlineValue: String? = nil
+                let option: OptionSpec?
+                if argument.hasPrefix("--") {
+                    name = String(argument.dropFirst(2))
+                    if let equals = name.firstIndex(of: "=") {
+                        inlineValue = String(name[name.index(after: equals)...])
+                        name = String(name[..<equals])
+                    }
+                    option = spec(named: name)
+                } else {
+                    guard argument.count == 2, let short = argument.last, let found = spec(short: short) else {
+                        throw UsageError("unknown option '\(argument)'", path: path)
+                    }
+                    option = found
+                    name = found.name
+                }
+                guard let option else { throw UsageError("unknown option '--\(name)'", path: path) }
+                var value: String? = nil
+                if option.valueName != nil {
+                    if let inlineValue {
+                        value = inlineValue
+                    } else if index < arguments.count {
+                        value = arguments[index]
+                        index += 1
+                    } else {
+                        throw UsageError("--\(name) needs a value (\(option.valueName ?? "VALUE"))", path: path)
+                    }
+                } else if inlineValue != nil {
+                    throw UsageError("--\(name) takes no value", path: path)
+                }
+                switch name {
+                case "help": wantsHelp = true
+                case "version": wantsVersion = true
+                case "json": global.json = true
+                case "app": global.app = value ?? global.app
+                case "data-dir": global.dataDirectory = value
+                default:
+                    if let value { values[name] = value } else { flags.insert(name) }
+                }
+                continue
+            }
+            if !command.subcommands.isEmpty && positionals.isEmpty {
+                guard let next = command.subcommand(named: argument) else {
+                    if wantsHelp { break }
+                    let known = command.subcommands.map(\.name).joined(separator: ", ")
+                    throw UsageError("unknown command '\(argument)' (expected one of: \(known))", path: path)
+                }
+                // Options given before the subcommand belong to the parent: only global ones are allowed.
+                if let stray = values.keys.first ?? flags.first {
+                    throw UsageError("unknown option '--\(stray)'", path: path)
+                }
+                command = next
+                path.append(argument)
+                continue
+            }
+            positionals.append(argument)
+        }
+
+        if wantsHelp { return .help(path) }
+        if wantsVersion && path.isEmpty { return .version }
+        guard command.run != nil else {
+            if path.isEmpty && arguments.isEmpty { return .help([]) }
+            throw UsageError("missing subcommand", path: path)
+        }
+        let required = command.arguments.filter { !$0.optional }.count
+        if positionals.count < required {
+            let missing = command.arguments[positionals.count]
+            throw UsageError("missing argument \(missing.name)", path: path)
+        }
+        if positionals.count > command.arguments.count {
+            throw UsageError("unexpected argument '\(positionals[command.arguments.count])'", path: path)
+        }
+        for (position, value) in positionals.enumerated() where value.isEmpty {
+            throw UsageError("\(command.arguments[position].name) must not be empty", path: path)
+        }
+        let invocation = Invocation(path: path, flags: flags, values: values, arguments: positionals, global: global)
+        return .run(command, invocation)
+    }
+
+    /// The command at `path`.
+    func command(at path: [String]) -> Command {
+        var command = root
+        for name in path {
+            guard let next = command.subcommand(named: name) else { break }
+            command = next
+        }
+        return command
+    }
+
+    /// The one-line usage of the command at `path`.
+    func usage(_ path: [String]) -> String {
+        let command = command(at: path)
+        var parts = ["securestore"] + path
+        if !command.subcommands.isEmpty {
+            parts.append("<command>")
+        } else {
+            if !command.options.isEmpty { parts.append("[options]") }
+            for argument in command.arguments {
+                parts.append(argument.optional ? "[\(argument.name)]" : argument.name)
+            }
+        }
+        return "usage: " + parts.joined(separator: " ")
+    }
+
+    /// The help text of the command at `path`.
+    func help(_ path: [String]) -> String {
+        let command = command(at: path)
+        var lines = [path.isEmpty ? "securestore — \(command.abstract)" : command.abstract, "", usage(path)]
+        if let discussion = command.discussion {
+            lines += ["", discussion]
+        }
+        func table(_ rows: [(String, String)]) -> [String] {
+            let width = min(28, rows.map(\.0.count).max() ?? 0)
+            return rows.map { left, right in
+                let padded = left.count < width ? left + String(repeating: " ", count: width - left.count) : left
+                return "  \(padded)  \(right)"
+            }
+        }
+        if !command.subcommands.isEmpty {
+            lines += ["", "Commands:"] + table(command.subcommands.map { ($0.name, $0.abstract) })
+        }
+        if !command.arguments.isEmpty {
+            lines += ["", "Arguments:"] + table(command.arguments.map { ($0.name, $0.help) })
+        }
+        func optionRows(_ specs: [OptionSpec]) -> [(String, String)] {
+            specs.map { spec in
+                var left = spec.short.map { "-\($0), " } ?? ""
+                left += "--\(spec.name)"
+                if let valueName = spec.valueName { left += " \(valueName)" }
+                return (left, spec.help)
+            }
+        }
+        if !command.options.isEmpty {
+            lines += ["", "Options:"] + table(optionRows(command.options))
+        }
+        lines += ["", "Global options:"] + table(optionRows(globalOptionSpecs))
+        if !command.subcommands.isEmpty {
+            lines += ["", "See 'securestore \((path + ["<command>"]).joined(separator: " ")) --help' for a command's details."]
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

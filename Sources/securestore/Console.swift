@@ -1,0 +1,180 @@
+import EncryptedDatabase
+import Foundation
+import Glibc
+import Keychain
+import Preferences
+import SecureStore
+
+/// Exit statuses, sysexits-style (Docs/cli.md lists them).
+enum ExitStatus {
+    static let success: Int32 = 0
+    /// A check found a problem: the audit flagged a secret or a hard limit, verify failed.
+    static let checkFailed: Int32 = 1
+    static let usage: Int32 = 64
+    static let dataError: Int32 = 65
+    static let notFound: Int32 = 66
+    static let unavailable: Int32 = 69
+    static let software: Int32 = 70
+    static let cannotCreate: Int32 = 73
+    static let ioError: Int32 = 74
+    static let temporaryFailure: Int32 = 75
+    static let denied: Int32 = 77
+}
+
+/// An error of the tool itself, with its exit status and an optional hint.
+struct CLIError: Error {
+    let status: Int32
+    let message: String
+    var hint: String? = nil
+}
+
+enum Console {
+    static func out(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    static func err(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
+    static var stdoutIsTerminal: Bool { isatty(1) == 1 }
+    static var stdinIsTerminal: Bool { isatty(0) == 1 }
+    static var stderrIsTerminal: Bool { isatty(2) == 1 }
+
+    /// Prints a JSON value (arrays, dictionaries, strings, numbers, booleans) with sorted keys.
+    static func json(_ value: Any) throws {
+        let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+        FileHandle.standardOutput.write(data)
+        out("\n")
+    }
+
+    /// Progress for long work: shown on a terminal, silent when stderr is piped.
+    static func progress(_ label: String, done: Int, total: Int) {
+        guard stderrIsTerminal, total > 0 else { return }
+        let percent = min(100, done * 100 / total)
+        err("\r\(label): \(percent)%" + (done >= total ? "\n" : ""))
+    }
+}
+
+/// Turns any error into one line on standard error and an exit status. Messages of the modules never
+/// contain secrets, keys or SQL arguments; this function adds none.
+func report(_ error: any Error, parser: Parser) -> Int32 {
+    let (status, message, hint) = describe(error)
+    var line = "securestore: \(message)"
+    if let hint { line += " (hint: \(hint))" }
+    Console.err(line + "\n")
+    if let usage = error as? UsageError {
+        Console.err(parser.usage(usage.path) + "\n")
+        Console.err("See 'securestore \((usage.path + ["--help"]).joined(separator: " "))'.\n")
+    }
+    return status
+}
+
+private func describe(_ error: any Error) -> (Int32, String, String?) {
+    switch error {
+    case let error as UsageError:
+        return (ExitStatus.usage, error.message, nil)
+    case let error as CLIError:
+        return (error.status, error.message, error.hint)
+    case let error as KeychainError:
+        let status: Int32
+        switch error.code {
+        case KeychainError.noSessionBus, KeychainError.serviceUnavailable, KeychainError.collectionNotFound:
+            status = ExitStatus.unavailable
+        case KeychainError.locked: status = ExitStatus.denied
+        case KeychainError.timedOut: status = ExitStatus.temporaryFailure
+        case KeychainError.secretTooLarge, KeychainError.invalidName, KeychainError.invalidSecret:
+            status = ExitStatus.dataError
+        default: status = ExitStatus.unavailable
+        }
+        return (status, error.message, nil)
+    case let error as DatabaseError:
+        let status: Int32
+        switch error.code {
+        case .busy: status = ExitStatus.temporaryFailure
+        case .readOnly, .permissionDenied: status = ExitStatus.denied
+        case .notFound: status = ExitStatus.notFound
+        case .diskFull, .io: status = ExitStatus.ioError
+        case .sqlcipherUnavailable: status = ExitStatus.unavailable
+        case .misuse: status = ExitStatus.software
+        default: status = ExitStatus.dataError
+        }
+        return (status, error.message, nil)
+    case let error as PreferencesError:
+        let status: Int32
+        switch error.code {
+        case .permissionDenied: status = ExitStatus.denied
+        case .io: status = ExitStatus.ioError
+        default: status = ExitStatus.dataError
+        }
+        var hint: String? = nil
+        if error.code == .damagedFile { hint = "'securestore prefs reset' moves the damaged file aside and starts fresh" }
+        return (status, error.message, hint)
+    case let error as SecureStoreError:
+        let status: Int32
+        switch error.code {
+        case SecureStoreError.invalidArgument, SecureStoreError.ambiguous: status = ExitStatus.usage
+        case SecureStoreError.notFound, SecureStoreError.missingKey: status = ExitStatus.notFound
+        case SecureStoreError.verificationFailed: status = ExitStatus.checkFailed
+        default: status = ExitStatus.dataError
+        }
+        return (status, error.message, nil)
+    default:
+        return (ExitStatus.software, "unexpected error: \(type(of: error))", nil)
+    }
+}
+
+/// Reads a secret from standard input without echo on a terminal, or all of standard input when it
+/// is piped. One trailing newline is removed unless `raw`. The bytes go straight into a ``Secret``;
+/// the read buffer is wiped.
+func readSecret(prompt: String, raw: Bool) throws -> Secret {
+    let limit = Keychain.maximumSecretSize
+    let capacity = limit + 3
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+    buffer.initializeMemory(as: UInt8.self, repeating: 0)
+    defer {
+        if let base = buffer.baseAddress { explicit_bzero(base, capacity) }
+        buffer.deallocate()
+    }
+    var count = 0
+    if Console.stdinIsTerminal {
+        var saved = termios()
+        tcgetattr(0, &saved)
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(0, TCSAFLUSH, &silent)
+        defer {
+            tcsetattr(0, TCSAFLUSH, &saved)
+            Console.err("\n")
+        }
+        Console.err(prompt)
+        // One line, without echo.
+        while count < capacity {
+            let n = read(0, buffer.baseAddress! + count, 1)
+            if n <= 0 || buffer[count] == UInt8(ascii: "\n") { break }
+            count += 1
+        }
+    } else {
+        while count < capacity {
+            let n = read(0, buffer.baseAddress! + count, capacity - count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            count += n
+        }
+    }
+    if !raw && count > 0 && buffer[count - 1] == UInt8(ascii: "\n") {
+        count -= 1
+        if count > 0 && buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+    }
+    if count > limit {
+        throw CLIError(
+            status: ExitStatus.dataError,
+            message: "the secret is more than \(limit) bytes; the limit is \(limit) bytes (64 KiB)")
+    }
+    guard count > 0 else {
+        throw CLIError(
+            status: ExitStatus.dataError, message: "no secret given on standard input",
+            hint: "pipe it in: `printf %s \"$TOKEN\" | securestore token set NAME`, or run on a terminal to be prompted")
+    }
+    return Secret(bytes: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+}

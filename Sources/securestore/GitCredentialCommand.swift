@@ -1,0 +1,30 @@
+import Foundation
+import SecureStore
+
+/// `securestore git-credential get|store|erase`: git's credential-helper protocol.
+let gitCredentialCommand = Command(
+    name: "git-credential", abstract: "Act as a git credential helper (get, store, erase).",
+    discussion: """
+        Use it with: git config --global credential.helper '!securestore git-credential'
+        (or install git-credential-securestore and use credential.helper securestore).
+        Credentials live in the keyring under service <app>.git. Unknown operations are ignored,
+        as the protocol asks; erase removes a credential only when its stored password matches.
+        """,
+    arguments: [ArgumentSpec(name: "OPERATION", help: "get, store or erase (given by git).")],
+    run: { invocation in
+        let context = try Context(invocation)
+        let store = GitCredentialStore(keychain: context.keychain, service: context.paths.gitCredentialService)
+        let operation = invocation.argument(0) ?? ""
+        guard ["get", "store", "erase"].contains(operation) else { return ExitStatus.success }
+        let input = FileHandle.standardInput.readDataToEndOfFile()
+        let request = GitCredentialStore.Message(parsing: String(decoding: input, as: UTF8.self))
+        switch operation {
+        case "get":
+            if let answer = try store.get(request) { Console.out(answer.serialized) }
+        case "store":
+            try store.store(request)
+        default:
+            try store.erase(request)
+        }
+        return ExitStatus.success
+    })

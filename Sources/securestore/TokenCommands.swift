@@ -1,0 +1,91 @@
+import Foundation
+import Keychain
+import SecureStore
+
+/// `securestore token …`: secrets in the keyring, named within the application's namespace.
+let tokenCommand = Command(
+    name: "token", abstract: "Store and read tokens in the keyring (Secret Service).",
+    discussion: """
+        Tokens are stored with the attributes service=<app> account=<NAME>, so
+        `secret-tool lookup service securestore account NAME` finds them too.
+        A secret is never taken from the command line or the environment.
+        """,
+    subcommands: [
+        Command(
+            name: "set", abstract: "Store a token read from standard input (prompted without echo on a terminal).",
+            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            options: [
+                OptionSpec(name: "label", valueName: "TEXT", help: "What keyring managers show (default: '<app> token NAME')."),
+                OptionSpec(name: "raw", help: "Keep standard input exactly, including a trailing newline."),
+            ],
+            run: { invocation in
+                let context = try Context(invocation)
+                let name = try tokenName(invocation)
+                let secret = try readSecret(prompt: "Secret for \(name): ", raw: invocation.flag("raw"))
+                let label = invocation.value("label") ?? "\(context.paths.app) token \(name)"
+                try context.keychain.set(secret, service: context.paths.tokenService, account: name, label: label)
+                if invocation.global.json { try Console.json(["name": name, "stored": true]) }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "get", abstract: "Print a token, and nothing else (fit for $(…)).",
+            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            run: { invocation in
+                let context = try Context(invocation)
+                let name = try tokenName(invocation)
+                guard let secret = try context.keychain.secret(service: context.paths.tokenService, account: name) else {
+                    throw CLIError(
+                        status: ExitStatus.notFound, message: "no token named '\(name)'",
+                        hint: "'securestore token list' shows the stored names")
+                }
+                secret.withUnsafeBytes { bytes in FileHandle.standardOutput.write(Data(bytes)) }
+                if Console.stdoutIsTerminal { Console.out("\n") }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "delete", abstract: "Delete a token.",
+            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            run: { invocation in
+                let context = try Context(invocation)
+                let name = try tokenName(invocation)
+                guard try context.keychain.delete(service: context.paths.tokenService, account: name) else {
+                    throw CLIError(status: ExitStatus.notFound, message: "no token named '\(name)'")
+                }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "list", abstract: "List token names and labels (never their values).",
+            run: { invocation in
+                let context = try Context(invocation)
+                let items = try context.keychain.items(service: context.paths.tokenService)
+                if invocation.global.json {
+                    try Console.json(items.map { ["name": $0.account, "label": $0.label] })
+                } else {
+                    let width = items.map(\.account.count).max() ?? 0
+                    for item in items {
+                        Console.out(item.account.padding(toLength: max(width, 1), withPad: " ", startingAt: 0) + "  " + item.label + "\n")
+                    }
+                }
+                return ExitStatus.success
+            }),
+    ])
+
+private func tokenName(_ invocation: Invocation) throws -> String {
+    let name = invocation.argument(0) ?? ""
+    guard name.utf8.count <= 256, !name.contains(where: { $0.isNewline }) else {
+        throw UsageError("NAME must be at most 256 bytes on one line", path: invocation.path)
+    }
+    return name
+}
+
+/// What every command needs: the application's paths and its keychain.
+struct Context {
+    let paths: AppPaths
+    let keychain: Keychain
+
+    init(_ invocation: Invocation) throws {
+        let dataDirectory = invocation.global.dataDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        paths = try AppPaths(app: invocation.global.app, dataDirectory: dataDirectory)
+        keychain = Keychain()
+    }
+}
