@@ -54,8 +54,10 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Tests: one target per module, plus end-to-end tests of the built tool.
-        .testTarget(name: "KeychainTests", dependencies: ["Keychain"], swiftSettings: swiftSettings),
+        // Tests: one target per module, plus end-to-end tests of the built tool, and the helpers they share
+        // (the keyring harness, running processes, temporary directories).
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "EncryptedDatabaseTests",
             dependencies: ["EncryptedDatabase"],
@@ -63,6 +65,6 @@ let package = Package(
         ),
         .testTarget(name: "PreferencesTests", dependencies: ["Preferences"], swiftSettings: swiftSettings),
         .testTarget(name: "SecureStoreTests", dependencies: ["SecureStore"], swiftSettings: swiftSettings),
-        .testTarget(name: "CLITests", dependencies: ["securestore"], swiftSettings: swiftSettings),
+        .testTarget(name: "CLITests", dependencies: ["securestore", "TestSupport"], swiftSettings: swiftSettings),
     ]
 )

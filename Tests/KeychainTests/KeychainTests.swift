@@ -1,5 +1,6 @@
 import Foundation
 import Keychain
+import TestSupport
 import Testing
 
 /// The Keychain against a real gnome-keyring on the harness's private bus.
@@ -228,7 +229,4 @@ struct KeychainTests {
 }
 
 /// The built `securestore-stress` helper, beside the test bundle in .build/<config>.
-let stressTool: String = {
-    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    return bundle.appendingPathComponent("securestore-stress").path
-}()
+let stressTool = product("securestore-stress")
