@@ -1,0 +1,83 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The real git client talking to `securestore git-credential` through credential.helper.
+@Suite(.serialized) struct GitCredentialTests {
+    init() throws { try Harness.require() }
+
+    private func git(_ arguments: [String], app: String, input: String) throws -> ProcessResult {
+        var environment = ProcessInfo.processInfo.environment
+        environment["GIT_TERMINAL_PROMPT"] = "0"
+        environment["GIT_ASKPASS"] = "/bin/false"
+        environment["SSH_ASKPASS"] = "/bin/false"
+        let helper = "!\(product("securestore")) --app \(app) git-credential"
+        return try run(
+            ["git", "-c", "credential.helper=", "-c", "credential.helper=\(helper)"] + arguments,
+            input: Data(input.utf8), environment: environment)
+    }
+
+    @Test func approveFillRejectRoundTripThroughRealGit() throws {
+        let app = uniqueApp()
+        let approve = try git(
+            ["credential", "approve"], app: app,
+            input: "protocol=https\nhost=git.example.com\nusername=alice\npassword=s3cret-pw\n\n")
+        #expect(approve.status == 0)
+
+        let fill = try git(["credential", "fill"], app: app, input: "protocol=https\nhost=git.example.com\n\n")
+        #expect(fill.status == 0)
+        #expect(fill.stdout.contains("username=alice\n"))
+        #expect(fill.stdout.contains("password=s3cret-pw\n"))
+
+        // Stored in the keyring under the documented service, readable by other clients.
+        let search = try run(["secret-tool", "search", "--all", "service", "\(app).git"])
+        #expect((search.stdout + search.stderr).contains("attribute.account = https://alice@git.example.com"))
+
+        // A rejection with another (stale) password erases nothing.
+        let staleReject = try git(
+            ["credential", "reject"], app: app,
+            input: "protocol=https\nhost=git.example.com\nusername=alice\npassword=old-pw\n\n")
+        #expect(staleReject.status == 0)
+        #expect(try git(["credential", "fill"], app: app, input: "protocol=https\nhost=git.example.com\n\n")
+            .stdout.contains("password=s3cret-pw"))
+
+        // Rejecting the stored password erases it: git then has no credential and cannot prompt.
+        let reject = try git(
+            ["credential", "reject"], app: app,
+            input: "protocol=https\nhost=git.example.com\nusername=alice\npassword=s3cret-pw\n\n")
+        #expect(reject.status == 0)
+        let after = try git(["credential", "fill"], app: app, input: "protocol=https\nhost=git.example.com\n\n")
+        #expect(!after.stdout.contains("s3cret-pw"))
+    }
+
+    @Test func protocolDetailsUnknownOperationsExpiryAndOtherHosts() throws {
+        let app = uniqueApp()
+        let helper = { (operation: String, input: String) throws -> ProcessResult in
+            try securestore(["git-credential", operation], app: app, input: input)
+        }
+        #expect(try helper("store", "protocol=https\nhost=a.example\nusername=u\npassword=p1\noauth_refresh_token=r1\n").status == 0)
+        #expect(try helper("store", "protocol=https\nhost=b.example\nusername=u\npassword=p2\npassword_expiry_utc=1000\n").status == 0)
+
+        let a = try helper("get", "protocol=https\nhost=a.example\n")
+        #expect(a.stdout == "username=u\npassword=p1\noauth_refresh_token=r1\n")
+        // Expired in 1970: not returned.
+        #expect(try helper("get", "protocol=https\nhost=b.example\n").stdout == "")
+        // Another protocol or host matches nothing.
+        #expect(try helper("get", "protocol=http\nhost=a.example\n").stdout == "")
+        // Unknown operations are ignored, as the protocol asks.
+        let unknown = try helper("frobnicate", "protocol=https\nhost=a.example\n")
+        #expect(unknown.status == 0 && unknown.stdout.isEmpty)
+        #expect(try helper("get", "protocol=https\nhost=a.example\n").stdout.contains("password=p1"))
+    }
+
+    @Test func installedNameWorksAsAGitHelperEntryPoint() throws {
+        let directory = try TemporaryDirectory()
+        let link = directory.path + "/git-credential-securestore"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: product("securestore"))
+        let app = uniqueApp()
+        let store = try run([link, "--app", app, "store"], input: Data("protocol=https\nhost=c.example\nusername=u\npassword=p3\n".utf8))
+        #expect(store.status == 0)
+        let get = try run([link, "--app", app, "get"], input: Data("protocol=https\nhost=c.example\n".utf8))
+        #expect(get.stdout == "username=u\npassword=p3\n")
+    }
+}
