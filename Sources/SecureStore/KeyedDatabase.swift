@@ -54,6 +54,11 @@ public final class KeyedDatabase: Sendable {
     /// so read this property each time rather than keeping the queue.
     public var queue: DatabaseQueue { state.withLock { $0.queue } }
 
+    /// Runs `body` with the queue while no rotation of this handle can run.
+    func withQueue<R>(_ body: (DatabaseQueue) throws -> R) throws -> R {
+        try state.withLock { state in try body(state.queue) }
+    }
+
     /// The database file's URL.
     public var url: URL { paths.databaseURL(name: name) }
 
@@ -179,6 +184,8 @@ public final class KeyedDatabase: Sendable {
         let pending = try items.pending()
         guard KeyedDatabaseFiles.exists(files.path) else {
             try refuseOrphans(files: files)
+            // A creation killed before its link leaves a temporary file of its own; it holds no data.
+            try files.removeCreationLeftovers()
             // Create. A stored key without a file is reused, never replaced: it may open a backup.
             let key: DatabaseKey
             if let current {
@@ -318,7 +325,10 @@ public final class KeyedDatabase: Sendable {
                 throw SecureStoreError(SecureStoreError.invalidArgument, "the database '\(files.path)' is closed")
             }
             do {
-                try KeyedDatabaseFiles.relock(state.lock, exclusive: true, timeoutMilliseconds: 0, path: files.path)
+                // Wait a little for another process's open to finish, not for a handle that stays open.
+                try KeyedDatabaseFiles.relock(
+                    state.lock, exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds),
+                    path: files.path)
             } catch {
                 // A failed conversion drops the shared lock; take it back.
                 try? KeyedDatabaseFiles.relock(

@@ -72,6 +72,19 @@ struct KeyedDatabaseFiles: Sendable {
         if !rotationLeftovers().isEmpty { Self.syncDirectory(directory) }
     }
 
+    /// Removes the temporary files an interrupted creation leaves (`.<name>.db.tmp-<random>` and their
+    /// companions). Called only when the database file does not exist, under the exclusive lock.
+    func removeCreationLeftovers() throws {
+        let prefix = "." + (path as NSString).lastPathComponent + ".tmp-"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names where name.hasPrefix(prefix) {
+            let leftover = directory + "/" + name
+            if unlink(leftover) != 0 && errno != ENOENT {
+                throw Self.errnoError(errno, "cannot remove the leftover of an interrupted creation '\(leftover)'")
+            }
+        }
+    }
+
     // MARK: Directories and durability
 
     /// Creates `directory` and its missing parents with mode 0700.

@@ -129,8 +129,11 @@ extension KeyedDatabase {
                 SecureStoreError.alreadyExists,
                 "'\(destination.path)' already exists; a backup never replaces a file. Choose a new name")
         }
-        guard let key = try items.current() else { throw Self.missingKeyError(files: files, items: items) }
-        try queue.export(to: destination.path, key: key)
+        try withQueue { queue in
+            // Under the handle's lock: no rotation of this handle can change the key in between.
+            guard let key = try items.current() else { throw Self.missingKeyError(files: files, items: items) }
+            try queue.export(to: destination.path, key: key)
+        }
         try KeyedDatabaseFiles.syncFile(destination.path)
         return try verifyBackup(at: destination)
     }

@@ -109,3 +109,33 @@ import Testing
         #expect(try !fixture.hasPendingKey())
     }
 }
+
+@Suite(.serialized) struct KeyedDatabaseEdgeTests {
+    @Test func anEmptyDatabaseRotatesAndReopens() throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        let oldHex = try fixture.storedHex()
+        try database.rotateKey()
+        #expect(try database.queue.read { try $0.scalar("SELECT count(*) FROM sqlite_master", as: Int.self) } == 0)
+        try database.close()
+        #expect(try fixture.storedHex() != oldHex)
+        let reopened = try fixture.open()
+        try reopened.close()
+    }
+
+    @Test func aCreationKilledBeforeItsLinkLeavesNothingBehindTheNextOpen() throws {
+        let fixture = try KDFixture()
+        try FileManager.default.createDirectory(at: fixture.directory, withIntermediateDirectories: true)
+        // As if killed inside the creation: a stored key and the temporary file, never linked.
+        let key = String(repeating: "3c", count: 32)
+        try fixture.keychain.set(key, service: fixture.service, account: "tasks")
+        let temporary = fixture.directory.appendingPathComponent(".tasks.db.tmp-00ff").path
+        #expect(FileManager.default.createFile(atPath: temporary, contents: Data(repeating: 1, count: 4096)))
+
+        let database = try fixture.open()
+        try kdFill(database)
+        try database.close()
+        #expect(try fixture.files() == ["tasks.db"])
+        #expect(try fixture.storedHex() == key, "the stored key is reused, never replaced")
+    }
+}
