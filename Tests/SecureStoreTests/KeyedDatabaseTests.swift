@@ -166,3 +166,34 @@ import Testing
         #expect(try fixture.keychain.items(service: fixture.service).isEmpty)
     }
 }
+
+@Suite(.serialized) struct KeyedDatabaseProcessTests {
+    /// Four processes create the same new database at once: the lock file lets exactly one make the
+    /// key; the others open that database, and every row of every writer is there.
+    @Test func processesCreatingOneDatabaseAtOnceShareOneKey() throws {
+        let fixture = try KDFixture()
+        let writers = 4, rows = 25
+        let results = KDResults()
+        let directory = fixture.directory.path, app = fixture.app
+        DispatchQueue.concurrentPerform(iterations: writers) { writer in
+            let result = try? kdRun([
+                kdStressBinary, "keyed", "write", directory, app, "tasks", String(writer), String(rows),
+            ])
+            results.append(result)
+        }
+        for result in results.all {
+            #expect(result?.status == 0, "\(result?.stderr ?? "spawn failed")")
+        }
+        #expect(try fixture.keychain.accounts(service: fixture.service) == ["tasks"])
+        let database = try fixture.open()
+        #expect(try database.queue.read { try $0.scalar("SELECT count(*) FROM entry", as: Int.self) } == writers * rows)
+        try database.close()
+    }
+}
+
+private final class KDResults: @unchecked Sendable {
+    private let lock = NSLock()
+    private var results: [KDProcessResult?] = []
+    func append(_ result: KDProcessResult?) { lock.withLock { results.append(result) } }
+    var all: [KDProcessResult?] { lock.withLock { results } }
+}
