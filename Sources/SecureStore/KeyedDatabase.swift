@@ -85,7 +85,7 @@ public final class KeyedDatabase: Sendable {
         paths: AppPaths, name: String, keychain: Keychain,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
     ) throws {
-        try Self.validate(name: name)
+        try Self.validate(name: name, keychain: keychain)
         let files = KeyedDatabaseFiles(paths: paths, name: name)
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         try KeyedDatabaseFiles.makeDirectories(files.directory)
@@ -138,6 +138,17 @@ public final class KeyedDatabase: Sendable {
                 state.lock = -1
             }
             try state.queue.close()
+        }
+    }
+
+    /// Checks the name, and that the key will not live in the session collection (gone at logout).
+    static func validate(name: String, keychain: Keychain) throws(SecureStoreError) {
+        try validate(name: name)
+        if keychain.configuration.collection == .session {
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument,
+                "a database key may not live in the 'session' collection: it is gone at logout, and the database "
+                    + "with it; use the default collection")
         }
     }
 
@@ -489,7 +500,7 @@ public final class KeyedDatabase: Sendable {
         paths: AppPaths, name: String, keychain: Keychain, code: Secret,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
     ) throws -> KeyedDatabase {
-        try validate(name: name)
+        try validate(name: name, keychain: keychain)
         let files = KeyedDatabaseFiles(paths: paths, name: name)
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         let key = try RecoveryCode.key(from: code)
@@ -539,7 +550,7 @@ public final class KeyedDatabase: Sendable {
         from source: URL, paths: AppPaths, name: String, keychain: Keychain,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
     ) throws -> KeyedDatabase {
-        try validate(name: name)
+        try validate(name: name, keychain: keychain)
         let files = KeyedDatabaseFiles(paths: paths, name: name)
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         guard KeyedDatabaseFiles.header(source.path) == Array("SQLite format 3\0".utf8) else {

@@ -46,12 +46,28 @@ struct KeyedDatabaseKeyItems: Sendable {
         try keychain.secret(service: service, account: pendingAccount).map { try decode($0, account: pendingAccount) }
     }
 
+    /// Stores `key` as the current key and reads it back: a provider that does not return what it was
+    /// given must be found out before any file depends on it.
     func storeCurrent(_ key: DatabaseKey) throws {
         try keychain.set(Self.hexSecret(key), service: service, account: account, label: label)
+        try checkStored(key, account: account)
     }
 
+    /// Stores `key` as the pending key and reads it back.
     func storePending(_ key: DatabaseKey) throws {
         try keychain.set(Self.hexSecret(key), service: service, account: pendingAccount, label: pendingLabel)
+        try checkStored(key, account: pendingAccount)
+    }
+
+    private func checkStored(_ key: DatabaseKey, account: String) throws {
+        let stored = try keychain.secret(service: service, account: account).flatMap(Self.key(fromHex:))
+        guard stored == key else {
+            throw SecureStoreError(
+                SecureStoreError.verificationFailed,
+                "the keyring did not give back the database key just stored (service '\(service)', account "
+                    + "'\(account)', collection '\(keychain.configuration.collection.alias)'); no database file "
+                    + "depends on it yet. Check the Secret Service provider")
+        }
     }
 
     @discardableResult

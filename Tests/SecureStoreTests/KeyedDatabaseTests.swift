@@ -197,3 +197,15 @@ private final class KDResults: @unchecked Sendable {
     func append(_ result: KDProcessResult?) { lock.withLock { results.append(result) } }
     var all: [KDProcessResult?] { lock.withLock { results } }
 }
+
+@Suite struct KeyedDatabaseCollectionTests {
+    @Test func aKeyIsNeverPutInTheSessionCollection() throws {
+        let fixture = try KDFixture()
+        let session = Keychain(configuration: Keychain.Configuration(collection: .session))
+        let message = try #require(kdExpectError("invalidArgument") {
+            try KeyedDatabase(paths: fixture.paths, name: "tasks", keychain: session)
+        })
+        #expect(message.contains("gone at logout"))
+        #expect(!FileManager.default.fileExists(atPath: fixture.path))
+    }
+}
