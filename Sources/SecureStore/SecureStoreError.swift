@@ -47,4 +47,10 @@ extension SecureStoreError {
     public static let invalidRecoveryCode = Code("invalidRecoveryCode")
     /// A verification found a problem (integrity check, key check).
     public static let verificationFailed = Code("verificationFailed")
+    /// A database or file that an operation would create already exists; it was not replaced.
+    public static let alreadyExists = Code("alreadyExists")
+    /// The database is open in another process or handle, which an operation needs alone (key rotation).
+    public static let inUse = Code("inUse")
+    /// A file-system call failed (permissions, disk full, input/output error); the message has the reason.
+    public static let fileSystem = Code("fileSystem")
 }

@@ -1,0 +1,214 @@
+// File-system steps of the key lifecycle: the lock file, fsync, rename, directory sync, leftovers.
+// Every C call the keyed database makes goes through this file.
+internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+/// The files of one keyed database: `<dir>/<name>.db`, its `-wal`/`-shm`, the lock file and the
+/// rotation's temporary file.
+struct KeyedDatabaseFiles: Sendable {
+    /// The database file.
+    let path: String
+    /// The directory holding it.
+    let directory: String
+    /// The file that serializes lifecycle steps between processes: `.<name>.db.lock`.
+    let lockPath: String
+    /// Where rotation builds the copy under the new key: `.<name>.db.rotating`.
+    let rotatingPath: String
+
+    init(paths: AppPaths, name: String) {
+        path = paths.databaseURL(name: name).path
+        directory = paths.dataDirectory.path
+        let file = (path as NSString).lastPathComponent
+        lockPath = directory + "/." + file + ".lock"
+        rotatingPath = directory + "/." + file + ".rotating"
+    }
+
+    var walPath: String { path + "-wal" }
+    var shmPath: String { path + "-shm" }
+
+    // MARK: Inspecting
+
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    static func size(_ path: String) -> Int? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int(info.st_size)
+    }
+
+    /// The first 16 bytes of the file, or nil when it cannot be read.
+    static func header(_ path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var header = [UInt8](repeating: 0, count: 16)
+        let count = header.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, 16) }
+        return count < 0 ? nil : Array(header.prefix(count))
+    }
+
+    /// Every leftover of an interrupted rotation: the rotating file, the temporary files export builds
+    /// beside it (`..<name>.db.rotating.tmp-<random>`), and their `-wal`, `-shm` and `-journal`.
+    func rotationLeftovers() -> [String] {
+        let rotatingName = (rotatingPath as NSString).lastPathComponent
+        let exportPrefix = "." + rotatingName + ".tmp-"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0 == rotatingName || $0.hasPrefix(rotatingName + "-") || $0.hasPrefix(exportPrefix) }
+            .sorted().map { directory + "/" + $0 }
+    }
+
+    /// Removes every leftover of an interrupted rotation. They never hold the only copy of anything:
+    /// the database file is replaced only by a finished, verified rotating file (a rename).
+    func removeRotationLeftovers() throws {
+        for leftover in rotationLeftovers() where unlink(leftover) != 0 && errno != ENOENT {
+            throw Self.errnoError(errno, "cannot remove the leftover of an interrupted key rotation '\(leftover)'")
+        }
+        if !rotationLeftovers().isEmpty { Self.syncDirectory(directory) }
+    }
+
+    /// Removes the temporary files an interrupted creation leaves (`.<name>.db.tmp-<random>` and their
+    /// companions). Called only when the database file does not exist, under the exclusive lock.
+    func removeCreationLeftovers() throws {
+        let prefix = "." + (path as NSString).lastPathComponent + ".tmp-"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names where name.hasPrefix(prefix) {
+            let leftover = directory + "/" + name
+            if unlink(leftover) != 0 && errno != ENOENT {
+                throw Self.errnoError(errno, "cannot remove the leftover of an interrupted creation '\(leftover)'")
+            }
+        }
+    }
+
+    // MARK: Directories and durability
+
+    /// Creates `directory` and its missing parents with mode 0700.
+    static func makeDirectories(_ directory: String) throws {
+        var info = stat()
+        if stat(directory, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw SecureStoreError(
+                    SecureStoreError.invalidArgument, "'\(directory)' exists and is not a directory")
+            }
+            return
+        }
+        let parent = (directory as NSString).deletingLastPathComponent
+        if !parent.isEmpty, parent != directory { try makeDirectories(parent) }
+        if mkdir(directory, 0o700) != 0 {
+            if errno == EEXIST { return }
+            throw errnoError(errno, "cannot create the directory '\(directory)'")
+        }
+        _ = chmod(directory, 0o700)
+    }
+
+    /// Flushes a file's data and metadata to the disk.
+    static func syncFile(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw errnoError(errno, "cannot open '\(path)' to flush it") }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw errnoError(errno, "cannot flush '\(path)' to the disk") }
+    }
+
+    /// Flushes a directory, so that a rename or link in it survives a power loss.
+    static func syncDirectory(_ directory: String) {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
+    /// Atomically replaces `destination` with `source` (rename(2)).
+    static func rename(_ source: String, over destination: String) throws {
+        guard Glibc.rename(source, destination) == 0 else {
+            throw errnoError(errno, "cannot rename '\(source)' to '\(destination)'")
+        }
+    }
+
+    /// Copies the file at `source` to the new file `destination` (mode 0600, created exclusively) and
+    /// flushes it.
+    static func copyNewFile(_ source: String, to destination: String) throws {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw errnoError(errno, "cannot open '\(source)'") }
+        defer { close(input) }
+        let output = open(destination, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard output >= 0 else { throw errnoError(errno, "cannot create '\(destination)'") }
+        var complete = false
+        defer {
+            close(output)
+            if !complete { unlink(destination) }
+        }
+        _ = fchmod(output, 0o600)
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw errnoError(errno, "cannot read '\(source)'")
+            }
+            if count == 0 { break }
+            var written = 0
+            while written < count {
+                let result = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, count - written) }
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    throw errnoError(errno, "cannot write '\(destination)'")
+                }
+                written += result
+            }
+        }
+        guard fsync(output) == 0 else { throw errnoError(errno, "cannot flush '\(destination)' to the disk") }
+        complete = true
+    }
+
+    // MARK: The lock file
+
+    /// Opens (creating, 0600) the lock file and takes a `flock` lock on it, waiting up to `timeout`
+    /// milliseconds. Returns the descriptor, which holds the lock until closed.
+    func lock(exclusive: Bool, timeoutMilliseconds: Int) throws -> Int32 {
+        let descriptor = open(lockPath, O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw Self.errnoError(errno, "cannot open the lock file '\(lockPath)'") }
+        do {
+            try Self.relock(descriptor, exclusive: exclusive, timeoutMilliseconds: timeoutMilliseconds, path: path)
+            return descriptor
+        } catch {
+            close(descriptor)
+            throw error
+        }
+    }
+
+    /// Changes the lock held through `descriptor` to shared or exclusive, waiting up to `timeout`.
+    static func relock(_ descriptor: Int32, exclusive: Bool, timeoutMilliseconds: Int, path: String) throws {
+        let operation = (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB
+        let deadline = ContinuousClock.now + .milliseconds(max(timeoutMilliseconds, 0))
+        while flock(descriptor, operation) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            guard code == EWOULDBLOCK else { throw errnoError(code, "cannot lock '\(path)'") }
+            if ContinuousClock.now >= deadline {
+                throw SecureStoreError(
+                    SecureStoreError.inUse,
+                    exclusive
+                        ? "the database '\(path)' is open in another process (or another handle); close it there and try again"
+                        : "the database '\(path)' is busy with a key rotation, recovery or creation in another process; try again")
+            }
+            usleep(5_000)
+        }
+    }
+
+    static func unlock(_ descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+    }
+
+    // MARK: Errors
+
+    static func errnoError(_ code: Int32, _ what: String) -> SecureStoreError {
+        let reason = String(cString: strerror(code))
+        return SecureStoreError(SecureStoreError.fileSystem, "\(what): \(reason)")
+    }
+}

@@ -1,0 +1,141 @@
+// Key rotation: the result, refusal while in use, and a SIGKILL after every step.
+import EncryptedDatabase
+import Foundation
+import Keychain
+import SecureStore
+import Testing
+
+@Suite(.serialized) struct KeyedDatabaseRotationTests {
+    @Test func rotationKeepsEveryRowAndRetiresTheOldKey() throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        try kdFill(database)
+        let oldHex = try #require(try fixture.storedHex())
+        let oldCode = try database.recoveryCode()
+
+        var steps: [KeyedDatabase.RotationStep] = []
+        try database.rotateKey { steps.append($0) }
+        #expect(steps == KeyedDatabase.RotationStep.allCases)
+        #expect(steps.last?.description == "removed the pending key; rotation complete")
+        try kdExpectRows(database.queue)
+        try database.queue.write { db in try db.execute("INSERT INTO item (id, title) VALUES (?, ?)", [kdRowCount, "after"]) }
+        #expect(try database.recoveryCode() != oldCode)
+        try database.close()
+
+        let newHex = try #require(try fixture.storedHex())
+        #expect(newHex != oldHex)
+        #expect(try !fixture.hasPendingKey())
+        #expect(try fixture.files() == ["tasks.db"], "no copy, -wal or pending file is left")
+        kdExpectError("wrongKeyOrNotADatabase") { try DatabaseQueue(path: fixture.path, key: try kdKey(hex: oldHex)) }
+        let queue = try DatabaseQueue(path: fixture.path, key: try kdKey(hex: newHex))
+        #expect(try queue.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == kdRowCount + 1)
+        try queue.integrityCheck()
+        try queue.close()
+
+        // The reference tool reads it with the new key.
+        let sql = "PRAGMA key = \"x'\(newHex)'\";\nPRAGMA cipher_page_size = 4096;\nSELECT count(*) FROM item;\nPRAGMA user_version;\n"
+        let reference = try kdRun(["sqlcipher", fixture.path], input: Data(sql.utf8))
+        #expect(reference.stdout.split(separator: "\n").suffix(2) == ["\(kdRowCount + 1)", "7"])
+    }
+
+    @Test func rotationIsRefusedWhileAnotherHandleHasTheDatabaseOpen() throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        try kdFill(database)
+        let other = try fixture.open()
+        let hex = try fixture.storedHex()
+
+        let message = try #require(kdExpectError("inUse") { try database.rotateKey() })
+        #expect(message.contains("open in another process"))
+        #expect(try fixture.storedHex() == hex)
+        #expect(try !fixture.hasPendingKey())
+        try kdExpectRows(database.queue)
+        try kdExpectRows(other.queue)
+        try other.close()
+
+        try database.rotateKey()
+        try kdExpectRows(database.queue)
+        try database.close()
+    }
+
+    /// For every step: a child process rotates and is killed by SIGKILL right after that step. The next
+    /// open must succeed with the stored keys, find every row, pass the integrity check and leave no
+    /// pending key or rotation file behind.
+    @Test(arguments: KeyedDatabase.RotationStep.allCases)
+    func aRotationKilledAfterAnyStepIsFinishedOrUndoneByTheNextOpen(step: KeyedDatabase.RotationStep) throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        try kdFill(database)
+        try database.close()
+        let oldHex = try #require(try fixture.storedHex())
+
+        let child = try kdRun([
+            kdStressBinary, "keyed", "rotate-crash", String(step.rawValue), fixture.directory.path, fixture.app, "tasks",
+        ])
+        #expect(child.signal == SIGKILL, "the child should die by SIGKILL after step \(step.rawValue): \(child.stderr)")
+        let afterCrash = try KeyedDatabase.info(paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
+        #expect(afterCrash.rotationPending == (step != .finished))
+
+        let reopened = try fixture.open()
+        try reopened.queue.integrityCheck()
+        try kdExpectRows(reopened.queue)
+        try reopened.close()
+
+        #expect(try !fixture.hasPendingKey())
+        #expect(try fixture.files() == ["tasks.db"])
+        let currentHex = try #require(try fixture.storedHex())
+        // Before the rename the old key stays; from the rename on, the new one.
+        #expect((currentHex == oldHex) == (step.rawValue < KeyedDatabase.RotationStep.replaced.rawValue))
+        let queue = try DatabaseQueue(path: fixture.path, key: try kdKey(hex: currentHex))
+        try kdExpectRows(queue)
+        try queue.close()
+    }
+
+    @Test func leftoversOfAnInterruptedExportAreRemoved() throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        try kdFill(database)
+        try database.close()
+        // As if killed inside sqlcipher_export: a pending key and a half-written temporary copy.
+        let half = fixture.directory.appendingPathComponent("..tasks.db.rotating.tmp-1f2e3d").path
+        #expect(FileManager.default.createFile(atPath: half, contents: Data(repeating: 7, count: 12288)))
+        try fixture.keychain.set(String(repeating: "0f", count: 32), service: fixture.service, account: "tasks.pending")
+        #expect(try KeyedDatabase.info(paths: fixture.paths, name: "tasks", keychain: fixture.keychain).rotationPending)
+
+        let reopened = try fixture.open()
+        try kdExpectRows(reopened.queue)
+        try reopened.close()
+        #expect(!FileManager.default.fileExists(atPath: half))
+        #expect(try !fixture.hasPendingKey())
+    }
+}
+
+@Suite(.serialized) struct KeyedDatabaseEdgeTests {
+    @Test func anEmptyDatabaseRotatesAndReopens() throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        let oldHex = try fixture.storedHex()
+        try database.rotateKey()
+        #expect(try database.queue.read { try $0.scalar("SELECT count(*) FROM sqlite_master", as: Int.self) } == 0)
+        try database.close()
+        #expect(try fixture.storedHex() != oldHex)
+        let reopened = try fixture.open()
+        try reopened.close()
+    }
+
+    @Test func aCreationKilledBeforeItsLinkLeavesNothingBehindTheNextOpen() throws {
+        let fixture = try KDFixture()
+        try FileManager.default.createDirectory(at: fixture.directory, withIntermediateDirectories: true)
+        // As if killed inside the creation: a stored key and the temporary file, never linked.
+        let key = String(repeating: "3c", count: 32)
+        try fixture.keychain.set(key, service: fixture.service, account: "tasks")
+        let temporary = fixture.directory.appendingPathComponent(".tasks.db.tmp-00ff").path
+        #expect(FileManager.default.createFile(atPath: temporary, contents: Data(repeating: 1, count: 4096)))
+
+        let database = try fixture.open()
+        try kdFill(database)
+        try database.close()
+        #expect(try fixture.files() == ["tasks.db"])
+        #expect(try fixture.storedHex() == key, "the stored key is reused, never replaced")
+    }
+}
