@@ -269,7 +269,7 @@ public final class KeyedDatabase: Sendable {
         SecureStoreError(
             SecureStoreError.missingKey,
             "no key for database '\(items.databaseName)' in the keyring (\(items.location)), but the file "
-                + "'\(files.path)' exists; if you kept a recovery code, run `securestore db recover "
+                + "'\(files.path)' exists; if you kept a recovery code, run `securestore db recover --name "
                 + "\(items.databaseName)`, or restore the keyring from a backup. A new key is never created over "
                 + "existing data; the file was not changed")
     }
@@ -279,7 +279,7 @@ public final class KeyedDatabase: Sendable {
             SecureStoreError.keyMismatch,
             "the key stored for database '\(items.databaseName)' (\(items.location)) does not open '\(files.path)' "
                 + "(wrong key, or not a SecureStore database); the file was not changed. If you kept a recovery "
-                + "code, run `securestore db recover \(items.databaseName)`")
+                + "code, run `securestore db recover --name \(items.databaseName)`")
     }
 
     // MARK: Rotation

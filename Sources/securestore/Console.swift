@@ -116,6 +116,9 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         case SecureStoreError.invalidArgument, SecureStoreError.ambiguous: status = ExitStatus.usage
         case SecureStoreError.notFound, SecureStoreError.missingKey: status = ExitStatus.notFound
         case SecureStoreError.verificationFailed: status = ExitStatus.checkFailed
+        case SecureStoreError.alreadyExists: status = ExitStatus.cannotCreate
+        case SecureStoreError.inUse: status = ExitStatus.temporaryFailure
+        case SecureStoreError.fileSystem: status = ExitStatus.ioError
         default: status = ExitStatus.dataError
         }
         return (status, error.message, nil)

@@ -1,0 +1,159 @@
+import EncryptedDatabase
+import Foundation
+import Keychain
+import SecureStore
+
+private let nameOption = OptionSpec(name: "name", valueName: "NAME", help: "The database (default: tasks).")
+
+/// The database name of an invocation (`--name`, default `tasks`).
+func databaseName(_ invocation: Invocation) -> String { invocation.value("name") ?? "tasks" }
+
+/// Opens the keyed database of an invocation (created with its key on first use).
+func openDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedDatabase {
+    try KeyedDatabase(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+}
+
+/// `securestore db …`: the encrypted database and its key.
+let dbCommand = Command(
+    name: "db", abstract: "Inspect, verify, back up and re-key the encrypted database.",
+    subcommands: [
+        Command(
+            name: "info", abstract: "Path, size, cipher settings, SQLCipher version and where the key lives (never the key).",
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let info = try KeyedDatabase.info(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+                var cipher: [String: Any] = [:]
+                if info.exists && info.hasKey {
+                    let database = try openDatabase(invocation, context)
+                    cipher = try database.queue.read { db in
+                        [
+                            "sqlcipherVersion": try db.scalar("PRAGMA cipher_version", as: String.self) ?? "unknown",
+                            "cipher": try db.scalar("PRAGMA cipher", as: String.self) ?? "unknown",
+                            "pageSize": try db.scalar("PRAGMA cipher_page_size", as: Int.self) ?? 0,
+                            "hmac": (try db.scalar("PRAGMA cipher_use_hmac", as: Int.self) ?? 0) != 0,
+                            "kdf": "none: raw 256-bit key",
+                        ]
+                    }
+                    try database.close()
+                }
+                if invocation.global.json {
+                    var object: [String: Any] = [
+                        "name": info.name, "path": info.path, "exists": info.exists,
+                        "key": ["service": info.keyService, "account": info.keyAccount, "collection": info.keyCollection, "stored": info.hasKey],
+                        "rotationPending": info.rotationPending,
+                    ]
+                    if let size = info.fileSize { object["size"] = size }
+                    if let wal = info.walSize { object["walSize"] = wal }
+                    if !cipher.isEmpty { object["cipher"] = cipher }
+                    try Console.json(object)
+                } else {
+                    Console.out(info.description + "\n")
+                    if !cipher.isEmpty {
+                        Console.out("cipher: \(cipher["cipher"] ?? ""), \(cipher["pageSize"] ?? 0)-byte pages, HMAC \((cipher["hmac"] as? Bool) == true ? "on" : "off"), raw 256-bit key (no KDF)\n")
+                        Console.out("SQLCipher: \(cipher["sqlcipherVersion"] ?? "")\n")
+                    }
+                }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "verify", abstract: "Check integrity and that the stored key opens the database; exit 1 on a problem.",
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let report = try database.verify()
+                try printVerification(report, invocation)
+                return ExitStatus.success
+            }),
+        Command(
+            name: "rotate-key", abstract: "Re-encrypt the database under a new key (crash-safe, verified).",
+            discussion: """
+                A new key is stored as pending, the database is exported under it into a new file, verified,
+                renamed over the old one, and the key promoted. A crash at any step leaves a database that
+                opens; the next open finishes or undoes the rotation. Backups and recovery codes made before
+                need the old key afterwards.
+                """,
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let steps = KeyedDatabase.RotationStep.allCases.count
+                try database.rotateKey { step in
+                    Console.progress("rotating key (\(step))", done: step.rawValue, total: steps)
+                }
+                Console.err("rotated the key of database '\(database.name)'; make a new recovery code and new backups\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "backup", abstract: "Write an encrypted copy (same key) to PATH and verify it.",
+            arguments: [ArgumentSpec(name: "PATH", help: "Where to write the backup (must not exist).")],
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let target = URL(fileURLWithPath: invocation.argument(0) ?? "")
+                let report = try database.backup(to: target)
+                try printVerification(report, invocation)
+                return ExitStatus.success
+            }),
+        Command(
+            name: "import-plaintext", abstract: "Encrypt an existing plaintext SQLite database into the store.",
+            arguments: [ArgumentSpec(name: "FILE", help: "The plaintext SQLite database (left unchanged).")],
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let source = URL(fileURLWithPath: invocation.argument(0) ?? "")
+                Console.progress("importing", done: 0, total: 1)
+                let database = try KeyedDatabase.importPlaintext(
+                    from: source, paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+                defer { try? database.close() }
+                Console.progress("importing", done: 1, total: 1)
+                Console.err("imported \(source.path) into encrypted database '\(database.name)' at \(database.url.path)\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "recovery-code", abstract: "Print the key's recovery code (keep it offline; it IS the key).",
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let code = try database.recoveryCode()
+                if Console.stdoutIsTerminal {
+                    Console.err("This code is the database key. Write it down and keep it offline; anyone with it and the file can read the data.\n")
+                }
+                code.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
+                Console.out("\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "recover", abstract: "Restore a lost key from its recovery code (read from stdin or a prompt).",
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let code = try readSecret(prompt: "Recovery code: ", raw: false)
+                let database = try KeyedDatabase.recover(
+                    paths: context.paths, name: databaseName(invocation), keychain: context.keychain, code: code)
+                defer { try? database.close() }
+                Console.err("the recovery code opens '\(database.url.path)'; its key is stored in the keyring again\n")
+                return ExitStatus.success
+            }),
+    ])
+
+private func printVerification(_ report: KeyedDatabaseVerification, _ invocation: Invocation) throws {
+    if invocation.global.json {
+        var object: [String: Any] = [
+            "path": report.path, "size": report.size, "pageCount": report.pageCount, "pageSize": report.pageSize,
+            "cipher": report.cipher, "hmac": report.hmac, "userVersion": report.userVersion,
+            "tables": report.tableCount, "rows": report.rowCount, "key": report.key.rawValue, "integrity": "ok",
+        ]
+        if let version = report.sqlcipherVersion { object["sqlcipherVersion"] = version }
+        try Console.json(object)
+    } else {
+        Console.out(report.description + "\n")
+    }
+}
