@@ -178,7 +178,7 @@ public struct TaskList: Sendable {
     /// - Throws: ``SecureStoreError/notFound`` when no task has this ID.
     @discardableResult
     public func setDone(_ done: Bool, id: UUID) throws -> TaskItem {
-        try update(id: id, "UPDATE tasks SET done = ? WHERE id = ?", [done, id])
+        try update(id: id, "UPDATE OR ROLLBACK tasks SET done = ? WHERE id = ?", [done, id])
     }
 
     /// Flips whether the task is done and returns it.
@@ -186,7 +186,7 @@ public struct TaskList: Sendable {
     /// - Throws: ``SecureStoreError/notFound`` when no task has this ID.
     @discardableResult
     public func toggle(id: UUID) throws -> TaskItem {
-        try update(id: id, "UPDATE tasks SET done = 1 - done WHERE id = ?", [id])
+        try update(id: id, "UPDATE OR ROLLBACK tasks SET done = 1 - done WHERE id = ?", [id])
     }
 
     /// Gives the task a new title (validated and trimmed as in ``create(title:done:createdAt:id:)``) and
@@ -197,7 +197,7 @@ public struct TaskList: Sendable {
     @discardableResult
     public func rename(id: UUID, to title: String) throws -> TaskItem {
         let title = try Self.validatedTitle(title)
-        return try update(id: id, "UPDATE tasks SET title = ? WHERE id = ?", [title, id])
+        return try update(id: id, "UPDATE OR ROLLBACK tasks SET title = ? WHERE id = ?", [title, id])
     }
 
     /// Deletes the task and returns it as it was.
@@ -216,7 +216,7 @@ public struct TaskList: Sendable {
     @discardableResult
     public func markAllDone() throws -> Int {
         try queue.write { db in
-            try db.execute("UPDATE tasks SET done = 1 WHERE done = 0")
+            try db.execute("UPDATE OR ROLLBACK tasks SET done = 1 WHERE done = 0")
             return db.changes
         }
     }

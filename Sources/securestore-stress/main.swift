@@ -14,6 +14,7 @@ switch module {
 case "prefs": exit(runPreferencesStress(rest))
 case "db": exit(runDatabaseStress(rest))
 case "keychain": exit(runKeychainStress(rest))
+case "tasks": exit(runTaskListStress(rest))
 default:
     FileHandle.standardError.write(Data("securestore-stress: unknown module '\(module)'\n".utf8))
     exit(64)
