@@ -105,7 +105,8 @@ struct TaskListClause {
         if let text = filter.search {
             // No title is longer than the limit, so a longer search matches nothing; this also keeps the
             // pattern under SQLite's LIKE pattern length limit (50 000 bytes).
-            if text.unicodeScalars.count > TaskList.maximumTitleLength {
+            // No title contains NUL either, and SQLite's LIKE would stop reading the pattern at one.
+            if text.unicodeScalars.count > TaskList.maximumTitleLength || text.utf8.contains(0) {
                 matchesNothing = true
             }
             conditions.append("title LIKE ? ESCAPE '\\'")

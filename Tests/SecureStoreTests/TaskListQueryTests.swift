@@ -77,6 +77,7 @@ struct TaskListQueryTests {
         #expect(try store.tasks.count(TaskList.Filter(status: .open, titleContains: "rent")) == 1)
         // A search longer than any title can be matches nothing, without an error.
         #expect(try search(String(repeating: "a", count: 60_000)).isEmpty)
+        #expect(try search("e\u{0}x").isEmpty)                 // no title holds NUL (LIKE would stop at it)
         #expect(try store.tasks.count(TaskList.Filter(titleContains: String(repeating: "a", count: 60_000))) == 0)
     }
 

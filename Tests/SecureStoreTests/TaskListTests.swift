@@ -145,6 +145,19 @@ struct TaskListTests {
         #expect(after.first?.0 == "create tasks" && after.first?.1 == appliedAt)
     }
 
+    @Test func aReadOnlyOpenOfAMigratedDatabaseListsTasks() throws {
+        let store = try TLStore()
+        let item = try store.tasks.create(title: "Read me")
+        var configuration = DatabaseConfiguration()
+        configuration.readOnly = true
+        let queue = try DatabaseQueue(path: store.path, key: store.key, configuration: configuration)
+        defer { try? queue.close() }
+        let tasks = try TaskList(queue: queue)
+        #expect(try tasks.page() == TaskList.Page(items: [item], total: 1))
+        #expect(throws: DatabaseError.self) { try tasks.create(title: "Cannot write") }
+        #expect(try store.tasks.count() == 1)
+    }
+
     @Test func theMigrationsCanBeRegisteredWithAnotherComponents() throws {
         let store = try TLStore()
         let path = store.directory + "/shared.db"
