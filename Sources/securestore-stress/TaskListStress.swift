@@ -2,7 +2,7 @@
 //
 //   securestore-stress tasks seed PATH COUNT [BATCH]
 //       Creates the database PATH (it must not exist) and adds COUNT tasks in transactions of BATCH tasks
-//       (100 000 by default) through TaskList.insert: creation dates one millisecond apart ending now, every
+//       (1 000 000 by default) through TaskList.insert: creation dates one millisecond apart ending now, every
 //       third task done. Prints the time, the rate and the file size.
 //
 //   securestore-stress tasks launch PATH
@@ -35,7 +35,7 @@ func runTaskListStress(_ arguments: [String]) -> Int32 {
         switch (arguments.first, arguments.count) {
         case ("seed", 3), ("seed", 4):
             guard let count = Int(arguments[2]), count >= 0,
-                let batch = arguments.count == 4 ? Int(arguments[3]) : 100_000, batch > 0
+                let batch = arguments.count == 4 ? Int(arguments[3]) : 1_000_000, batch > 0
             else { return taskListStressUsage() }
             try taskListSeed(path: arguments[1], count: count, batch: batch)
         case ("launch", 2):
