@@ -1,0 +1,148 @@
+// Filters, orders, pages and counts of the task list, and the SQL they become.
+internal import Foundation
+internal import EncryptedDatabase
+
+extension TaskList {
+    /// Which tasks a listing or a count covers.
+    ///
+    /// ```swift
+    /// let open = try list.list(.open)
+    /// let rent = try list.count(TaskList.Filter(status: .all, titleContains: "rent"))
+    /// ```
+    public struct Filter: Sendable, Hashable {
+        /// Done, open, or both.
+        public enum Status: Sendable, Hashable {
+            /// Every task.
+            case all
+            /// Tasks that are done.
+            case done
+            /// Tasks that are not done.
+            case open
+        }
+
+        /// Done, open, or both.
+        public var status: Status
+        /// When set and not empty, only tasks whose title contains this text. `%`, `_` and `\` match
+        /// themselves. Case is ignored for ASCII letters only (SQLite's `LIKE`): `a` finds `A`, but `é` does
+        /// not find `É` and `ß` does not find `SS`.
+        public var titleContains: String?
+
+        /// A filter on `status` and, when given, title text.
+        public init(status: Status = .all, titleContains: String? = nil) {
+            self.status = status
+            self.titleContains = titleContains
+        }
+
+        /// Every task.
+        public static let all = Filter()
+        /// Tasks that are done.
+        public static let done = Filter(status: .done)
+        /// Tasks that are not done.
+        public static let open = Filter(status: .open)
+
+        /// The title text to search for, or `nil` when the filter does not search.
+        var search: String? {
+            guard let text = titleContains, !text.isEmpty else { return nil }
+            return text
+        }
+    }
+
+    /// The order of a listing: by creation date, ties broken by ID, so the order is total and stable.
+    public enum Order: Sendable, Hashable {
+        /// Newest first (descending creation date, then descending ID).
+        case newestFirst
+        /// Oldest first (ascending creation date, then ascending ID).
+        case oldestFirst
+    }
+
+    /// One page of a listing and the number of tasks the filter matches, read in one snapshot.
+    public struct Page: Sendable, Hashable {
+        /// The tasks of the page, in the requested order.
+        public let items: [TaskItem]
+        /// How many tasks match the filter in all (not only on this page).
+        public let total: Int
+
+        /// A page of `items` out of `total`.
+        public init(items: [TaskItem], total: Int) {
+            self.items = items
+            self.total = total
+        }
+    }
+
+    /// The number of tasks, done and open.
+    public struct Counts: Sendable, Hashable {
+        /// Every task.
+        public let total: Int
+        /// Tasks that are done.
+        public let done: Int
+        /// Tasks that are not done.
+        public var open: Int { total - done }
+
+        /// Counts of `total` tasks of which `done` are done.
+        public init(total: Int, done: Int) {
+            self.total = total
+            self.done = done
+        }
+    }
+}
+
+// MARK: SQL
+
+/// A WHERE clause and its arguments.
+struct TaskListClause {
+    var conditions: [String] = []
+    var arguments: [any DatabaseValueConvertible] = []
+
+    /// Whether no task can match (a search longer than any title).
+    var matchesNothing = false
+
+    init(_ filter: TaskList.Filter) {
+        switch filter.status {
+        case .all: break
+        case .done: conditions.append("done = 1")
+        case .open: conditions.append("done = 0")
+        }
+        if let text = filter.search {
+            // No title is longer than the limit, so a longer search matches nothing; this also keeps the
+            // pattern under SQLite's LIKE pattern length limit (50 000 bytes).
+            // No title contains NUL either, and SQLite's LIKE would stop reading the pattern at one.
+            if text.unicodeScalars.count > TaskList.maximumTitleLength || text.utf8.contains(0) {
+                matchesNothing = true
+            }
+            conditions.append("title LIKE ? ESCAPE '\\'")
+            arguments.append("%" + TaskListClause.escapeLike(text) + "%")
+        }
+    }
+
+    /// `text` with the LIKE wildcards `%` and `_` and the escape character `\` escaped by `\`.
+    static func escapeLike(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 == 0x25 || $0 == 0x5F || $0 == 0x5C }) else { return text }
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count + 8)
+        for character in text.unicodeScalars {
+            if character == "%" || character == "_" || character == "\\" { escaped.unicodeScalars.append("\\") }
+            escaped.unicodeScalars.append(character)
+        }
+        return escaped
+    }
+
+    /// Adds the keyset condition "strictly after `cursor` in `order`".
+    mutating func after(_ cursor: TaskItem, order: TaskList.Order) {
+        conditions.append(order == .newestFirst ? "(created_at, id) < (?, ?)" : "(created_at, id) > (?, ?)")
+        arguments.append(cursor.createdAtMicroseconds)
+        arguments.append(cursor.id)
+    }
+
+    var whereSQL: String {
+        conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
+    }
+}
+
+extension TaskList.Order {
+    var orderBySQL: String {
+        switch self {
+        case .newestFirst: " ORDER BY created_at DESC, id DESC"
+        case .oldestFirst: " ORDER BY created_at ASC, id ASC"
+        }
+    }
+}

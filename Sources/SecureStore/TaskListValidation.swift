@@ -1,0 +1,105 @@
+// Checks of what a person types: task titles and ID prefixes.
+internal import Foundation
+
+extension TaskList {
+    /// The longest title, in characters (grapheme clusters), after trimming.
+    public static let maximumTitleLength = 1000
+
+    /// `title` trimmed of white space and line breaks at both ends, or an error that says what is wrong.
+    ///
+    /// A title is one line of text of 1 to ``maximumTitleLength`` characters: it may not be empty (or only
+    /// white space), and may not contain NUL, line breaks or other control characters (a tab is allowed),
+    /// so that it prints safely on one line of a terminal.
+    ///
+    /// - Throws: ``SecureStoreError/invalidArgument``.
+    public static func validatedTitle(_ title: String) throws -> String {
+        let scalars = title.unicodeScalars
+        var start = scalars.startIndex
+        var end = scalars.endIndex
+        while start < end, scalars[start].properties.isWhitespace { start = scalars.index(after: start) }
+        while start < end, scalars[scalars.index(before: end)].properties.isWhitespace {
+            end = scalars.index(before: end)
+        }
+        guard start < end else {
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument,
+                title.isEmpty ? "a task title cannot be empty" : "a task title cannot be only white space")
+        }
+        let trimmed = start == scalars.startIndex && end == scalars.endIndex ? title : String(scalars[start..<end])
+        for scalar in trimmed.unicodeScalars {
+            switch scalar.value {
+            case 0x09, 0x20...0x7E:
+                continue
+            case 0x00:
+                throw SecureStoreError(SecureStoreError.invalidArgument, "a task title cannot contain a NUL character")
+            case 0x0A...0x0D, 0x85, 0x2028, 0x2029:
+                throw SecureStoreError(SecureStoreError.invalidArgument, "a task title must be one line: it contains a line break")
+            case 0x01...0x1F, 0x7F...0x9F:
+                throw SecureStoreError(
+                    SecureStoreError.invalidArgument,
+                    "a task title cannot contain control characters (found U+"
+                        + String(scalar.value, radix: 16, uppercase: true).leftPadded(to: 4) + ")")
+            default:
+                continue
+            }
+        }
+        // Characters are at most as many as UTF-8 bytes: count them only when the bytes exceed the limit.
+        if trimmed.utf8.count > maximumTitleLength {
+            let length = trimmed.count
+            if length > maximumTitleLength {
+                throw SecureStoreError(
+                    SecureStoreError.invalidArgument,
+                    "a task title can be at most \(maximumTitleLength) characters long; this one has \(length)")
+            }
+        }
+        return trimmed
+    }
+
+    /// The ID range `[lower, upper)` of the IDs that start with the hex digits of `prefix` (dashes ignored,
+    /// either case); `upper` is `nil` when the prefix is all `f`. Throws for anything that is not 1–32 hex
+    /// digits.
+    static func idRange(prefix: String) throws -> (lower: [UInt8], upper: [UInt8]?, digits: String) {
+        var nibbles: [UInt8] = []
+        for unit in prefix.utf8 {
+            switch unit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibbles.append(unit - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibbles.append(unit - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibbles.append(unit - UInt8(ascii: "A") + 10)
+            case UInt8(ascii: "-"): continue
+            default:
+                throw SecureStoreError(
+                    SecureStoreError.invalidArgument,
+                    "'\(prefix.prefix(40))' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
+            }
+        }
+        guard !nibbles.isEmpty else {
+            throw SecureStoreError(SecureStoreError.invalidArgument, "a task ID prefix needs at least one hexadecimal digit")
+        }
+        guard nibbles.count <= 32 else {
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument, "'\(prefix.prefix(40))…' is too long for a task ID: an ID has 32 hexadecimal digits")
+        }
+        let digits = String(decoding: nibbles.map { Array("0123456789abcdef".utf8)[Int($0)] }, as: UTF8.self)
+        func bytes(_ nibbles: [UInt8]) -> [UInt8] {
+            var padded = nibbles
+            if padded.count % 2 == 1 { padded.append(0) }
+            return stride(from: 0, to: padded.count, by: 2).map { padded[$0] << 4 | padded[$0 + 1] }
+        }
+        // The upper bound is the prefix plus one in its last digit, carrying; all f has no upper bound.
+        var next = nibbles
+        var index = next.count - 1
+        while index >= 0, next[index] == 0xF {
+            next[index] = 0
+            index -= 1
+        }
+        guard index >= 0 else { return (bytes(nibbles), nil, digits) }
+        next[index] += 1
+        return (bytes(nibbles), bytes(Array(next[...index])), digits)
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

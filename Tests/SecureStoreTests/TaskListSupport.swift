@@ -1,0 +1,71 @@
+// Helpers of the task list tests (prefixed TL: other tests share this target).
+import EncryptedDatabase
+import Foundation
+import SecureStore
+import Testing
+
+/// A task list in a fresh encrypted file under a temporary directory, removed when released.
+final class TLStore {
+    let directory: String
+    let path: String
+    let key = DatabaseKey.random()
+    private(set) var queue: DatabaseQueue
+    private(set) var tasks: TaskList
+
+    init() throws {
+        var template = Array((NSTemporaryDirectory() + "/securestore-tasks-XXXXXX").utf8CString)
+        guard let created = mkdtemp(&template) else { throw CocoaError(.fileWriteUnknown) }
+        directory = String(cString: created)
+        path = directory + "/tasks.db"
+        queue = try DatabaseQueue(path: path, key: key)
+        tasks = try TaskList(queue: queue)
+    }
+
+    /// Closes the file and opens it again with a new connection (nothing cached in memory survives).
+    @discardableResult
+    func reopen() throws -> TaskList {
+        try queue.close()
+        queue = try DatabaseQueue(path: path, key: key)
+        tasks = try TaskList(queue: queue)
+        return tasks
+    }
+
+    deinit {
+        try? queue.close()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// A date `seconds` after 2024-01-01 00:00:00 UTC.
+func TLDate(_ seconds: Double) -> Date {
+    Date(timeIntervalSince1970: 1_704_067_200 + seconds)
+}
+
+/// A UUID whose bytes start with the hex digits `hex` and continue with `fill`.
+func TLUUID(_ hex: String, fill: UInt8 = 0x11) -> UUID {
+    var bytes = [UInt8](repeating: fill, count: 16)
+    let digits = Array(hex.utf8)
+    for index in stride(from: 0, to: digits.count - 1, by: 2) {
+        bytes[index / 2] = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16)!
+    }
+    if digits.count % 2 == 1 {
+        let high = UInt8(String(decoding: [digits.last!], as: UTF8.self), radix: 16)!
+        bytes[digits.count / 2] = high << 4 | (fill & 0x0F)
+    }
+    return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                       bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+}
+
+/// The error `body` throws, as a SecureStoreError (failing the test if it throws something else or nothing).
+func TLError(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> SecureStoreError? {
+    do {
+        try body()
+        Issue.record("expected an error", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as SecureStoreError {
+        return error
+    } catch {
+        Issue.record("expected a SecureStoreError, got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
