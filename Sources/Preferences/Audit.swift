@@ -202,7 +202,7 @@ public enum PreferencesAudit {
                     isOverValueLimit: valueSize > limits.maxValueSize))
             scan(value, name: key, path: key, topKey: key, into: &secrets)
         }
-        keys.sort { $0.entrySize != $1.entrySize ? $0.entrySize > $1.entrySize : $0.key < $1.key }
+        keys.sort { $0.valueSize != $1.valueSize ? $0.valueSize > $1.valueSize : $0.key < $1.key }
         secrets.sort { ($0.key, $0.path, $0.rule.id) < ($1.key, $1.path, $1.rule.id) }
         return PreferencesAuditReport(
             path: path, limits: limits, totalSize: keys.reduce(0) { $0 + $1.entrySize }, keys: keys, secrets: secrets)

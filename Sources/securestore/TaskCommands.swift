@@ -37,8 +37,11 @@ private func filter(_ invocation: Invocation) throws -> TaskList.Filter {
     return TaskList.Filter(status: status, titleContains: invocation.value("search"))
 }
 
+/// RFC 3339 in UTC with milliseconds, e.g. 2026-11-21T06:03:17.818Z.
 private func formatDate(_ date: Date) -> String {
-    date.formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon))
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter.string(from: date)
 }
 
 private func json(_ task: TaskItem) -> [String: Any] {

@@ -1,0 +1,167 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `securestore tasks …` and `securestore db …` on real encrypted files with the key in the real keyring.
+@Suite(.serialized) struct TaskAndDatabaseCommandTests {
+    init() throws { try Harness.require() }
+
+    private func databasePath(_ app: String) throws -> String {
+        try #require(Harness.root) + "/data/\(app)/tasks.db"
+    }
+
+    private func ids(_ app: String, _ arguments: [String] = []) throws -> [String] {
+        let list = try securestore(["--json", "tasks", "list"] + arguments, app: app)
+        let array = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
+        return array.compactMap { $0["id"] as? String }
+    }
+
+    @Test func addListCompleteRenameDeleteWithIDPrefixes() throws {
+        let app = uniqueApp()
+        for title in ["first", "second", "third"] {
+            let add = try securestore(["tasks", "add", title], app: app)
+            #expect(add.status == 0)
+            #expect(add.stdout.hasSuffix("[ ]  \(title)\n"))
+        }
+        let list = try securestore(["tasks", "list"], app: app)
+        #expect(list.stdout.split(separator: "\n").map { $0.split(separator: " ").last.map(String.init) } == ["third", "second", "first"])
+        let json = try securestore(["--json", "tasks", "list", "--oldest-first"], app: app)
+        let tasks = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        #expect(tasks.map { $0["title"] as? String } == ["first", "second", "third"])
+        #expect(tasks.allSatisfy { ($0["id"] as? String)?.count == 36 && $0["done"] as? Bool == false })
+
+        let firstID = try #require(tasks.first?["id"] as? String)
+        #expect(try securestore(["tasks", "done", String(firstID.prefix(8))], app: app).stdout.contains("[x]  first"))
+        #expect(try securestore(["tasks", "count", "--done"], app: app).stdout == "1\n")
+        #expect(try securestore(["tasks", "count", "--open"], app: app).stdout == "2\n")
+        #expect(try ids(app, ["--open"]).contains(firstID) == false)
+        #expect(try securestore(["tasks", "undo", firstID], app: app).stdout.contains("[ ]  first"))
+        #expect(try securestore(["tasks", "rename", String(firstID.prefix(6)), "renamed"], app: app).stdout.contains("renamed"))
+        #expect(try securestore(["tasks", "list", "--search", "REN"], app: app).stdout.contains("renamed"))
+        #expect(try securestore(["tasks", "delete", firstID], app: app).status == 0)
+        #expect(try securestore(["tasks", "count"], app: app).stdout == "2\n")
+
+        #expect(try securestore(["tasks", "done-all"], app: app).stdout == "marked 2 task(s) done\n")
+        #expect(try securestore(["tasks", "clear-done"], app: app).stdout == "deleted 2 done task(s)\n")
+        #expect(try securestore(["tasks", "count"], app: app).stdout == "0\n")
+    }
+
+    @Test func paginationAndBadArguments() throws {
+        let app = uniqueApp()
+        for index in 1...7 { #expect(try securestore(["tasks", "add", "task \(index)"], app: app).status == 0) }
+        let page1 = try ids(app, ["--limit", "3"])
+        let page2 = try ids(app, ["--limit", "3", "--offset", "3"])
+        let page3 = try ids(app, ["--limit", "3", "--offset", "6"])
+        #expect(page1.count == 3 && page2.count == 3 && page3.count == 1)
+        #expect(Set(page1 + page2 + page3).count == 7)
+
+        let badLimit = try securestore(["tasks", "list", "--limit", "-1"], app: app)
+        #expect(badLimit.status == 64)
+        #expect(badLimit.stderr.hasPrefix("securestore: --limit takes a whole number of at least 0, not '-1'"))
+        let both = try securestore(["tasks", "list", "--done", "--open"], app: app)
+        #expect(both.status == 64)
+        let notHex = try securestore(["tasks", "done", "xyz"], app: app)
+        #expect(notHex.status == 64)
+        #expect(notHex.stderr.contains("not a task ID"))
+        let missing = try securestore(["tasks", "done", "0000000000"], app: app)
+        #expect(missing.status == 66)
+        let badTitle = try securestore(["tasks", "add", "line\nbreak"], app: app)
+        #expect(badTitle.status != 0)
+        #expect(try securestore(["tasks", "count"], app: app).stdout == "7\n", "nothing changed")
+    }
+
+    @Test func theDatabaseFileIsEncryptedAndSqlite3RefusesIt() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["tasks", "add", "PlaintextMarkerTitle"], app: app).status == 0)
+        let path = try databasePath(app)
+        let sqlite = try run(["sqlite3", path, "select * from sqlite_master"])
+        #expect(sqlite.status != 0)
+        #expect(sqlite.stderr.contains("not a database"))
+        #expect(filesContaining("PlaintextMarkerTitle", under: try #require(Harness.root)).isEmpty)
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+
+        let info = try securestore(["--json", "db", "info"], app: app)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])
+        #expect(object["path"] as? String == path)
+        #expect((object["cipher"] as? [String: Any])?["sqlcipherVersion"] as? String == "3.4.1")
+        #expect((object["key"] as? [String: Any])?["service"] as? String == "\(app).database-key")
+        // The key itself is never printed: the stored hex key is not in the output.
+        let key = try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "tasks"]).stdout
+        #expect(key.count == 64)
+        #expect(!info.stdout.contains(key))
+        #expect(try securestore(["db", "verify"], app: app).status == 0)
+    }
+
+    @Test func missingKeyIsAClearErrorNamingRecoveryAndTheFileIsUnchanged() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["tasks", "add", "keep me"], app: app).status == 0)
+        let code = try securestore(["db", "recovery-code"], app: app).stdout
+        let path = try databasePath(app)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(try run(["secret-tool", "clear", "service", "\(app).database-key", "account", "tasks"]).status == 0)
+
+        let list = try securestore(["tasks", "list"], app: app)
+        #expect(list.status == 66)
+        #expect(list.stderr.hasPrefix("securestore: no key for database 'tasks'"))
+        #expect(list.stderr.contains("securestore db recover --name tasks"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        #expect(try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "tasks"]).status != 0,
+            "no new key was made")
+
+        let typo = try securestore(["db", "recover"], app: app, input: "AAAA-" + code.dropFirst(5))
+        #expect(typo.status != 0)
+        #expect(!typo.stderr.contains(String(code.prefix(20))))
+        let recover = try securestore(["db", "recover"], app: app, input: code)
+        #expect(recover.status == 0)
+        #expect(try securestore(["tasks", "list"], app: app).stdout.contains("keep me"))
+    }
+
+    @Test func wrongKeyIsAClearErrorAndTheFileIsUnchanged() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["tasks", "add", "keep me"], app: app).status == 0)
+        let path = try databasePath(app)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let wrong = String(repeating: "ab", count: 32)
+        #expect(try run(["secret-tool", "store", "--label=wrong", "service", "\(app).database-key", "account", "tasks"],
+            input: Data(wrong.utf8)).status == 0)
+        let list = try securestore(["tasks", "list"], app: app)
+        #expect(list.status == 65)
+        #expect(list.stderr.hasPrefix("securestore: the key stored for database 'tasks'"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+
+    @Test func rotateBackupAndImport() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["tasks", "add", "survives rotation"], app: app).status == 0)
+        let oldKey = try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "tasks"]).stdout
+        let rotate = try securestore(["db", "rotate-key"], app: app)
+        #expect(rotate.status == 0)
+        #expect(rotate.stderr.contains("rotated the key"))
+        let newKey = try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "tasks"]).stdout
+        #expect(newKey.count == 64 && newKey != oldKey)
+        #expect(try securestore(["tasks", "list"], app: app).stdout.contains("survives rotation"))
+        // The reference tool opens the file with the new key, and not with the old one.
+        let path = try databasePath(app)
+        let withNew = try run(["sqlcipher", path], input: Data("PRAGMA key = \"x'\(newKey)'\";\nPRAGMA cipher_page_size = 4096;\nSELECT title FROM tasks;\n".utf8))
+        #expect(withNew.stdout.contains("survives rotation"))
+        let withOld = try run(["sqlcipher", path], input: Data("PRAGMA key = \"x'\(oldKey)'\";\nPRAGMA cipher_page_size = 4096;\nSELECT title FROM tasks;\n".utf8))
+        #expect(!withOld.stdout.contains("survives rotation"))
+
+        let directory = try TemporaryDirectory()
+        let backup = directory.path + "/backup.db"
+        #expect(try securestore(["db", "backup", backup], app: app).status == 0)
+        let again = try securestore(["db", "backup", backup], app: app)
+        #expect(again.status == 73)
+
+        let plain = directory.path + "/plain.db"
+        #expect(try run(["sqlite3", plain, "CREATE TABLE notes(text); INSERT INTO notes VALUES ('imported row'); PRAGMA user_version = 7;"]).status == 0)
+        let importApp = uniqueApp()
+        let imported = try securestore(["db", "import-plaintext", plain, "--name", "notes"], app: importApp)
+        #expect(imported.status == 0)
+        let info = try securestore(["--json", "db", "info", "--name", "notes"], app: importApp)
+        #expect(info.stdout.contains("\"exists\":true"))
+        let again2 = try securestore(["db", "import-plaintext", plain, "--name", "notes"], app: importApp)
+        #expect(again2.status == 73)
+    }
+}
