@@ -27,7 +27,9 @@ public struct DatabaseMigrator: Sendable {
     /// Creates a migrator with no migrations.
     public init() {}
 
-    /// Registers a migration after the ones already registered. Identifiers must be unique.
+    /// Registers a migration after the ones already registered. Identifiers must be unique: registering
+    /// one twice is a programming error in the app's own code (never reachable from user input or file
+    /// contents) and stops the program, as GRDB's migrator does.
     public mutating func registerMigration(
         _ id: String, _ body: @escaping @Sendable (Database) throws -> Void
     ) {

@@ -104,9 +104,11 @@ public enum RecoveryCode {
                     }
                 }
                 let hint =
-                    suspects.count == 1
-                    ? "group \(suspects.first! + 1) looks mistyped"
-                    : "a character is mistyped, or two are swapped"
+                    if suspects.count == 1, let group = suspects.first {
+                        "group \(group + 1) looks mistyped"
+                    } else {
+                        "a character is mistyped, or two are swapped"
+                    }
                 throw SecureStoreError(
                     SecureStoreError.invalidRecoveryCode,
                     "the recovery code's checksum does not match: \(hint); compare each group with the code you wrote down")

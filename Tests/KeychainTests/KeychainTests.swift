@@ -214,6 +214,31 @@ struct KeychainTests {
         #expect(try keychain.string(service: service, account: "a") == "kept")
     }
 
+    @Test func aBusWithNoSecretServiceIsAClearErrorThatNamesProviders() throws {
+        // A real session bus whose configuration has no service directories, so nothing provides or can
+        // activate org.freedesktop.secrets.
+        let directory = try TemporaryDirectory()
+        let config = directory.path + "/session.conf"
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:tmpdir=\(directory.path)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try run(["dbus-run-session", "--config-file=\(config)", "--", stressTool, "keychain", "get", "s", "a"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("error serviceUnavailable: no Secret Service provider answers on the session bus"))
+        #expect(result.stderr.contains("gnome-keyring-daemon"))
+    }
+
     @Test func secretNeverPrintsItself() throws {
         let secret = Secret(string: "hunter2")
         #expect("\(secret)" == "Secret(<redacted>)")
