@@ -64,7 +64,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "PreferencesTests", dependencies: ["Preferences"], swiftSettings: swiftSettings),
-        .testTarget(name: "SecureStoreTests", dependencies: ["SecureStore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "SecureStoreTests", dependencies: ["SecureStore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "CLITests", dependencies: ["securestore", "TestSupport"], swiftSettings: swiftSettings),
     ]
 )

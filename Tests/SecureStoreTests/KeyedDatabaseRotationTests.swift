@@ -3,6 +3,7 @@ import EncryptedDatabase
 import Foundation
 import Keychain
 import SecureStore
+import TestSupport
 import Testing
 
 @Suite(.serialized) struct KeyedDatabaseRotationTests {

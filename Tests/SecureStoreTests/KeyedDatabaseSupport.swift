@@ -5,6 +5,7 @@ import Foundation
 import Glibc
 import Keychain
 import SecureStore
+import TestSupport
 import Testing
 
 /// One test's world: a unique application name (so keychain items never meet another test's), a
@@ -136,111 +137,10 @@ var kdStressBinary: String {
         .appendingPathComponent("securestore-stress").path
 }
 
-struct KDProcessResult {
-    let status: Int32
-    /// The signal that ended the process, or 0.
-    let signal: Int32
-    let stdout: String
-    let stderr: String
-}
+/// The result of a finished process (TestSupport's runner: posix_spawn with an empty signal mask).
+typealias KDProcessResult = ProcessResult
 
-private struct KDSpawnFailure: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// Runs a command (found on PATH through /usr/bin/env) with `input` on standard input. Written on
-/// posix_spawn and poll rather than Foundation's Process, whose waitUntilExit can hang when a child
-/// leaves a daemon behind; the child starts with an empty signal mask and default handlers.
+/// Runs a command found on PATH with `input` on standard input.
 func kdRun(_ arguments: [String], input: Data = Data()) throws -> KDProcessResult {
-    func makePipe() throws -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw KDSpawnFailure(description: "pipe: errno \(errno)") }
-        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
-        return (fds[0], fds[1])
-    }
-    let stdin = try makePipe(), stdout = try makePipe(), stderr = try makePipe()
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, stdin.read, 0)
-    posix_spawn_file_actions_adddup2(&actions, stdout.write, 1)
-    posix_spawn_file_actions_adddup2(&actions, stderr.write, 2)
-
-    let env = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
-    let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
-    let envp = env.map { strdup($0) } + [nil]
-    defer {
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
-    }
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var emptySet = sigset_t()
-    sigemptyset(&emptySet)
-    var defaultSet = sigset_t()
-    sigemptyset(&defaultSet)
-    for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP] { sigaddset(&defaultSet, signal) }
-    posix_spawnattr_setsigmask(&attributes, &emptySet)
-    posix_spawnattr_setsigdefault(&attributes, &defaultSet)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, envp)
-    close(stdin.read)
-    close(stdout.write)
-    close(stderr.write)
-    guard spawned == 0 else {
-        close(stdin.write)
-        close(stdout.read)
-        close(stderr.read)
-        throw KDSpawnFailure(description: "posix_spawn \(arguments): \(spawned)")
-    }
-
-    var pending = [UInt8](input)
-    var written = 0
-    var output = [Int32: [UInt8]]()
-    var open: Set<Int32> = [stdout.read, stderr.read]
-    var inputFD: Int32? = stdin.write
-    if pending.isEmpty {
-        close(stdin.write)
-        inputFD = nil
-    }
-    signal(SIGPIPE, SIG_IGN)
-    while !open.isEmpty || inputFD != nil {
-        var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-        if let inputFD { fds.append(pollfd(fd: inputFD, events: Int16(POLLOUT), revents: 0)) }
-        guard poll(&fds, nfds_t(fds.count), -1) >= 0 else {
-            if errno == EINTR { continue }
-            break
-        }
-        for entry in fds where entry.revents != 0 {
-            if entry.fd == inputFD {
-                let n = pending[written...].withUnsafeBytes { write(entry.fd, $0.baseAddress, $0.count) }
-                if n > 0 { written += n }
-                if n <= 0 || written == pending.count {
-                    close(entry.fd)
-                    inputFD = nil
-                }
-            } else {
-                var buffer = [UInt8](repeating: 0, count: 65536)
-                let n = read(entry.fd, &buffer, buffer.count)
-                if n > 0 {
-                    output[entry.fd, default: []].append(contentsOf: buffer[0..<n])
-                } else {
-                    close(entry.fd)
-                    open.remove(entry.fd)
-                }
-            }
-        }
-    }
-    pending.removeAll()
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    let signalled = (status & 0x7f) != 0
-    return KDProcessResult(
-        status: signalled ? 128 + (status & 0x7f) : (status >> 8) & 0xff,
-        signal: signalled ? status & 0x7f : 0,
-        stdout: String(decoding: output[stdout.read] ?? [], as: UTF8.self),
-        stderr: String(decoding: output[stderr.read] ?? [], as: UTF8.self))
+    try run(arguments, input: input)
 }

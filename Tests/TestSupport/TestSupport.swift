@@ -31,7 +31,10 @@ public struct HarnessFailure: Error, CustomStringConvertible {
 
 /// What a finished process printed and how it ended.
 public struct ProcessResult: Sendable {
+    /// The exit status, or 128 + the signal number when a signal ended the process.
     public let status: Int32
+    /// The signal that ended the process, or 0 when it exited.
+    public let signal: Int32
     public let stdout: String
     public let stderr: String
 }
@@ -124,9 +127,10 @@ public func run(_ arguments: [String], input: Data = Data(), environment: [Strin
     pending.removeAll()
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    let signal = status & 0x7f
+    let exitStatus = signal == 0 ? (status >> 8) & 0xff : 128 + signal
     return ProcessResult(
-        status: exitStatus,
+        status: exitStatus, signal: signal,
         stdout: String(decoding: output[stdout.read] ?? [], as: UTF8.self),
         stderr: String(decoding: output[stderr.read] ?? [], as: UTF8.self))
 }
