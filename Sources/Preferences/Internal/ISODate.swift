@@ -11,17 +11,13 @@ enum ISODate {
     /// Formats `date` in UTC with the shortest fraction that reads back as the same `Date`.
     static func format(_ date: Date) throws -> String {
         let interval = date.timeIntervalSinceReferenceDate
-        let whole = interval.rounded(.down)
-        guard interval.isFinite,
-            let unix = Int(exactly: whole).map({ $0 + referenceOffset }),
-            unix >= minUnix, unix <= maxUnix
-        else {
+        guard let unix = unixSeconds(interval) else {
             throw PreferencesError(
                 code: .unsupportedValue,
                 message: "a date outside the years 0000–9999 cannot be stored in preferences"
             )
         }
-        let fraction = interval - whole  // exact: both share the exponent range of `interval`
+        let fraction = interval - interval.rounded(.down)  // exact: both share the exponent range of `interval`
         let days = floorDiv(unix, 86_400)
         let secondsOfDay = unix - days * 86_400
         let (year, month, day) = civil(fromDays: days)
@@ -54,7 +50,21 @@ enum ISODate {
         }
         let unix = days(fromYear: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
         // whole + fraction is exact for any value `format` wrote (it is the original interval).
-        return Date(timeIntervalSinceReferenceDate: Double(unix - referenceOffset) + fraction)
+        let interval = Double(unix - referenceOffset) + fraction
+        // A hand-written fraction can round up to the next second: 9999-12-31T23:59:59.99999999Z is
+        // 10000-01-01T00:00:00Z as a Date. Refuse what `format` would refuse, or a file that reads could
+        // never be written again (every set would fail on this value).
+        guard unixSeconds(interval) != nil else { return nil }
+        return Date(timeIntervalSinceReferenceDate: interval)
+    }
+
+    /// The whole Unix seconds of `interval` (rounded down) when it lies in the years 0000 through 9999,
+    /// the range both `format` and `parse` accept; nil otherwise.
+    private static func unixSeconds(_ interval: TimeInterval) -> Int? {
+        // Near Int.max the sum would overflow (and trap): Date(timeIntervalSinceReferenceDate: 9.2e18).
+        guard interval.isFinite, let whole = Int(exactly: interval.rounded(.down)) else { return nil }
+        let (unix, overflow) = whole.addingReportingOverflow(referenceOffset)
+        return !overflow && unix >= minUnix && unix <= maxUnix ? unix : nil
     }
 
     private static func number(_ b: [UInt8], _ start: Int, _ count: Int) -> Int? {
