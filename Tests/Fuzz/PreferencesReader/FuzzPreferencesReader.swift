@@ -12,10 +12,12 @@
 //      within the input; an error without a position is only for a well-formed JSON document with the
 //      wrong envelope (checked against Foundation's JSONSerialization) or an empty file;
 //   3. a document that parses, written back by the module's writer and read again, gives the same
-//      values (bit for bit: -0.0, NaN, byte-exact strings and keys), and writing those gives the same
-//      bytes again;
+//      values (doubles bit for bit: -0.0, NaN; strings and keys byte for byte; dates to the exact
+//      interval), and writing those gives the same bytes again;
 //   4. the size accounting (compactSize, the unit of every limit) equals the length of the compact text;
-//   5. the audit runs on anything that loads.
+//   5. the audit runs on anything that loads;
+//   6. the date writer (the first eight bytes as a Date's bit pattern) never crashes, and what it writes
+//      reads back as the same interval.
 import Foundation
 import Glibc
 
@@ -36,7 +38,21 @@ private let scratch: PreferencesLocation = {
 public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let bytes = count == 0 ? [] : Array(UnsafeRawBufferPointer(start: start, count: count))
     checkDocument(bytes)
+    if bytes.count >= 8 { checkDate(bytes) }
     return 0
+}
+
+/// 6. The date writer: the first eight bytes as the bit pattern of a Date's interval. Formatting never
+/// crashes; it either refuses (years outside 0000–9999) or writes text that reads back as the same interval.
+func checkDate(_ bytes: [UInt8]) {
+    let bits = bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    let date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits))
+    guard let text = try? ISODate.format(date) else { return }
+    // == on the interval: -0.0 and 0.0 are the same moment, written alike.
+    guard let back = ISODate.parse(text), back.timeIntervalSinceReferenceDate == date.timeIntervalSinceReferenceDate
+    else {
+        fatalError("the date \(date.timeIntervalSinceReferenceDate) is written as \(text) but does not read back")
+    }
 }
 
 func checkDocument(_ bytes: [UInt8]) {
@@ -154,8 +170,9 @@ private func checkRoundTrip(_ values: [String: PreferenceValue]) {
     }
 }
 
-/// Structural equality that is stricter than `==`: doubles and dates by bit pattern (NaN equals NaN,
-/// -0.0 differs from 0.0), strings and keys byte for byte (not by canonical equivalence).
+/// Structural equality that is stricter than `==`: doubles by bit pattern (NaN equals NaN, -0.0 differs
+/// from 0.0), strings and keys byte for byte (not by canonical equivalence). Dates by `==` of their
+/// intervals: -0.0 and 0.0 are the same moment.
 func same(_ a: PreferenceValue, _ b: PreferenceValue) -> Bool {
     switch (a, b) {
     case (.bool(let x), .bool(let y)): return x == y
@@ -163,8 +180,7 @@ func same(_ a: PreferenceValue, _ b: PreferenceValue) -> Bool {
     case (.double(let x), .double(let y)): return x.bitPattern == y.bitPattern
     case (.string(let x), .string(let y)): return x.utf8.elementsEqual(y.utf8)
     case (.data(let x), .data(let y)): return x == y
-    case (.date(let x), .date(let y)):
-        return x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern
+    case (.date(let x), .date(let y)): return x.timeIntervalSinceReferenceDate == y.timeIntervalSinceReferenceDate
     case (.array(let x), .array(let y)):
         return x.count == y.count && zip(x, y).allSatisfy { same($0, $1) }
     case (.dictionary(let x), .dictionary(let y)):
