@@ -10,7 +10,8 @@
 //      unsupported-format for a newer version) whose message begins with the file's path; when the
 //      reader reports a syntax error the message carries its "line L, column C", and L and C lie
 //      within the input; an error without a position is only for a well-formed JSON document with the
-//      wrong envelope (checked against Foundation's JSONSerialization) or an empty file;
+//      wrong envelope (checked against Foundation's JSONSerialization) or an empty file; the message
+//      is one line of printable text (keys it quotes have newlines and escapes written as \u{…});
 //   3. a document that parses, written back by the module's writer and read again, gives the same
 //      values (doubles bit for bit: -0.0, NaN; strings and keys byte for byte; dates to the exact
 //      interval), and writing those gives the same bytes again;
@@ -108,8 +109,16 @@ private func checkError(_ problem: FormatProblem, _ error: PreferencesError, byt
     guard error.message.contains(problem.text) else {
         fatalError("the message does not carry the reader's reason: \(error.message)")
     }
-    guard !problem.reason.isEmpty, !problem.reason.contains("\n") else {
-        fatalError("the reason is empty or spans lines: \(problem.reason)")
+    guard !problem.reason.isEmpty else { fatalError("an empty reason") }
+    // The tool prints the message as one line on a terminal: a key quoted from the file must not bring
+    // a newline or an escape sequence with it.
+    if let bad = error.message.unicodeScalars.first(where: {
+        switch $0.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
+    }) {
+        fatalError("the message holds the unprintable U+\(String(bad.value, radix: 16, uppercase: true))")
     }
     if let line = problem.line, let column = problem.column {
         let lines = bytes.reduce(1) { $0 + ($1 == 0x0A ? 1 : 0) }
