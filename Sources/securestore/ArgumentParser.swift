@@ -35,7 +35,7 @@ struct Invocation: Sendable {
     func integer(_ name: String, minimum: Int = 0) throws -> Int? {
         guard let text = values[name] else { return nil }
         guard let number = Int(text), number >= minimum else {
-            throw UsageError("--\(name) takes a whole number of at least \(minimum), not '\(text)'", path: path)
+            throw UsageError("--\(name) takes a whole number of at least \(minimum), not \(UsageError.quoted(text))", path: path)
         }
         return number
     }
@@ -68,6 +68,23 @@ struct UsageError: Error {
     init(_ message: String, path: [String]) {
         self.message = message
         self.path = path
+    }
+
+    /// `text` in single quotes, for a message that repeats what the user typed. The tool prints a usage
+    /// error as one line on a terminal, so every scalar a terminal would act on or that would break the
+    /// line is written as `\u{…}`: controls (newline, ESC, DEL, C1), format characters (bidi overrides,
+    /// zero-width) and line or paragraph separators.
+    static func quoted(_ text: String) -> String {
+        var result = "'"
+        for scalar in text.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator:
+                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default:
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "'"
     }
 }
 
@@ -129,12 +146,12 @@ struct Parser: Sendable {
                     option = spec(named: name)
                 } else {
                     guard argument.count == 2, let short = argument.last, let found = spec(short: short) else {
-                        throw UsageError("unknown option '\(argument)'", path: path)
+                        throw UsageError("unknown option \(UsageError.quoted(argument))", path: path)
                     }
                     option = found
                     name = found.name
                 }
-                guard let option else { throw UsageError("unknown option '--\(name)'", path: path) }
+                guard let option else { throw UsageError("unknown option \(UsageError.quoted("--" + name))", path: path) }
                 var value: String? = nil
                 if option.valueName != nil {
                     if let inlineValue {
@@ -163,7 +180,7 @@ struct Parser: Sendable {
                 guard let next = command.subcommand(named: argument) else {
                     if wantsHelp { break }
                     let known = command.subcommands.map(\.name).joined(separator: ", ")
-                    throw UsageError("unknown command '\(argument)' (expected one of: \(known))", path: path)
+                    throw UsageError("unknown command \(UsageError.quoted(argument)) (expected one of: \(known))", path: path)
                 }
                 // Options given before the subcommand belong to the parent: only global ones are allowed.
                 if let stray = values.keys.first ?? flags.first {
@@ -188,7 +205,7 @@ struct Parser: Sendable {
             throw UsageError("missing argument \(missing.name)", path: path)
         }
         if positionals.count > command.arguments.count {
-            throw UsageError("unexpected argument '\(positionals[command.arguments.count])'", path: path)
+            throw UsageError("unexpected argument \(UsageError.quoted(positionals[command.arguments.count]))", path: path)
         }
         for (position, value) in positionals.enumerated() where value.isEmpty {
             throw UsageError("\(command.arguments[position].name) must not be empty", path: path)

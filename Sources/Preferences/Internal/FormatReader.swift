@@ -15,6 +15,26 @@ struct FormatProblem: Error {
     }
 }
 
+/// `text` (a key or tag from the file) in double quotes for a message: at most 64 characters, with every
+/// scalar that would break the one-line message or that a terminal would act on written as `\u{…}`
+/// (controls such as newline and ESC, format characters such as bidi overrides, line separators).
+func quoted(_ text: String) -> String {
+    var result = "\""
+    for (count, scalar) in text.unicodeScalars.enumerated() {
+        if count == 64 {
+            result += "..."
+            break
+        }
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator:
+            result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+        default:
+            result.unicodeScalars.append(scalar)
+        }
+    }
+    return result + "\""
+}
+
 /// Reads a whole preferences document.
 struct FormatReader {
     /// Parses a whole file into its values, checking the envelope (format name and version).
@@ -45,8 +65,9 @@ struct FormatReader {
         guard case .dictionary(let values)? = fields["values"] else {
             throw FormatProblem(reason: "the document has no \"values\" object")
         }
-        if let extra = fields.keys.first(where: { !["format", "version", "values"].contains($0) }) {
-            throw FormatProblem(reason: "the document has an unknown top-level field \"\(extra)\"")
+        // min(), not first: a dictionary's order differs from one run to the next, the message must not.
+        if let extra = fields.keys.filter({ !["format", "version", "values"].contains($0) }).min() {
+            throw FormatProblem(reason: "the document has an unknown top-level field \(quoted(extra))")
         }
         return values
     }
@@ -187,7 +208,7 @@ private struct Parser {
                 key.removeFirst()
             } else if key.hasPrefix("$") {
                 guard first else {
-                    throw problem("a tagged value (\"\(key)\") must be the only field of its object", at: keyStart)
+                    throw problem("a tagged value (\(quoted(key))) must be the only field of its object", at: keyStart)
                 }
                 return try parseTagged(key, keyStart: keyStart)
             }
@@ -195,7 +216,7 @@ private struct Parser {
             let valueStart = index
             let value = try parseValue(depth: depth)
             if values.updateValue(value, forKey: key) != nil {
-                throw problem("the key \"\(key)\" appears twice in one object", at: valueStart)
+                throw problem("the key \(quoted(key)) appears twice in one object", at: valueStart)
             }
             skipWhitespace()
             guard index < bytes.count else { throw problem("the document ends inside an object") }
@@ -213,12 +234,12 @@ private struct Parser {
     mutating func parseTagged(_ tag: String, keyStart: Int) throws(FormatProblem) -> PreferenceValue {
         let valueStart = index
         guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
-            throw problem("the value of \"\(tag)\" must be a string")
+            throw problem("the value of \(quoted(tag)) must be a string")
         }
         let text = try parseString()
         skipWhitespace()
         guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else {
-            throw problem("a tagged value (\"\(tag)\") must be the only field of its object")
+            throw problem("a tagged value (\(quoted(tag))) must be the only field of its object")
         }
         index += 1
         switch tag {
@@ -240,7 +261,7 @@ private struct Parser {
             default: throw problem("the \"$double\" value must be \"nan\", \"inf\" or \"-inf\"", at: valueStart)
             }
         default:
-            throw problem("unknown tag \"\(tag)\"; a key that begins with '$' is written as \"$\(tag)\"", at: keyStart)
+            throw problem("unknown tag \(quoted(tag)); a key that begins with '$' is written as \(quoted("$" + tag))", at: keyStart)
         }
     }
 
@@ -358,7 +379,7 @@ private struct Parser {
                 }
                 out.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
             default:
-                throw problem("unknown escape \\\(describe(escaped))", at: escapeStart)
+                throw problem("unknown escape: '\\' followed by \(describe(escaped))", at: escapeStart)
             }
         }
         throw problem("the document ends inside a string", at: start)

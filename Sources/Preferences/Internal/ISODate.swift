@@ -11,23 +11,29 @@ enum ISODate {
     /// Formats `date` in UTC with the shortest fraction that reads back as the same `Date`.
     static func format(_ date: Date) throws -> String {
         let interval = date.timeIntervalSinceReferenceDate
-        let whole = interval.rounded(.down)
-        guard interval.isFinite,
-            let unix = Int(exactly: whole).map({ $0 + referenceOffset }),
-            unix >= minUnix, unix <= maxUnix
-        else {
+        guard let unix = unixSeconds(interval) else {
             throw PreferencesError(
                 code: .unsupportedValue,
                 message: "a date outside the years 0000–9999 cannot be stored in preferences"
             )
         }
-        let fraction = interval - whole  // exact: both share the exponent range of `interval`
+        let fraction: String?
+        if interval < 0 && interval > -1 {
+            // 1 + interval (the fraction of the second 2000-12-31T23:59:59) is not exact here: a tiny
+            // negative interval would round to 1.0 and be written as ":59.0", a second off. Write the
+            // decimal complement of |interval|'s shortest digits instead; `parse` undoes it exactly.
+            fraction = complement(fractionDigits(-interval))
+        } else {
+            // Exact (Sterbenz): interval and its floor are within a factor of two of each other.
+            let part = interval - interval.rounded(.down)
+            fraction = part > 0 ? fractionDigits(part) : nil
+        }
         let days = floorDiv(unix, 86_400)
         let secondsOfDay = unix - days * 86_400
         let (year, month, day) = civil(fromDays: days)
         var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T"
         text += pad(secondsOfDay / 3600, 2) + ":" + pad(secondsOfDay / 60 % 60, 2) + ":" + pad(secondsOfDay % 60, 2)
-        if fraction > 0 { text += "." + fractionDigits(fraction) }
+        if let fraction { text += "." + fraction }
         return text + "Z"
     }
 
@@ -41,20 +47,44 @@ enum ISODate {
             year >= 0, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
             hour < 24, minute < 60, second < 60
         else { return nil }
+        var digits = ""
         var fraction = 0.0
         if b.count > 20 {
             guard b[19] == UInt8(ascii: "."), b.count > 21 else { return nil }
-            let digits = b[20..<(b.count - 1)]
-            guard digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                let value = Double("0." + String(decoding: digits, as: UTF8.self))
-            else { return nil }
+            let bytes = b[20..<(b.count - 1)]
+            guard bytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            digits = String(decoding: bytes, as: UTF8.self)
+            guard let value = Double("0." + digits) else { return nil }
             fraction = value
         } else if b.count != 20 {
             return nil
         }
         let unix = days(fromYear: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
-        // whole + fraction is exact for any value `format` wrote (it is the original interval).
-        return Date(timeIntervalSinceReferenceDate: Double(unix - referenceOffset) + fraction)
+        let whole = unix - referenceOffset
+        let interval: Double
+        if whole == -1 && fraction > 0 {
+            // The second before the reference date: -(1 - 0.digits), computed in decimal, is exact
+            // where -1 + fraction would not be (see `format`).
+            guard let magnitude = Double("0." + complement(digits)) else { return nil }
+            interval = -magnitude
+        } else {
+            // whole + fraction is exact for any value `format` wrote (it is the original interval).
+            interval = Double(whole) + fraction
+        }
+        // A hand-written fraction can round up to the next second: 9999-12-31T23:59:59.99999999Z is
+        // 10000-01-01T00:00:00Z as a Date. Refuse what `format` would refuse, or a file that reads could
+        // never be written again (every set would fail on this value).
+        guard unixSeconds(interval) != nil else { return nil }
+        return Date(timeIntervalSinceReferenceDate: interval)
+    }
+
+    /// The whole Unix seconds of `interval` (rounded down) when it lies in the years 0000 through 9999,
+    /// the range both `format` and `parse` accept; nil otherwise.
+    private static func unixSeconds(_ interval: TimeInterval) -> Int? {
+        // Near Int.max the sum would overflow (and trap): Date(timeIntervalSinceReferenceDate: 9.2e18).
+        guard interval.isFinite, let whole = Int(exactly: interval.rounded(.down)) else { return nil }
+        let (unix, overflow) = whole.addingReportingOverflow(referenceOffset)
+        return !overflow && unix >= minUnix && unix <= maxUnix ? unix : nil
     }
 
     private static func number(_ b: [UInt8], _ start: Int, _ count: Int) -> Int? {
@@ -106,6 +136,17 @@ enum ISODate {
         let doy = (153 * mp + 2) / 5 + day - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         return era * 146_097 + doe - 719_468
+    }
+
+    /// The digits after "0." of 1 − 0.`digits`, computed in decimal, without trailing zeros: "25" → "75",
+    /// "001" → "999". Its own inverse for digits that end in a non-zero digit; `digits` must not be all zeros.
+    private static func complement(_ digits: String) -> String {
+        var values = digits.utf8.map { Int($0) - 0x30 }
+        while values.last == 0 { values.removeLast() }
+        // 10^n − D: subtract the last digit from 10 and every other one from 9 (D's last digit is not 0).
+        for index in values.indices { values[index] = (index == values.count - 1 ? 10 : 9) - values[index] }
+        while values.last == 0 { values.removeLast() }
+        return String(decoding: values.map { UInt8($0 + 0x30) }, as: UTF8.self)
     }
 
     /// The digits after "0." of the shortest decimal that reads back as `fraction` (0 < fraction < 1).
