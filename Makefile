@@ -7,7 +7,7 @@ HARNESS := Tests/Harness/with-keyring
 APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
                 libglib2.0-bin sqlite3 git pkg-config
 
-.PHONY: all deps build build-tests test demo install uninstall clean
+.PHONY: all deps build build-tests test demo install uninstall clean fuzz
 
 all: build
 
@@ -44,5 +44,10 @@ install: deps
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
 
+# Fuzz the preferences reader and the argument parser (libFuzzer + ASan from the toolchain), FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	Tests/Fuzz/run-fuzz.sh $(FUZZ_SECONDS)
+
 clean:
-	rm -rf .build
+	rm -rf .build .build-fuzz

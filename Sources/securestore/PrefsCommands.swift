@@ -14,7 +14,7 @@ let prefsCommand = Command(
                 let preferences = try openPreferences(invocation)
                 let key = invocation.argument(0) ?? ""
                 guard let value = preferences.value(forKey: key) else {
-                    throw CLIError(status: ExitStatus.notFound, message: "no preference '\(key)'")
+                    throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
                 if invocation.global.json {
                     try Console.json(["key": key, "type": value.typeName, "value": jsonValue(value)])
@@ -53,7 +53,7 @@ let prefsCommand = Command(
                 let preferences = try openPreferences(invocation)
                 let key = invocation.argument(0) ?? ""
                 guard try preferences.remove(key) else {
-                    throw CLIError(status: ExitStatus.notFound, message: "no preference '\(key)'")
+                    throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
                 return ExitStatus.success
             }),
@@ -101,7 +101,7 @@ let prefsCommand = Command(
                 let name = invocation.argument(1) ?? key
                 try PreferenceSecretMover(preferences: preferences, keychain: context.keychain, service: context.paths.tokenService)
                     .move(key: key, toAccount: name)
-                Console.err("moved preference '\(key)' to the keyring as token '\(name)'\n")
+                Console.err("moved preference \(UsageError.quoted(key)) to the keyring as token \(UsageError.quoted(name))\n")
                 return ExitStatus.success
             }),
         Command(
@@ -127,7 +127,7 @@ private func parseValue(_ text: String, _ invocation: Invocation) throws -> Pref
         throw UsageError("give at most one type option (got --\(types.joined(separator: " --")))", path: invocation.path)
     }
     func bad(_ type: String) -> UsageError {
-        UsageError("VALUE is not \(type): '\(text.prefix(40))'", path: invocation.path)
+        UsageError("VALUE is not \(type): \(UsageError.quoted(String(text.prefix(40))))", path: invocation.path)
     }
     switch types.first ?? "string" {
     case "int":

@@ -35,7 +35,7 @@ let tokenCommand = Command(
                 let name = try tokenName(invocation)
                 guard let secret = try context.keychain.secret(service: context.paths.tokenService, account: name) else {
                     throw CLIError(
-                        status: ExitStatus.notFound, message: "no token named '\(name)'",
+                        status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))",
                         hint: "'securestore token list' shows the stored names")
                 }
                 secret.withUnsafeBytes { bytes in FileHandle.standardOutput.write(Data(bytes)) }
@@ -49,7 +49,7 @@ let tokenCommand = Command(
                 let context = try Context(invocation)
                 let name = try tokenName(invocation)
                 guard try context.keychain.delete(service: context.paths.tokenService, account: name) else {
-                    throw CLIError(status: ExitStatus.notFound, message: "no token named '\(name)'")
+                    throw CLIError(status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))")
                 }
                 return ExitStatus.success
             }),
