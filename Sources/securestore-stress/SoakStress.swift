@@ -24,7 +24,7 @@
 //       integrity_check, reads every task and compares with LOG. Prints one line
 //       `check-tasks opened=0|1 committed=N present=N lost=N uncommitted=N partial=N stale=N` and exits 0
 //       when the file opened and nothing is wrong, 1 otherwise (the reason on stderr). `lost`: committed
-//       tasks missing; `uncommitted`: tasks present that were never attempted; `partial`: an in-flight batch
+//       tasks missing; `uncommitted`: tasks present that were never attempted; `partial`: interrupted batches
 //       present in part; `stale`: a committed done flag that reads back otherwise.
 //
 //   securestore-stress soak prefs DIR DOMAIN LOG
@@ -153,35 +153,55 @@ private func soakTasks(dataDirectory: String, app: String, log path: String, cou
 private struct SoakTasksLog {
     var committed: Set<UUID> = []
     var attempted: Set<UUID> = []
-    /// The batch attempted last without a commit line: the one a kill interrupted.
-    var inFlight: [UUID] = []
-    /// The last committed done flag of each task, and a later attempted one (in flight).
+    /// Batches attempted without a commit line (a kill interrupted them): each all present or none.
+    var abandonedBatches: [[UUID]] = []
+    /// The last committed done flag of each task, and the flags of later attempts a kill interrupted
+    /// (each may or may not have committed).
     var done: [UUID: Bool] = [:]
-    var pendingDone: [UUID: Bool] = [:]
+    var maybeDone: [UUID: Set<Bool>] = [:]
+
+    private enum Open { case batch([UUID]), flag(UUID, Bool) }
 
     init(_ path: String) throws {
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        var open: Open? = nil
+        func abandon() {
+            switch open {
+            case .batch(let ids)?: abandonedBatches.append(ids)
+            case .flag(let id, let value)?: maybeDone[id, default: []].insert(value)
+            case nil: break
+            }
+            open = nil
+        }
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ")
             guard let kind = fields.first else { continue }
             let ids = fields.count > 1 ? fields[1].split(separator: ",").compactMap { UUID(uuidString: String($0)) } : []
             switch kind {
             case "A":
+                abandon()
                 attempted.formUnion(ids)
-                inFlight = ids
+                open = .batch(ids)
             case "C":
                 committed.formUnion(ids)
                 for id in ids { done[id] = false }
-                inFlight = []
+                open = nil
             case "a":
-                if let id = ids.first, fields.count == 3 { pendingDone = [id: fields[2] == "1"] }
+                abandon()
+                if let id = ids.first, fields.count == 3 { open = .flag(id, fields[2] == "1") }
             case "c":
-                if let id = ids.first, fields.count == 3 { done[id] = fields[2] == "1" }
-                pendingDone = [:]
+                if let id = ids.first, fields.count == 3 {
+                    done[id] = fields[2] == "1"
+                    maybeDone[id] = nil  // a later commit decides, whatever the interrupted one did
+                }
+                open = nil
+            case "P":
+                abandon()
             default:
-                break
+                open = nil
             }
         }
+        abandon()
     }
 }
 
@@ -205,12 +225,14 @@ private func soakCheckTasks(dataDirectory: String, app: String, log path: String
     }
     let lost = expected.committed.filter { present[$0] == nil }.count
     let uncommitted = present.keys.filter { !expected.attempted.contains($0) }.count
-    let inFlightPresent = expected.inFlight.filter { present[$0] != nil }.count
-    let partial = inFlightPresent == 0 || inFlightPresent == expected.inFlight.count ? 0 : 1
+    let partial = expected.abandonedBatches.filter { batch in
+        let found = batch.filter { present[$0] != nil }.count
+        return found != 0 && found != batch.count
+    }.count
     var stale = 0
     for (id, done) in expected.done {
         guard let actual = present[id] else { continue }
-        if actual != done && expected.pendingDone[id] != actual { stale += 1 }
+        if actual != done && !(expected.maybeDone[id]?.contains(actual) ?? false) { stale += 1 }
     }
     print("check-tasks opened=1 committed=\(expected.committed.count) present=\(present.count) lost=\(lost) uncommitted=\(uncommitted) partial=\(partial) stale=\(stale)")
     if lost + uncommitted + partial + stale > 0 {
