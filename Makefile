@@ -7,7 +7,7 @@ HARNESS := Tests/Harness/with-keyring
 APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
                 libglib2.0-bin sqlite3 git pkg-config
 
-.PHONY: all deps build build-tests test demo install uninstall clean fuzz
+.PHONY: all deps build build-tests test demo install uninstall clean fuzz soak
 
 all: build
 
@@ -43,6 +43,11 @@ install: deps
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
+
+# kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
+SOAK_KILLS ?= 400
+soak: build
+	$(HARNESS) timeout 600 Tests/Soak/run-soak.sh $(SOAK_KILLS)
 
 # Fuzz the preferences reader and the argument parser (libFuzzer + ASan from the toolchain), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60

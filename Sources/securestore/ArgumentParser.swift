@@ -205,7 +205,12 @@ struct Parser: Sendable {
             throw UsageError("missing argument \(missing.name)", path: path)
         }
         if positionals.count > command.arguments.count {
-            throw UsageError("unexpected argument \(UsageError.quoted(positionals[command.arguments.count]))", path: path)
+            // The extra argument is not repeated: it may be a secret typed where none is taken (`token set NAME
+            // SECRET`), and stderr ends up in logs.
+            throw UsageError(
+                "unexpected argument: this command takes \(command.arguments.count), not \(positionals.count) "
+                    + "(the extra one is not shown; secrets are read from standard input, never from arguments)",
+                path: path)
         }
         for (position, value) in positionals.enumerated() where value.isEmpty {
             throw UsageError("\(command.arguments[position].name) must not be empty", path: path)

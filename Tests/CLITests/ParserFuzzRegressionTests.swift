@@ -20,11 +20,11 @@ import Testing
 
     /// First found: `token list -n '' $'\x10'` (the fuzzer's own tree) → "unexpected argument" with U+0010.
     @Test(arguments: [
-        (["token", "get", "name", "\u{10}"], "unexpected argument '\\u{10}'"),
+        (["token", "get", "name", "\u{10}"], "unexpected argument: this command takes 1, not 2"),
         (["tok\nen"], "unknown command 'tok\\u{A}en'"),
         (["token", "get", "--\u{1B}[31mred"], "unknown option '--\\u{1B}[31mred'"),
         (["token", "get", "-\u{7F}"], "unknown option '-\\u{7F}'"),
-        (["token", "get", "a", "\u{202E}txt.exe"], "unexpected argument '\\u{202E}txt.exe'"),
+        (["token", "get", "a", "\u{202E}txt.exe"], "unexpected argument: this command takes 1, not 2"),
         (["prefs", "\u{85}x\u{2028}y"], "unknown command '\\u{85}x\\u{2028}y' (expected one of: get, set"),
     ])
     func usageErrorsEscapeWhatATerminalWouldActOn(arguments: [String], message: String) throws {
@@ -59,7 +59,9 @@ import Testing
         #expect(result.status == 64)
         let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.count == 4, "stderr: \(result.stderr)")  // three lines and the final newline
-        #expect(lines.first == "securestore: unexpected argument 'two\\u{A}lines\\u{1B}]0;title\\u{7}'")
+        // The extra argument is not repeated at all (it may be a secret typed in the wrong place).
+        #expect(lines.first?.hasPrefix("securestore: unexpected argument: this command takes 1, not 2") == true)
+        #expect(!result.stderr.contains("two"))
         #expect(!result.stderr.contains("\u{1B}"))
     }
 }

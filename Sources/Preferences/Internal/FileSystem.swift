@@ -40,7 +40,7 @@ enum FileSystem {
     /// The identity of the file at `path`, `nil` if there is none.
     static func identity(of path: String) throws(PreferencesError) -> FileIdentity? {
         var status = stat()
-        if stat(path, &status) != 0 {
+        if lstat(path, &status) != 0 {
             if errno == ENOENT { return nil }
             throw .system("read the status of", path: path, errno: errno)
         }
@@ -50,9 +50,11 @@ enum FileSystem {
     /// The whole contents of the file at `path` and the identity of exactly that version, or `nil` if
     /// there is no file. Refuses files larger than `maxSize`.
     static func read(_ path: String, maxSize: Int) throws(PreferencesError) -> (bytes: [UInt8], identity: FileIdentity)? {
-        let fd = retrying { open(path, O_RDONLY | O_CLOEXEC) }
+        // O_NOFOLLOW: a symbolic link in place of the file is refused (see ``symbolicLink(_:)``).
+        let fd = retrying { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
         if fd < 0 {
             if errno == ENOENT { return nil }
+            if errno == ELOOP { throw symbolicLink(path) }
             throw .system("open", path: path, errno: errno)
         }
         defer { close(fd) }
@@ -115,11 +117,27 @@ enum FileSystem {
         }
     }
 
+    /// The error for a symbolic link where the preferences file or its lock file should be. Links are not
+    /// followed: one planted by someone else could redirect reads, the lock file's creation and its chmod.
+    /// (A save renames a new file over the link, so writes never went through it; reads would have.)
+    /// Symbolic links to the *directory* are followed: only its owner can make one inside their config home.
+    static func symbolicLink(_ path: String) -> PreferencesError {
+        PreferencesError(
+            code: .invalidLocation,
+            message: "\(path) is a symbolic link; preferences files are never read or written through one. "
+                + "It was left untouched; replace it with the file it points to")
+    }
+
     /// Opens (creating with mode 0600) the lock file and takes an exclusive `flock` on it.
     /// Returns the descriptor; closing it releases the lock.
     static func lock(_ path: String) throws(PreferencesError) -> Int32 {
-        let fd = retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
-        guard fd >= 0 else { throw .system("open the lock file", path: path, errno: errno) }
+        // O_NOFOLLOW: through a planted symbolic link, O_CREAT would create a file wherever it points and
+        // the fchmod below would change the mode of whatever file it names.
+        let fd = retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        guard fd >= 0 else {
+            if errno == ELOOP { throw symbolicLink(path) }
+            throw .system("open the lock file", path: path, errno: errno)
+        }
         // O_CREAT applied the umask; make the mode exactly 0600 (harmless if someone else owns it).
         var status = stat()
         if fstat(fd, &status) == 0, status.st_mode & 0o777 != 0o600, status.st_uid == getuid() { fchmod(fd, 0o600) }

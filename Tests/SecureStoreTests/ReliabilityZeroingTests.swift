@@ -1,0 +1,50 @@
+// Key material in memory: the zeroing functions themselves, and what a key or secret shows when printed.
+// Whether a released `Secret`/`DatabaseKey` buffer is zeroed cannot be observed without reading freed
+// memory, so that part rests on review (Docs/security.md, "Secrets in memory"): every deinit and every
+// temporary buffer calls the functions tested here.
+@testable import EncryptedDatabase
+import Foundation
+@testable import Keychain
+import Testing
+
+@Suite struct ReliabilityZeroingTests {
+    @Test func theDatabaseModulesZeroingWipesEveryByteAndOnlyThose() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 96, alignment: 16)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0xA5)
+        EncryptedDatabase.secureZero(buffer.baseAddress! + 16, 64)
+        #expect(buffer[0..<16].allSatisfy { $0 == 0xA5 })
+        #expect(buffer[16..<80].allSatisfy { $0 == 0 })
+        #expect(buffer[80..<96].allSatisfy { $0 == 0xA5 })
+        EncryptedDatabase.secureZero(nil, 8)  // tolerated
+    }
+
+    @Test func theKeychainModulesZeroingWipesEveryByteAndOnlyThose() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 96, alignment: 16)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0x5A)
+        secureZero(UnsafeMutableRawBufferPointer(rebasing: buffer[8..<88]))
+        #expect(buffer[0..<8].allSatisfy { $0 == 0x5A })
+        #expect(buffer[8..<88].allSatisfy { $0 == 0 })
+        #expect(buffer[88..<96].allSatisfy { $0 == 0x5A })
+        secureZero(UnsafeMutableRawBufferPointer(start: nil, count: 0))  // tolerated
+    }
+
+    @Test func theRawKeyFormIsBuiltFromTheKeyAndNeverPrinted() throws {
+        let key = try DatabaseKey(bytes: (0..<32).map { UInt8($0 * 7 & 0xff) })
+        let hex = (0..<32).map { String(format: "%02x", $0 * 7 & 0xff) }.joined()
+        let form = key.withRawKeyForm { String(decoding: $0, as: UTF8.self) }
+        #expect(form == "x'\(hex)'")
+        var dumped = ""
+        dump(key, to: &dumped)
+        for text in [String(describing: key), String(reflecting: key), "\(key)", dumped] {
+            #expect(!text.contains(String(hex.prefix(8))), "\(text)")
+        }
+        let secret = Secret(string: "hunter2-secret-value")
+        var dumpedSecret = ""
+        dump(secret, to: &dumpedSecret)
+        for text in [String(describing: secret), String(reflecting: secret), dumpedSecret] {
+            #expect(!text.contains("hunter2"), "\(text)")
+        }
+    }
+}

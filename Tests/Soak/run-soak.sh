@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# run-soak.sh [KILLS] — the crash-safety soak behind `make soak`. Run it inside Tests/Harness/with-keyring,
+# after `swift build`. Repeats, KILLS times (default 400): start a `securestore-stress soak` writer — task
+# batches, done flags and checkpoints through the keyed database (50%), key rotations in a loop (20%), or
+# preference saves (30%) — kill -9 it after a random 10–400 ms, then run the matching checker, which opens
+# what the writer left with the stored key and compares it with the writer's log of acknowledged commits.
+# Every 40 kills the database starts afresh, so checks stay fast. Then several `securestore` processes add
+# tasks and set preferences at once. Ends with exactly one line:
+#     SOAK kills=<n> lost=<n> damaged=<n>
+# kills: writers killed while running; lost: committed writes missing afterwards (and concurrent CLI writes
+# missing); damaged: files that did not open or failed integrity_check, uncommitted rows present, batches
+# present in part, or a concurrent CLI write that reported an error. Exit 0 only when lost = damaged = 0.
+set -uo pipefail
+
+kills_wanted=${1:-400}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin=${SECURESTORE_BIN:-$here/.build/debug}
+stress=$bin/securestore-stress
+cli=$bin/securestore
+[ -x "$stress" ] && [ -x "$cli" ] || { echo "run-soak: build first (swift build): $stress" >&2; exit 69; }
+[ -n "${SECURESTORE_HARNESS_ROOT:-}" ] || { echo "run-soak: run inside Tests/Harness/with-keyring" >&2; exit 64; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-soak.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+kills=0 lost=0 damaged=0 round=0 start=$SECONDS
+declare -A count=([tasks]=0 [rotate]=0 [prefs]=0)
+
+field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$2"; }
+
+while [ "$kills" -lt "$kills_wanted" ]; do
+    generation=$((kills / 40))
+    data=$work/data-$generation app=soak-$$-$generation log=$work/tasks-$generation.log
+    prefs=$work/prefs-$generation plog=$work/prefs-$generation.log
+    pick=$((RANDOM % 10))
+    if [ "$pick" -lt 5 ]; then mode=tasks; elif [ "$pick" -lt 7 ]; then mode=rotate; else mode=prefs; fi
+    # The first kill of a generation must leave something for rotation to work on.
+    [ ! -e "$data/tasks.db" ] && [ "$mode" = rotate ] && mode=tasks
+    case $mode in
+        tasks) "$stress" soak tasks "$data" "$app" "$log" >/dev/null 2>"$work/writer.err" & ;;
+        rotate) "$stress" soak rotate "$data" "$app" >/dev/null 2>"$work/writer.err" & ;;
+        prefs) "$stress" soak prefs "$prefs" soak "$plog" >/dev/null 2>"$work/writer.err" & ;;
+    esac
+    pid=$!
+    sleep "0.$(printf '%03d' $((10 + RANDOM % 390)))"
+    if kill -KILL "$pid" 2>/dev/null; then
+        wait "$pid" 2>/dev/null
+        kills=$((kills + 1)); count[$mode]=$((count[$mode] + 1))
+    else
+        wait "$pid"; status=$?
+        echo "run-soak: the $mode writer stopped by itself (status $status): $(cat "$work/writer.err")" >&2
+        damaged=$((damaged + 1))
+    fi
+    round=$((round + 1))
+    if [ "$mode" = prefs ]; then
+        out=$("$stress" soak check-prefs "$prefs" soak "$plog" 2>&1)
+        status=$?
+        lost=$((lost + $(field lost "$out")))
+        [ "$(field opened "$out")" = 1 ] || damaged=$((damaged + 1))
+    else
+        out=$("$stress" soak check-tasks "$data" "$app" "$log" 2>&1)
+        status=$?
+        lost=$((lost + $(field lost "$out")))
+        if [ "$(field opened "$out")" = 1 ]; then
+            damaged=$((damaged + $(field uncommitted "$out") + $(field partial "$out") + $(field stale "$out")))
+        else
+            damaged=$((damaged + 1))
+        fi
+    fi
+    [ "$status" = 0 ] || echo "run-soak: round $round ($mode): $out" >&2
+    [ $((round % 50)) = 0 ] && echo "run-soak: $kills kills in $((SECONDS - start)) s (lost $lost, damaged $damaged)" >&2
+done
+
+# Several processes at once: 4 adding tasks and 2 setting preferences through the CLI, on one new database.
+app=soak-$$-concurrent per=25
+for writer in 0 1 2 3 4 5; do
+    (
+        for n in $(seq 1 $per); do
+            if [ "$writer" -lt 4 ]; then
+                "$cli" --app "$app" tasks add "writer $writer task $n" >/dev/null 2>>"$work/concurrent.err" || echo fail >>"$work/concurrent.fail"
+            else
+                "$cli" --app "$app" prefs set "w$writer-$n" "$n" >/dev/null 2>>"$work/concurrent.err" || echo fail >>"$work/concurrent.fail"
+            fi
+        done
+    ) &
+done
+wait
+failures=$(cat "$work/concurrent.fail" 2>/dev/null | wc -l)
+[ -s "$work/concurrent.err" ] && { echo "run-soak: concurrent writers said:" >&2; head -5 "$work/concurrent.err" >&2; }
+tasks=$("$cli" --app "$app" tasks count)
+prefs_count=$("$cli" --app "$app" prefs list | grep -c '^w[45]-')
+missing=$(( (4 * per - ${tasks:-0}) + (2 * per - ${prefs_count:-0}) ))
+lost=$((lost + missing))
+damaged=$((damaged + failures))
+"$cli" --app "$app" db verify >/dev/null 2>&1 || damaged=$((damaged + 1))
+
+echo "run-soak: $round rounds (tasks ${count[tasks]}, rotate ${count[rotate]}, prefs ${count[prefs]} kills), concurrent: $tasks tasks, $prefs_count prefs, $failures failures; $((SECONDS - start)) s" >&2
+echo "SOAK kills=$kills lost=$lost damaged=$damaged"
+[ "$lost" = 0 ] && [ "$damaged" = 0 ]
