@@ -126,6 +126,19 @@ public func peakRSSMiB() -> Double {
     return Double(usage.ru_maxrss) / 1_024  // KiB on Linux
 }
 
+/// The peak resident set size of this process image in MiB: `VmHWM` of /proc/self/status.
+///
+/// For a child spawned by a big process this is the figure to use: Linux carries the parent's resident size
+/// at `exec` into the child's `ru_maxrss` (posix_spawn shares the parent's memory until then), while
+/// `VmHWM` belongs to the new image alone.
+public func imagePeakRSSMiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kib = Double(line.split(separator: " ").dropFirst().first ?? "")
+    else { return peakRSSMiB() }
+    return kib / 1_024
+}
+
 /// Exits with status 1 and `message` on standard error.
 public func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("bench: \(message)\n".utf8))
@@ -136,9 +149,16 @@ public func fail(_ message: String) -> Never {
 
 /// One finished child process: its wall time from spawn to exit, its peak RSS, and its standard output.
 public struct ChildRun: Sendable {
+    init(wallMilliseconds: Double, peakRSSMiB: Double, output: String) {
+        self.wallMilliseconds = wallMilliseconds
+        self.peakRSSMiB = peakRSSMiB
+        self.output = output
+    }
+
     /// Milliseconds from just before `posix_spawn` to the return of `wait4`.
     public let wallMilliseconds: Double
-    /// The child's `ru_maxrss` from `wait4`, in MiB.
+    /// The child's peak RSS in MiB: the `rss` it printed (``imagePeakRSSMiB()``), or else `ru_maxrss` from
+    /// `wait4` (which includes this process's size at the spawn).
     public let peakRSSMiB: Double
     /// What the child wrote on standard output.
     public let output: String
@@ -182,7 +202,9 @@ public func runChild(_ arguments: [String]) -> ChildRun {
     let wall = (ContinuousClock.now - start).milliseconds
     let text = String(decoding: output, as: UTF8.self)
     guard status == 0 else { fail("\(arguments.joined(separator: " ")) failed (status \(status)): \(text)") }
-    return ChildRun(wallMilliseconds: wall, peakRSSMiB: Double(usage.ru_maxrss) / 1_024, output: text)
+    var run = ChildRun(wallMilliseconds: wall, peakRSSMiB: Double(usage.ru_maxrss) / 1_024, output: text)
+    if let rss = run.value("rss") { run = ChildRun(wallMilliseconds: wall, peakRSSMiB: rss, output: text) }
+    return run
 }
 
 /// The path of this executable (`/proc/self/exe`).

@@ -341,8 +341,8 @@ struct BaselineBench {
         }
     }
 
-    /// Where swift-corelibs-foundation keeps a suite: `<XDG_CONFIG_HOME or ~/.config>/Preferences/<suite>.plist`
-    /// (looked for rather than assumed).
+    /// Where swift-corelibs-foundation keeps a suite: `<XDG_CONFIG_HOME or ~/.config>/<suite>.plist` on
+    /// Linux (looked for rather than assumed).
     func userDefaultsFile(_ suite: String) -> String? {
         let environment = ProcessInfo.processInfo.environment
         var bases: [String] = []
@@ -350,8 +350,10 @@ struct BaselineBench {
         bases.append(NSHomeDirectory() + "/.config")
         bases.append(NSHomeDirectory() + "/Library")
         for base in bases {
-            let candidate = base + "/Preferences/\(suite).plist"
-            if FileManager.default.fileExists(atPath: candidate) { return candidate }
+            for candidate in [base + "/\(suite).plist", base + "/Preferences/\(suite).plist"]
+            where FileManager.default.fileExists(atPath: candidate) {
+                return candidate
+            }
         }
         return nil
     }
@@ -366,14 +368,14 @@ func launchChild(_ path: String) {
     let page = database.tasks(BenchSQL.firstPage)
     let elapsed = (ContinuousClock.now - start).milliseconds
     database.close()
-    print("inprocess \(elapsed) total \(total) items \(page.count)")
+    print("inprocess \(elapsed) total \(total) items \(page.count) rss \(imagePeakRSSMiB())")
 }
 
 func prefsLoadChild(_ suite: String) {
     let start = ContinuousClock.now
     guard let defaults = UserDefaults(suiteName: suite) else { fail("UserDefaults(suiteName:) failed") }
     let keys = defaults.dictionaryRepresentation().count
-    print("load \((ContinuousClock.now - start).milliseconds) keys \(keys)")
+    print("load \((ContinuousClock.now - start).milliseconds) keys \(keys) rss \(imagePeakRSSMiB())")
 }
 
 // MARK: Main

@@ -263,7 +263,7 @@ func launchChild(_ dataDirectory: String) throws {
     let page = try tasks.page(limit: 50)
     let elapsed = (ContinuousClock.now - start).milliseconds
     try database.close()
-    print("inprocess \(elapsed) total \(page.total) items \(page.items.count)")
+    print("inprocess \(elapsed) total \(page.total) items \(page.items.count) rss \(imagePeakRSSMiB())")
 }
 
 func prefsLoadChild(_ directory: String, _ domain: String) throws {
@@ -272,7 +272,7 @@ func prefsLoadChild(_ directory: String, _ domain: String) throws {
         location: PreferencesLocation(directory: URL(filePath: directory, directoryHint: .isDirectory), domain: domain),
         limits: preferenceLimits)
     let keys = prefs.storedValues.count
-    print("load \((ContinuousClock.now - start).milliseconds) keys \(keys)")
+    print("load \((ContinuousClock.now - start).milliseconds) keys \(keys) rss \(imagePeakRSSMiB())")
 }
 
 // MARK: Main
