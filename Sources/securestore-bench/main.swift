@@ -1,0 +1,300 @@
+// securestore-bench: the project's side of `make bench` (Tests/Bench/run-bench.sh, Docs/performance.md).
+//
+//   securestore-bench run DIRECTORY [--scale N] [--runs N] [--only w1,w2]
+//       Runs every workload through the public API of SecureStore, EncryptedDatabase, Keychain and
+//       Preferences, in DIRECTORY (created, left for the caller to delete), and prints RESULT and INFO lines
+//       (Sources/BenchSupport). The `open` workload's baseline (a passphrase-keyed open) is SQLCipher too,
+//       so it is measured here; every other baseline is in securestore-bench-baseline.
+//
+// The children it runs as fresh processes (`open-child`, `launch-child`, `prefs-load-child`) are
+// subcommands of this same executable.
+//
+// The database key is a fixed, test-only key (32 bytes of 0x42): these are benchmark files, not secrets.
+import BenchSupport
+import EncryptedDatabase
+import Foundation
+import Keychain
+import Preferences
+import SecureStore
+
+let benchApp = "securestore-bench"
+let launchName = "launch"
+
+func benchKey() -> DatabaseKey {
+    do { return try DatabaseKey(bytes: [UInt8](repeating: 0x42, count: 32)) } catch { fail("\(error)") }
+}
+
+func taskItem(_ index: Int) -> TaskItem {
+    let task = BenchTask(index)
+    return TaskItem(
+        id: task.id, title: task.title, done: task.done,
+        createdAt: Date(timeIntervalSince1970: Double(task.microseconds) / 1e6))
+}
+
+func removeDatabase(_ path: String) {
+    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+}
+
+let preferenceLimits = PreferencesLimits(maxValueSize: 1 << 20, softTotalSize: 8 << 20, hardTotalSize: 16 << 20)
+
+// MARK: Workloads
+
+struct ProjectBench {
+    let directory: String
+    let options: BenchOptions
+    var runs: Int { options.runs }
+
+    func run() throws {
+        if options.wants("open") { try open() }
+        if options.wants("insert") { try insert() }
+        if options.wants("bulk") || options.wants("count") || options.wants("launch") { try bulk() }
+        if options.wants("fetch") || options.wants("toggle") { try fetchAndToggle() }
+        if options.wants("count") { try count() }
+        if options.wants("launch") { try launch() }
+        if options.wants("keychain-get") || options.wants("keychain-set") { try keychain() }
+        if options.wants("prefs-load") || options.wants("prefs-save") { try preferences() }
+    }
+
+    /// A store of `count` tasks at `path`, made through TaskList.insert in one transaction; returns the
+    /// milliseconds of the insert.
+    @discardableResult
+    func makeStore(_ path: String, count: Int) throws -> Double {
+        removeDatabase(path)
+        let queue = try DatabaseQueue(path: path, key: benchKey())
+        let tasks = try TaskList(queue: queue)
+        let time = try milliseconds { try tasks.insert((0..<count).lazy.map(taskItem)) }
+        try queue.checkpoint()
+        try queue.close()
+        return time
+    }
+
+    func open() throws {
+        let path = directory + "/open.db"
+        try makeStore(path, count: 1_000)
+        let passphrasePath = directory + "/open-passphrase.db"
+        removeDatabase(passphrasePath)
+        let queue = try DatabaseQueue(path: passphrasePath, passphrase: "a passphrase")
+        _ = try TaskList(queue: queue)
+        try queue.close()
+        // A fresh process, so that the first open pays the library's one-time set-up.
+        let child = runChild([executablePath(), "open-child", path, passphrasePath, String(runs * 20), String(max(3, runs))])
+        print(child.output, terminator: "")
+    }
+
+    func insert() throws {
+        let path = directory + "/insert.db"
+        var samples: [Double] = []
+        for _ in 0..<runs { samples.append(try makeStore(path, count: options.insertCount)) }
+        removeDatabase(path)
+        report("insert", "project", samples)
+    }
+
+    func bulk() throws {
+        let path = directory + "/bulk.db"
+        var samples: [Double] = []
+        for _ in 0..<(options.wants("bulk") ? max(2, runs - 2) : 1) {
+            samples.append(try makeStore(path, count: options.bulkCount))
+        }
+        if options.wants("bulk") { report("bulk", "project", samples) }
+    }
+
+    func fetchAndToggle() throws {
+        let path = directory + "/fetch.db"
+        try makeStore(path, count: options.fetchCount)
+        if options.wants("fetch") {
+            var cold: [Double] = []
+            var warm: [Double] = []
+            var fetched = 0
+            for _ in 0..<runs {
+                let queue = try DatabaseQueue(path: path, key: benchKey())
+                let tasks = TaskList(migratedQueue: queue)
+                cold.append(try milliseconds { fetched = try tasks.list(order: .oldestFirst, limit: options.fetchCount).count })
+                warm.append(try milliseconds { fetched = try tasks.list(order: .oldestFirst, limit: options.fetchCount).count })
+                try queue.close()
+            }
+            guard fetched == options.fetchCount else { fail("fetch read \(fetched) tasks") }
+            report("fetch", "project", cold)
+            info("fetch-warm-project", median(warm), "same fetch again on the same connection (pages cached)")
+        }
+        if options.wants("toggle") {
+            let queue = try DatabaseQueue(path: path, key: benchKey())
+            let tasks = TaskList(migratedQueue: queue)
+            let ids = toggleIndexes(count: options.toggleCount, total: options.fetchCount).map { BenchTask($0).id }
+            try tasks.toggle(id: ids[0])  // the first write of a connection creates the WAL: not measured
+            try tasks.toggle(id: ids[0])
+            let samples = try repeatMeasuring(runs) {
+                for id in ids { try tasks.toggle(id: id) }
+            }
+            try queue.close()
+            report("toggle", "project", samples)
+        }
+    }
+
+    func count() throws {
+        let path = directory + "/bulk.db"
+        var samples: [Double] = []
+        var star: [Double] = []
+        for _ in 0..<(runs + 2) {
+            let queue = try DatabaseQueue(path: path, key: benchKey())
+            let tasks = TaskList(migratedQueue: queue)
+            var total = 0
+            samples.append(try milliseconds { total = try tasks.count() })
+            guard total == options.bulkCount else { fail("count gave \(total)") }
+            try queue.close()
+            let plain = try DatabaseQueue(path: path, key: benchKey())
+            star.append(try milliseconds { total = try plain.read { db in try db.scalar(BenchSQL.count, as: Int.self) ?? 0 } })
+            try plain.close()
+        }
+        report("count", "project", samples)
+        info("count-star-project", median(star), "SELECT count(*) on the encrypted store, fresh connection (what the trigger-kept count avoids)")
+    }
+
+    func launch() throws {
+        // The bulk store becomes the keyed database "launch" of the app "securestore-bench", its key stored
+        // in the Keychain as KeyedDatabase stores keys (64 lowercase hex digits).
+        let dataDirectory = directory + "/keyed"
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let target = dataDirectory + "/\(launchName).db"
+        removeDatabase(target)
+        try FileManager.default.moveItem(atPath: directory + "/bulk.db", toPath: target)
+        let hex = [UInt8](repeating: 0x42, count: 32).map { String(format: "%02x", $0) }.joined()
+        try Keychain().set(hex, service: "\(benchApp).database-key", account: launchName)
+        let command = [executablePath(), "launch-child", dataDirectory]
+        _ = runChild(command)  // warm-up: the first launch after the move
+        var wall: [Double] = []
+        var rss: [Double] = []
+        var inProcess: [Double] = []
+        for _ in 0..<(runs * 3) {
+            let child = runChild(command)
+            wall.append(child.wallMilliseconds)
+            rss.append(child.peakRSSMiB)
+            inProcess.append(child.value("inprocess") ?? .nan)
+            guard child.value("total") == Double(options.bulkCount) else { fail("launch child: \(child.output)") }
+        }
+        report("launch", "project", wall, rssMiB: median(rss))
+        info("launch-inprocess-project", median(inProcess), "key lookup + open + count + first 50, inside the process")
+    }
+
+    func keychain() throws {
+        let keychain = Keychain()
+        let service = "\(benchApp).keychain"
+        let value = String(repeating: "0123456789abcdef", count: 4)
+        let first = try milliseconds { try keychain.set(value, service: service, account: "get") }
+        info("keychain-first-call-project", first, "first call of the process: D-Bus connection + store")
+        if options.wants("keychain-get") {
+            var got: String?
+            let samples = try repeatMeasuring(runs * 20) { got = try keychain.string(service: service, account: "get") }
+            guard got == value else { fail("keychain get returned a different value") }
+            report("keychain-get", "project", samples)
+        }
+        if options.wants("keychain-set") {
+            var counter = 0
+            let samples = try repeatMeasuring(runs * 10) {
+                counter += 1
+                try keychain.set(value + String(counter), service: service, account: "set")
+            }
+            report("keychain-set", "project", samples)
+        }
+    }
+
+    func preferences() throws {
+        let prefsDirectory = URL(filePath: directory + "/prefs", directoryHint: .isDirectory)
+        let location = try PreferencesLocation(directory: prefsDirectory, domain: "bench")
+        try? FileManager.default.removeItem(at: location.fileURL)
+        let prefs = try Preferences(location: location, limits: preferenceLimits)
+        try prefs.update { values in
+            for (key, value) in sampleDomain(bytes: options.domainBytes) {
+                values[key] = try PreferenceValue(converting: value)
+            }
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: location.fileURL.path)[.size] as? Int) ?? 0
+        info("prefs-domain-project", Double(size) / 1_024, unit: "KiB", "\(location.fileURL.path), \(prefs.keys.count) keys")
+        if options.wants("prefs-load") {
+            let command = [executablePath(), "prefs-load-child", prefsDirectory.path, "bench"]
+            _ = runChild(command)
+            var load: [Double] = []
+            var wall: [Double] = []
+            var rss: [Double] = []
+            for _ in 0..<(runs * 3) {
+                let child = runChild(command)
+                load.append(child.value("load") ?? .nan)
+                wall.append(child.wallMilliseconds)
+                rss.append(child.peakRSSMiB)
+            }
+            report("prefs-load", "project", load, rssMiB: median(rss))
+            info("prefs-load-process-project", median(wall), "whole process that loads the domain")
+        }
+        if options.wants("prefs-save") {
+            var counter = 0
+            let samples = try repeatMeasuring(runs * 4) {
+                counter += 1
+                try prefs.set("value \(counter)", forKey: "bench.changed")
+            }
+            report("prefs-save", "project", samples)
+        }
+    }
+}
+
+// MARK: Children
+
+/// The first raw-key open of a process, then repeated raw-key and passphrase opens.
+func openChild(_ path: String, _ passphrasePath: String, _ runs: Int, _ passphraseRuns: Int) throws {
+    let key = benchKey()
+    var queue: DatabaseQueue?
+    let first = try milliseconds { queue = try DatabaseQueue(path: path, key: key) }
+    try queue?.close()
+    info("open-first-project", first, "first raw-key open of a process (pays the library's one-time set-up)")
+    let raw = try repeatMeasuring(runs, setUp: { try queue?.close() }) { queue = try DatabaseQueue(path: path, key: key) }
+    try queue?.close()
+    report("open", "project", raw)
+    let passphrase = try repeatMeasuring(passphraseRuns, setUp: { try queue?.close() }) {
+        queue = try DatabaseQueue(path: passphrasePath, passphrase: "a passphrase")
+    }
+    try queue?.close()
+    report("open", "baseline", passphrase)
+}
+
+/// What an app does when it starts: key from the Keychain, open, count, the first 50 newest tasks.
+func launchChild(_ dataDirectory: String) throws {
+    let start = ContinuousClock.now
+    let paths = try AppPaths(app: benchApp, dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true))
+    let database = try KeyedDatabase(paths: paths, name: launchName, keychain: Keychain())
+    let tasks = try TaskList(queue: database.queue)
+    let page = try tasks.page(limit: 50)
+    let elapsed = (ContinuousClock.now - start).milliseconds
+    try database.close()
+    print("inprocess \(elapsed) total \(page.total) items \(page.items.count) rss \(imagePeakRSSMiB())")
+}
+
+func prefsLoadChild(_ directory: String, _ domain: String) throws {
+    let start = ContinuousClock.now
+    let prefs = try Preferences(
+        location: PreferencesLocation(directory: URL(filePath: directory, directoryHint: .isDirectory), domain: domain),
+        limits: preferenceLimits)
+    let keys = prefs.storedValues.count
+    print("load \((ContinuousClock.now - start).milliseconds) keys \(keys) rss \(imagePeakRSSMiB())")
+}
+
+// MARK: Main
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+let options = BenchOptions(&arguments)
+do {
+    switch (arguments.first, arguments.count) {
+    case ("run", 2):
+        try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+        try ProjectBench(directory: arguments[1], options: options).run()
+    case ("open-child", 5):
+        try openChild(arguments[1], arguments[2], Int(arguments[3]) ?? 50, Int(arguments[4]) ?? 5)
+    case ("launch-child", 2):
+        try launchChild(arguments[1])
+    case ("prefs-load-child", 3):
+        try prefsLoadChild(arguments[1], arguments[2])
+    default:
+        FileHandle.standardError.write(
+            Data("usage: securestore-bench run DIRECTORY [--scale N] [--runs N] [--only w1,w2]\n".utf8))
+        exit(64)
+    }
+} catch {
+    fail("\(error)")
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# run-bench.sh [--bin DIR] [--scale N] [--runs N] [--only w1,w2] [--keep]
+#
+# The driver of `make bench` (Docs/performance.md): runs securestore-bench (the project) and
+# securestore-bench-baseline (plain SQLite, libsecret's C API, UserDefaults) on the same data in a
+# temporary directory, then prints a readable table and one machine-readable line per workload:
+#
+#   BENCH <workload> project=<value><unit> baseline=<value><unit> ratio=<project/baseline> [rss=<MB>MB]
+#
+# Values are medians of several runs; the table shows the spread (min–max). --bin picks the executables
+# (default .build/release); --scale N divides every data size by N (the smoke test uses 1000); --runs N
+# sets the repetitions (default 5). Runs inside Tests/Harness/with-keyring (a private bus and a
+# throw-away keyring) unless it is already inside one.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+if [ -z "${SECURESTORE_HARNESS_ROOT:-}" ]; then
+    exec "$root/Tests/Harness/with-keyring" "$0" "$@"
+fi
+
+bin="$root/.build/release"
+pass=()
+keep=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bin) bin=$2; shift 2 ;;
+        --scale|--runs|--only) pass+=("$1" "$2"); shift 2 ;;
+        --keep) keep=1; shift ;;
+        *) echo "usage: run-bench.sh [--bin DIR] [--scale N] [--runs N] [--only w1,w2] [--keep]" >&2; exit 64 ;;
+    esac
+done
+for exe in securestore-bench securestore-bench-baseline; do
+    [ -x "$bin/$exe" ] || { echo "run-bench: $bin/$exe is missing; swift build -c release --product $exe" >&2; exit 69; }
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-bench.XXXXXX")
+[ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
+results="$work/results.txt"
+
+echo "# securestore bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# project:  $bin/securestore-bench run ${pass[*]:-}"
+"$bin/securestore-bench" run "$work/project" "${pass[@]}" | tee -a "$results" | sed 's/^/  /'
+echo "# baseline: $bin/securestore-bench-baseline run ${pass[*]:-}"
+"$bin/securestore-bench-baseline" run "$work/baseline" "${pass[@]}" | tee -a "$results" | sed 's/^/  /'
+echo
+
+awk '
+function shown(v) { return v >= 100 ? sprintf("%.0f", v) : v >= 10 ? sprintf("%.1f", v) : v >= 1 ? sprintf("%.2f", v) : sprintf("%.3f", v) }
+function compact(v) { return v >= 100 ? sprintf("%.1f", v) : v >= 1 ? sprintf("%.3f", v) : sprintf("%.4f", v) }
+$1 == "RESULT" {
+    w = $2; s = $3
+    if (!(w in seen)) { seen[w] = 1; order[++n] = w }
+    med[w, s] = $4; lo[w, s] = $5; hi[w, s] = $6; runs[w, s] = $7; unit[w, s] = $8
+    if (NF >= 9) rss[w, s] = $9
+}
+$1 == "INFO" { infos[++m] = $0 }
+END {
+    printf "| workload | project (median, min–max) | baseline (median, min–max) | ratio | peak RSS project / baseline |\n"
+    printf "| --- | ---: | ---: | ---: | ---: |\n"
+    for (i = 1; i <= n; i++) {
+        w = order[i]
+        p = med[w, "project"]; b = med[w, "baseline"]
+        ratio[w] = (b > 0) ? p / b : 0
+        r = ((w, "project") in rss) ? sprintf("%s / %s MiB", rss[w, "project"], rss[w, "baseline"]) : ""
+        printf "| %s | %s ms (%s–%s, n=%d) | %s ms (%s–%s, n=%d) | %.3f | %s |\n", w, \
+            shown(p), shown(lo[w, "project"]), shown(hi[w, "project"]), runs[w, "project"], \
+            shown(b), shown(lo[w, "baseline"]), shown(hi[w, "baseline"]), runs[w, "baseline"], ratio[w], r
+    }
+    print ""
+    for (i = 1; i <= m; i++) {
+        split(infos[i], f, " "); text = infos[i]
+        sub(/^INFO [^ ]+ [^ ]+ [^ ]+ /, "", text)
+        printf "- %s: %s %s (%s)\n", f[2], shown(f[3]), f[4], text
+    }
+    print ""
+    for (i = 1; i <= n; i++) {
+        w = order[i]
+        line = sprintf("BENCH %s project=%s%s baseline=%s%s ratio=%.4f", w, compact(med[w, "project"]), unit[w, "project"], \
+            compact(med[w, "baseline"]), unit[w, "baseline"], ratio[w])
+        if ((w, "project") in rss) line = line sprintf(" rss=%.1fMB", rss[w, "project"] * 1.048576)
+        print line
+    }
+}' "$results"

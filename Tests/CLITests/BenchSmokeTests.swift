@@ -1,0 +1,35 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `make bench` at a tiny size: the driver, both benchmark executables and the joined output keep working.
+/// (The real figures come from a release build: Docs/performance.md.)
+@Suite struct BenchSmokeTests {
+    static let workloads = [
+        "open", "insert", "bulk", "fetch", "count", "toggle", "launch", "keychain-get", "keychain-set",
+        "prefs-load", "prefs-save",
+    ]
+
+    @Test func theBenchDriverPrintsOneBenchLinePerWorkloadWithARatio() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let script = root.appendingPathComponent("Tests/Bench/run-bench.sh").path
+        for name in ["securestore-bench", "securestore-bench-baseline"] {
+            #expect(FileManager.default.isExecutableFile(atPath: product(name)), "build it: swift build --build-tests")
+        }
+        let result = try run([script, "--bin", productsDirectory.path, "--scale", "1000", "--runs", "1"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").filter { $0.hasPrefix("BENCH ") }
+        for workload in Self.workloads {
+            let line = lines.first { $0.hasPrefix("BENCH \(workload) ") }
+            #expect(line != nil, "no BENCH line for \(workload):\n\(result.stdout)")
+            if let line {
+                #expect(line.contains(" project=") && line.contains(" baseline=") && line.contains(" ratio="), "\(line)")
+                #expect(!line.contains("nan") && !line.contains("ratio=0.0000"), "\(line)")
+            }
+        }
+        #expect(lines.count == Self.workloads.count, "\(lines.joined(separator: "\n"))")
+        #expect(lines.first { $0.hasPrefix("BENCH launch ") }?.contains(" rss=") == true)
+        #expect(result.stdout.contains("| workload | project"))
+    }
+}
