@@ -5,9 +5,9 @@ HARNESS := Tests/Harness/with-keyring
 # Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
 # tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run.
 APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
-                libglib2.0-bin sqlite3 git pkg-config
+                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config
 
-.PHONY: all deps build build-tests test demo install uninstall clean fuzz soak
+.PHONY: all deps build build-tests test demo install uninstall clean fuzz soak bench
 
 all: build
 
@@ -43,6 +43,13 @@ install: deps
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
+
+# Benchmarks, release build, side by side with baselines (plain libsqlite3 in its own process, libsecret's
+# C API, UserDefaults); ends with one "BENCH <workload> project=… baseline=… ratio=…" line per workload.
+bench: deps
+	$(SWIFT) build -c release --product securestore-bench
+	$(SWIFT) build -c release --product securestore-bench-baseline
+	$(HARNESS) Tests/Bench/run-bench.sh --bin .build/release
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400
