@@ -305,8 +305,10 @@ public struct Row {
     ///
     /// The corresponding C function is `sqlite3_column_blob`.
     public func uuid(at column: Int) throws -> UUID {
-        let handle = try nonNull(column, "UUID")
-        guard sqlite3_column_type(handle, Int32(column)) == SQLITE_BLOB,
+        let handle = try handle(column)
+        let type = sqlite3_column_type(handle, Int32(column))
+        if type == SQLITE_NULL { throw mismatch(column, "is NULL; read it as UUID? to accept NULL") }
+        guard type == SQLITE_BLOB,
             let blob = sqlite3_column_blob(handle, Int32(column)),
             sqlite3_column_bytes(handle, Int32(column)) == 16
         else {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-bench.sh [--bin DIR] [--scale N] [--runs N] [--only w1,w2] [--keep]
+# run-bench.sh [--bin DIR] [--baseline-bin DIR] [--scale N] [--runs N] [--only w1,w2] [--keep]
 #
 # The driver of `make bench` (Docs/performance.md): runs securestore-bench (the project) and
 # securestore-bench-baseline (plain SQLite, libsecret's C API, UserDefaults) on the same data in a
@@ -8,7 +8,9 @@
 #   BENCH <workload> project=<value><unit> baseline=<value><unit> ratio=<project/baseline> [rss=<MB>MB]
 #
 # Values are medians of several runs; the table shows the spread (min–max). --bin picks the executables
-# (default .build/release); --scale N divides every data size by N (the smoke test uses 1000); --runs N
+# (default .build/release); --baseline-bin picks the baseline's directory when it differs (`make bench`
+# builds the project side as `make install` does, with the Swift runtime linked statically, and the
+# baseline with the default dynamic runtime, because static Foundation's UserDefaults crashes); --scale N divides every data size by N (the smoke test uses 1000); --runs N
 # sets the repetitions (default 5). Runs inside Tests/Harness/with-keyring (a private bus and a
 # throw-away keyring) unless it is already inside one.
 set -euo pipefail
@@ -21,19 +23,21 @@ if [ -z "${SECURESTORE_HARNESS_ROOT:-}" ]; then
 fi
 
 bin="$root/.build/release"
+baseline_bin=""
 pass=()
 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin=$2; shift 2 ;;
+        --baseline-bin) baseline_bin=$2; shift 2 ;;
         --scale|--runs|--only) pass+=("$1" "$2"); shift 2 ;;
         --keep) keep=1; shift ;;
-        *) echo "usage: run-bench.sh [--bin DIR] [--scale N] [--runs N] [--only w1,w2] [--keep]" >&2; exit 64 ;;
+        *) echo "usage: run-bench.sh [--bin DIR] [--baseline-bin DIR] [--scale N] [--runs N] [--only w1,w2] [--keep]" >&2; exit 64 ;;
     esac
 done
-for exe in securestore-bench securestore-bench-baseline; do
-    [ -x "$bin/$exe" ] || { echo "run-bench: $bin/$exe is missing; swift build -c release --product $exe" >&2; exit 69; }
-done
+[ -n "$baseline_bin" ] || baseline_bin=$bin
+[ -x "$bin/securestore-bench" ] || { echo "run-bench: $bin/securestore-bench is missing; swift build -c release --product securestore-bench" >&2; exit 69; }
+[ -x "$baseline_bin/securestore-bench-baseline" ] || { echo "run-bench: $baseline_bin/securestore-bench-baseline is missing; swift build -c release --product securestore-bench-baseline" >&2; exit 69; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-bench.XXXXXX")
 [ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
@@ -42,8 +46,8 @@ results="$work/results.txt"
 echo "# securestore bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# project:  $bin/securestore-bench run ${pass[*]:-}"
 "$bin/securestore-bench" run "$work/project" "${pass[@]}" | tee -a "$results" | sed 's/^/  /'
-echo "# baseline: $bin/securestore-bench-baseline run ${pass[*]:-}"
-"$bin/securestore-bench-baseline" run "$work/baseline" "${pass[@]}" | tee -a "$results" | sed 's/^/  /'
+echo "# baseline: $baseline_bin/securestore-bench-baseline run ${pass[*]:-}"
+"$baseline_bin/securestore-bench-baseline" run "$work/baseline" "${pass[@]}" | tee -a "$results" | sed 's/^/  /'
 echo
 
 awk '
