@@ -27,13 +27,16 @@ public struct DatabaseMigrator: Sendable {
     /// Creates a migrator with no migrations.
     public init() {}
 
+    /// An identifier registered more than once, reported by ``migrate(_:)``.
+    private var duplicateID: String?
+
     /// Registers a migration after the ones already registered. Identifiers must be unique: registering
-    /// one twice is a programming error in the app's own code (never reachable from user input or file
-    /// contents) and stops the program, as GRDB's migrator does.
+    /// one twice is a mistake in the program's own code, which ``migrate(_:)`` reports as
+    /// ``DatabaseError/Code/misuse`` before touching the database.
     public mutating func registerMigration(
         _ id: String, _ body: @escaping @Sendable (Database) throws -> Void
     ) {
-        precondition(!migrations.contains { $0.id == id }, "migration '\(id)' is registered twice")
+        if duplicateID == nil, migrations.contains(where: { $0.id == id }) { duplicateID = id }
         migrations.append((id, body))
     }
 
@@ -51,6 +54,10 @@ public struct DatabaseMigrator: Sendable {
     /// - Throws: ``DatabaseError/Code/unknownMigration`` (and changes nothing) when the database has a migration
     ///   this program does not know; otherwise the error of the failing migration, after rolling it back.
     public func migrate(_ queue: DatabaseQueue) throws {
+        if let duplicateID {
+            throw DatabaseError(
+                .misuse, "the migration '\(duplicateID)' is registered twice; nothing was applied")
+        }
         for (id, body) in migrations {
             let applied = try queue.write { db -> Bool in
                 let done = try Self.applied(db)

@@ -182,6 +182,20 @@ struct Failure: Error {}
         #expect(row?.1 == false)
     }
 
+    @Test func aMigrationRegisteredTwiceIsAnErrorNotACrashAndAppliesNothing() throws {
+        let queue = try DatabaseQueue(path: directory.file("m.db"), key: try testKey())
+        var twice = migrator(1)
+        twice.registerMigration("1 items") { db in try db.execute("CREATE TABLE other (x)") }
+        do {
+            try twice.migrate(queue)
+            Issue.record("expected a misuse error")
+        } catch let error as DatabaseError {
+            #expect(error.code == .misuse)
+            #expect(error.message == "the migration '1 items' is registered twice; nothing was applied")
+        }
+        #expect(try queue.read { db in try db.tableExists("item") } == false)
+    }
+
     @Test func aFailingMigrationIsRolledBackAndTheEarlierOnesStay() throws {
         let queue = try DatabaseQueue(path: directory.file("m.db"), key: try testKey())
         var failing = migrator(1)
