@@ -338,9 +338,38 @@ public final class Preferences: Sendable {
         }
     }
 
+    /// The deepest nesting of arrays and dictionaries a value may have: the file's own envelope and the
+    /// tagged forms of Data, Date and non-finite Doubles take the rest of the reader's FileFormat.maxDepth.
+    static let maximumNesting = FileFormat.maxDepth - 4
+
+    /// How deeply `value` nests arrays and dictionaries (a scalar is 0), counting no further than one past
+    /// `limit` so that a hostile value cannot make this recurse without bound.
+    static func nestingDepth(_ value: PreferenceValue, stoppingAfter limit: Int) -> Int {
+        guard limit >= 0 else { return 1 }
+        switch value {
+        case .array(let elements):
+            var deepest = 0
+            for element in elements {
+                deepest = max(deepest, nestingDepth(element, stoppingAfter: limit - 1))
+                if deepest >= limit { break }
+            }
+            return deepest + 1
+        case .dictionary(let entries):
+            var deepest = 0
+            for element in entries.values {
+                deepest = max(deepest, nestingDepth(element, stoppingAfter: limit - 1))
+                if deepest >= limit { break }
+            }
+            return deepest + 1
+        default:
+            return 0
+        }
+    }
+
     private static func load(_ location: PreferencesLocation, limits: PreferencesLimits) throws -> Snapshot {
         let path = location.filePath
-        let maxSize = max(16 * 1024 * 1024, limits.hardTotalSize * 4)
+        let (scaled, overflow) = limits.hardTotalSize.multipliedReportingOverflow(by: 4)
+        let maxSize = overflow ? Int.max : max(16 * 1024 * 1024, scaled)
         guard let (bytes, identity) = try FileSystem.read(path, maxSize: maxSize) else {
             return Snapshot(values: [:], identity: nil, sizes: [:])
         }
@@ -384,6 +413,16 @@ public final class Preferences: Sendable {
 
     /// The compact size of `value`, checked against the per-value limit.
     private func checkValue(_ value: PreferenceValue, key: String) throws -> Int {
+        // Checked first: the reader refuses files nested deeper than FileFormat.maxDepth, so a deeper value
+        // would be written and then make the whole domain unreadable for every other process.
+        let depth = Self.nestingDepth(value, stoppingAfter: Self.maximumNesting)
+        if depth > Self.maximumNesting {
+            throw PreferencesError(
+                code: .limitExceeded,
+                message: "the value for \"\(Self.shortened(key))\" is nested more than \(Self.maximumNesting) levels deep, "
+                    + "over the nesting limit of \(Self.maximumNesting); nothing was changed"
+            )
+        }
         let size = try FormatWriter.compactSize(value)
         if size > limits.maxValueSize {
             throw PreferencesError(

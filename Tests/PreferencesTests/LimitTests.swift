@@ -21,6 +21,37 @@ struct LimitTests {
         }
     }
 
+    /// Found in review: the writer accepted values nested deeper than the reader reads, so one set made
+    /// the domain unreadable for every other process.
+    @Test func aTooDeeplyNestedValueIsRefusedAndTheDeepestAllowedOneReadsBack() throws {
+        func nested(_ levels: Int, bottom: PreferenceValue) -> PreferenceValue {
+            var value = bottom
+            for level in 0..<levels { value = level % 2 == 0 ? .array([value]) : .dictionary(["k": value]) }
+            return value
+        }
+        try withTemporaryDirectory { dir in
+            let prefs = try Preferences(location: testLocation(dir))
+            try prefs.set("before", forKey: "existing")
+            let before = try fileBytes(prefs.location.fileURL)
+            let limit = Preferences.maximumNesting
+            let error = preferencesError { try prefs.set(nested(limit + 1, bottom: 1), forKey: "deep") }
+            #expect(error?.code == .limitExceeded)
+            #expect(error?.message == "the value for \"deep\" is nested more than \(limit) levels deep, over the nesting limit of \(limit); nothing was changed")
+            #expect(try fileBytes(prefs.location.fileURL) == before)
+            #expect(prefs.keys == ["existing"])
+            // A value far deeper than the limit is refused the same way, without deep recursion.
+            #expect(preferencesError { try prefs.set(nested(1_000, bottom: 1), forKey: "deeper") }?.code == .limitExceeded)
+
+            // At the limit, with tagged values (Data, Date) at the bottom, a fresh handle reads it back.
+            let deepest = nested(limit, bottom: .array([.data(Data([1, 2])), .date(Date(timeIntervalSince1970: 5))]))
+            #expect(Preferences.nestingDepth(deepest, stoppingAfter: limit + 5) == limit + 1)
+            let atLimit = nested(limit - 1, bottom: .array([.data(Data([1, 2])), .date(Date(timeIntervalSince1970: 5))]))
+            try prefs.set(atLimit, forKey: "deep")
+            let fresh = try Preferences(location: testLocation(dir))
+            #expect(fresh.value(forKey: "deep") == atLimit)
+        }
+    }
+
     @Test func aTooLargeValueIsRefusedNamingKeySizeAndLimit() throws {
         try withTemporaryDirectory { dir in
             let prefs = try Preferences(location: testLocation(dir))
