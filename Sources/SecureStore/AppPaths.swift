@@ -67,6 +67,9 @@ public struct AppPaths: Sendable, Hashable {
     /// The keychain service under which git credentials are stored (`<app>.git`).
     public var gitCredentialService: String { "\(app).git" }
 
+    /// Suffixes of the keychain services derived from an application name; no application name may end in one.
+    static let reservedSuffixes = [".database-key", ".git"]
+
     static func validate(app: String) throws(SecureStoreError) {
         let allowed = app.utf8.allSatisfy { byte in
             (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
@@ -77,6 +80,14 @@ public struct AppPaths: Sendable, Hashable {
             throw SecureStoreError(
                 SecureStoreError.invalidArgument,
                 "the application name must be 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'")
+        }
+        // Token, database-key and git items are told apart by their service name only: an application
+        // called `x.database-key` would see (and could overwrite) the database keys of application `x`.
+        for reserved in reservedSuffixes where app.hasSuffix(reserved) {
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument,
+                "the application name must not end in '\(reserved)': that suffix names another application's "
+                    + "\(reserved == ".git" ? "git credentials" : "database keys") in the keyring")
         }
     }
 }

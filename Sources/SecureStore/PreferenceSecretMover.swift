@@ -27,7 +27,9 @@ public struct PreferenceSecretMover: Sendable {
     ///   did not give back what was written (the preference is kept); keychain and preferences errors.
     public func move(key: String, toAccount account: String) throws {
         let secret: Secret
-        switch preferences.value(forKey: key) {
+        // The stored value only: a registered default is not in the file and not the user's secret.
+        let original = preferences.storedValues[key]
+        switch original {
         case .string(let string)?: secret = Secret(string: string)
         case .data(let data)?: secret = Secret(data: data)
         case nil:
@@ -48,6 +50,16 @@ public struct PreferenceSecretMover: Sendable {
                 SecureStoreError.verificationFailed,
                 "the keyring did not return what was stored for '\(account)'; preference '\(key)' was kept")
         }
-        _ = try preferences.remove(key)
+        // Remove it only if it is still the value that was stored in the keychain: another process may
+        // have set a new one meanwhile, and that one must not be lost.
+        _ = try preferences.update { values in
+            guard values[key] == original else {
+                throw SecureStoreError(
+                    SecureStoreError.inUse,
+                    "preference '\(key)' changed while it was being moved; the keyring holds the earlier value and "
+                        + "the preference keeps the new one; run the move again")
+            }
+            values[key] = nil
+        }
     }
 }

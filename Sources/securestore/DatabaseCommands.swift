@@ -13,6 +13,20 @@ func openDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedD
     try KeyedDatabase(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
 }
 
+/// Opens the keyed database of an invocation only if its file exists: maintenance commands (verify, backup,
+/// recovery code, rotation) must not create an empty database and key — a typo in --name, --app or a
+/// different XDG_DATA_HOME would otherwise hand out a recovery code for the wrong, empty database.
+private func openExistingDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedDatabase {
+    let name = databaseName(invocation)
+    let info = try KeyedDatabase.info(paths: context.paths, name: name, keychain: context.keychain)
+    guard info.exists else {
+        throw CLIError(
+            status: ExitStatus.notFound, message: "there is no database \(UsageError.quoted(name)) at \(info.path)",
+            hint: "check --app, --name and --data-dir; 'securestore tasks add' creates the task database")
+    }
+    return try openDatabase(invocation, context)
+}
+
 /// `securestore db …`: the encrypted database and its key.
 let dbCommand = Command(
     name: "db", abstract: "Inspect, verify, back up and re-key the encrypted database.",
@@ -61,7 +75,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openDatabase(invocation, context)
+                let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
                 let report = try database.verify()
                 try printVerification(report, invocation)
@@ -78,7 +92,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openDatabase(invocation, context)
+                let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
                 let steps = KeyedDatabase.RotationStep.allCases.count
                 try database.rotateKey { step in
@@ -93,7 +107,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openDatabase(invocation, context)
+                let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
                 let target = URL(fileURLWithPath: invocation.argument(0) ?? "")
                 let report = try database.backup(to: target)
@@ -107,6 +121,9 @@ let dbCommand = Command(
             run: { invocation in
                 let context = try Context(invocation)
                 let source = URL(fileURLWithPath: invocation.argument(0) ?? "")
+                guard FileManager.default.fileExists(atPath: source.path) else {
+                    throw CLIError(status: ExitStatus.notFound, message: "there is no file \(UsageError.quoted(source.path)) to import")
+                }
                 Console.progress("importing", done: 0, total: 1)
                 let database = try KeyedDatabase.importPlaintext(
                     from: source, paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
@@ -120,7 +137,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openDatabase(invocation, context)
+                let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
                 let code = try database.recoveryCode()
                 if Console.stdoutIsTerminal {

@@ -165,3 +165,35 @@ import Testing
         #expect(again2.status == 73)
     }
 }
+
+/// Found in review: maintenance commands must not create a database (and a key) that does not exist.
+@Suite(.serialized) struct MaintenanceOnAMissingDatabaseTests {
+    init() throws { try Harness.require() }
+
+    @Test(arguments: [["db", "verify"], ["db", "recovery-code"], ["db", "rotate-key"], ["db", "backup", "/tmp/securestore-never-written.db"]])
+    func maintenanceOfAMissingDatabaseIsNotFoundAndCreatesNothing(command: [String]) throws {
+        let app = uniqueApp()
+        let result = try securestore(command + ["--name", "typo"], app: app)
+        #expect(result.status == 66)
+        #expect(result.stderr.hasPrefix("securestore: there is no database 'typo' at "))
+        #expect(result.stdout.isEmpty, "no recovery code for a database that does not exist")
+        let root = try #require(Harness.root)
+        #expect(!FileManager.default.fileExists(atPath: root + "/data/\(app)/typo.db"))
+        #expect(try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "typo"]).status != 0,
+            "no key was made")
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/securestore-never-written.db"))
+    }
+
+    @Test func importingAMissingFileIsNotFound() throws {
+        let result = try securestore(["db", "import-plaintext", "/nonexistent/plain.db"], app: uniqueApp())
+        #expect(result.status == 66)
+        #expect(result.stderr == "securestore: there is no file '/nonexistent/plain.db' to import\n")
+    }
+
+    @Test(arguments: ["myapp.database-key", "myapp.git"])
+    func applicationNamesThatWouldReachAnotherAppsKeysAreRefused(app: String) throws {
+        let result = try securestore(["token", "list"], app: app)
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("must not end in"))
+    }
+}
