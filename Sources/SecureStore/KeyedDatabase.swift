@@ -545,6 +545,7 @@ public final class KeyedDatabase: Sendable {
     /// The new file is checked (it opens, `integrity_check`) before this returns.
     ///
     /// - Throws: ``SecureStoreError/alreadyExists`` when the database exists (it is never replaced);
+    ///   ``SecureStoreError/invalidData`` when `source` is not a plaintext SQLite database;
     ///   `DatabaseError.unrecognizedFormat` when `source` is not a plaintext SQLite database.
     public static func importPlaintext(
         from source: URL, paths: AppPaths, name: String, keychain: Keychain,
@@ -555,7 +556,7 @@ public final class KeyedDatabase: Sendable {
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         guard KeyedDatabaseFiles.header(source.path) == Array("SQLite format 3\0".utf8) else {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.invalidData,
                 KeyedDatabaseFiles.exists(source.path)
                     ? "'\(source.path)' is not a plaintext SQLite database, so it cannot be imported"
                     : "'\(source.path)' does not exist")

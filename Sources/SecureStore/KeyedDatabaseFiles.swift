@@ -93,7 +93,7 @@ struct KeyedDatabaseFiles: Sendable {
         if stat(directory, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw SecureStoreError(
-                    SecureStoreError.invalidArgument, "'\(directory)' exists and is not a directory")
+                    SecureStoreError.fileSystem, "'\(directory)' exists and is not a directory")
             }
             return
         }

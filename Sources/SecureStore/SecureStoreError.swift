@@ -35,6 +35,9 @@ public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
 extension SecureStoreError {
     /// A name, path or option given by the caller is not acceptable.
     public static let invalidArgument = Code("invalidArgument")
+    /// A file or value given by the caller is not what it must be (e.g. an import source that is not a
+    /// plaintext SQLite database).
+    public static let invalidData = Code("invalidData")
     /// A database file exists but its key is not in the keychain.
     public static let missingKey = Code("missingKey")
     /// The key in the keychain does not open the database.

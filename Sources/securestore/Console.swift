@@ -115,7 +115,8 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         switch error.code {
         case SecureStoreError.invalidArgument, SecureStoreError.ambiguous: status = ExitStatus.usage
         case SecureStoreError.notFound, SecureStoreError.missingKey: status = ExitStatus.notFound
-        case SecureStoreError.verificationFailed: status = ExitStatus.checkFailed
+        // A failed check is exit 1 only for the check commands (db verify, db backup), which map it themselves.
+        case SecureStoreError.verificationFailed, SecureStoreError.invalidData: status = ExitStatus.dataError
         case SecureStoreError.alreadyExists: status = ExitStatus.cannotCreate
         case SecureStoreError.inUse: status = ExitStatus.temporaryFailure
         case SecureStoreError.fileSystem: status = ExitStatus.ioError

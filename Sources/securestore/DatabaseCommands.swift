@@ -77,7 +77,7 @@ let dbCommand = Command(
                 let context = try Context(invocation)
                 let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
-                let report = try database.verify()
+                let report = try checking { try database.verify() }
                 try printVerification(report, invocation)
                 return ExitStatus.success
             }),
@@ -110,7 +110,7 @@ let dbCommand = Command(
                 let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
                 let target = URL(fileURLWithPath: invocation.argument(0) ?? "")
-                let report = try database.backup(to: target)
+                let report = try checking { try database.backup(to: target) }
                 try printVerification(report, invocation)
                 return ExitStatus.success
             }),
@@ -160,6 +160,15 @@ let dbCommand = Command(
                 return ExitStatus.success
             }),
     ])
+
+/// Runs a check: a failed verification is exit status 1 (a check found a problem), as Docs/cli.md says.
+private func checking<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as SecureStoreError where error.code == SecureStoreError.verificationFailed {
+        throw CLIError(status: ExitStatus.checkFailed, message: error.message)
+    }
+}
 
 private func printVerification(_ report: KeyedDatabaseVerification, _ invocation: Invocation) throws {
     if invocation.global.json {

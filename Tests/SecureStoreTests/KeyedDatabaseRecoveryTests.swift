@@ -143,7 +143,7 @@ import Testing
         try FileManager.default.createDirectory(at: fixture.directory, withIntermediateDirectories: true)
         let source = fixture.directory.appendingPathComponent("notes.txt")
         try Data("just some text, not a database at all".utf8).write(to: source)
-        let message = try #require(kdExpectError("invalidArgument") {
+        let message = try #require(kdExpectError("invalidData") {
             try KeyedDatabase.importPlaintext(from: source, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
         })
         #expect(message.contains("not a plaintext SQLite database"))
