@@ -51,7 +51,8 @@ public final class KeyedDatabase: Sendable {
     private let state: Mutex<State>
 
     /// The open database. After ``rotateKey(progress:)`` this is a new queue (the one before is closed),
-    /// so read this property each time rather than keeping the queue.
+    /// so read this property each time rather than keeping the queue. The queue is closed when this
+    /// `KeyedDatabase` is released: keep the handle alive while you use it.
     public var queue: DatabaseQueue { state.withLock { $0.queue } }
 
     /// Runs `body` with the queue while no rotation of this handle can run.
@@ -122,8 +123,12 @@ public final class KeyedDatabase: Sendable {
         state = Mutex(State(queue: queue, lock: lock))
     }
 
+    /// Closes the connection and releases the lock file, as ``close()`` does. The queue is closed too: a
+    /// connection must not outlive the shared lock that keeps other processes from rotating the key
+    /// under it, so keep the `KeyedDatabase` for as long as its ``queue`` is in use.
     deinit {
         state.withLock { state in
+            try? state.queue.close()
             KeyedDatabaseFiles.unlock(state.lock)
             state.lock = -1
         }
