@@ -171,7 +171,16 @@ struct KeyedDatabaseFiles: Sendable {
     /// milliseconds. Returns the descriptor, which holds the lock until closed.
     func lock(exclusive: Bool, timeoutMilliseconds: Int) throws -> Int32 {
         let descriptor = open(lockPath, O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw Self.errnoError(errno, "cannot open the lock file '\(lockPath)'") }
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ELOOP {
+                throw SecureStoreError(
+                    SecureStoreError.fileSystem,
+                    "the lock file '\(lockPath)' is a symbolic link; SecureStore never follows links for its lock "
+                        + "files (one planted there could create or change another file): remove it and try again")
+            }
+            throw Self.errnoError(code, "cannot open the lock file '\(lockPath)'")
+        }
         do {
             try Self.relock(descriptor, exclusive: exclusive, timeoutMilliseconds: timeoutMilliseconds, path: path)
             return descriptor

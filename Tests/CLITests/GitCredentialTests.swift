@@ -48,6 +48,8 @@ import Testing
         #expect(reject.status == 0)
         let after = try git(["credential", "fill"], app: app, input: "protocol=https\nhost=git.example.com\n\n")
         #expect(!after.stdout.contains("s3cret-pw"))
+        let remaining = try run(["secret-tool", "search", "--all", "service", "\(app).git"])
+        #expect(!(remaining.stdout + remaining.stderr).contains("alice@git.example.com"), "the item is gone from the keyring")
     }
 
     @Test func protocolDetailsUnknownOperationsExpiryAndOtherHosts() throws {
@@ -61,9 +63,11 @@ import Testing
         let a = try helper("get", "protocol=https\nhost=a.example\n")
         #expect(a.stdout == "username=u\npassword=p1\noauth_refresh_token=r1\n")
         // Expired in 1970: not returned.
-        #expect(try helper("get", "protocol=https\nhost=b.example\n").stdout == "")
+        let expired = try helper("get", "protocol=https\nhost=b.example\n")
+        #expect(expired.status == 0 && expired.stdout == "" && expired.stderr == "")
         // Another protocol or host matches nothing.
-        #expect(try helper("get", "protocol=http\nhost=a.example\n").stdout == "")
+        let otherProtocol = try helper("get", "protocol=http\nhost=a.example\n")
+        #expect(otherProtocol.status == 0 && otherProtocol.stdout == "" && otherProtocol.stderr == "")
         // Unknown operations are ignored, as the protocol asks.
         let unknown = try helper("frobnicate", "protocol=https\nhost=a.example\n")
         #expect(unknown.status == 0 && unknown.stdout.isEmpty)

@@ -83,7 +83,10 @@ import Testing
         #expect(json.status == 1)
         #expect(!json.stdout.contains("A1b2C3d4"))
         let report = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
-        #expect(report != nil)
+        #expect(report?["fail"] as? Bool == true)
+        let secrets = report?["secrets"] as? [[String: Any]]
+        #expect(secrets?.first?["key"] as? String == "githubToken")
+        #expect(secrets?.first?["rule"] as? String == "github-token")
 
         let move = try securestore(["prefs", "move-to-keychain", "githubToken", "github"], app: app)
         #expect(move.status == 0)

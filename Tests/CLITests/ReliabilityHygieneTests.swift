@@ -112,7 +112,8 @@ import Testing
         #expect(!recover.stderr.contains(String(code.prefix(14))), "the refused argument is not echoed")
         for command in [["token", "set", "name", "s3cret-value"], ["git-credential", "store", "s3cret-value"]] {
             let result = try securestore(command, app: app, input: "protocol=https\nhost=h\n")
-            #expect(result.status == 64 || result.status == 0, "\(command)")
+            #expect(result.status == 64, "\(command)")
+            #expect(result.stderr.hasPrefix("securestore: unexpected argument"), "\(command)")
             #expect(!result.stderr.contains("s3cret-value"), "\(command)")
         }
         #expect(try securestore(["token", "get", "name"], app: app).status == 66)

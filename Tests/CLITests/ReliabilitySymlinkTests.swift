@@ -46,6 +46,34 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("keep me\n".utf8))
     }
 
+    /// The database's lock file is opened with O_NOFOLLOW too (Docs/security.md): a link planted there
+    /// neither creates the file it points to nor changes an existing one.
+    @Test func aSymlinkedDatabaseLockFileIsRefusedAndChangesNothing() throws {
+        let app = uniqueApp()
+        let elsewhere = try TemporaryDirectory()
+        let directory = try #require(Harness.root) + "/data/\(app)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let dangling = elsewhere.path + "/created-through-the-link"
+        try FileManager.default.createSymbolicLink(atPath: directory + "/.tasks.db.lock", withDestinationPath: dangling)
+        let add = try securestore(["tasks", "add", "x"], app: app)
+        #expect(add.status == 74)
+        #expect(add.stderr.hasPrefix("securestore: the lock file '\(directory)/.tasks.db.lock' is a symbolic link"))
+        #expect(add.stderr.split(separator: "\n").count == 1)
+        #expect(!FileManager.default.fileExists(atPath: dangling))
+        #expect(!FileManager.default.fileExists(atPath: directory + "/tasks.db"), "no database was made")
+        #expect(try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "tasks"]).status != 0,
+            "no key was made")
+
+        let victim = elsewhere.path + "/victim"
+        try Data("keep me\n".utf8).write(to: URL(fileURLWithPath: victim))
+        chmod(victim, 0o644)
+        try FileManager.default.removeItem(atPath: directory + "/.tasks.db.lock")
+        try FileManager.default.createSymbolicLink(atPath: directory + "/.tasks.db.lock", withDestinationPath: victim)
+        #expect(try securestore(["tasks", "add", "x"], app: app).status == 74)
+        #expect(try mode(victim) == 0o644)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("keep me\n".utf8))
+    }
+
     @Test func aSymlinkedPreferencesFileIsRefusedLeftAloneAndResetMovesTheLinkAside() throws {
         let app = uniqueApp()
         let other = uniqueApp()

@@ -39,6 +39,31 @@ import Testing
         #expect(reference.stdout.split(separator: "\n").suffix(2) == ["\(kdRowCount + 1)", "7"])
     }
 
+    /// A program that opens the file without SecureStore's lock file (the `sqlcipher` tool, another
+    /// library) is caught by the -wal check after the rotation closes its own connection.
+    @Test func rotationIsRefusedWhileAConnectionOutsideTheLockHasTheFileOpen() throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        try kdFill(database)
+        let hex = try #require(try fixture.storedHex())
+        let outsider = try DatabaseQueue(path: fixture.path, key: try kdKey(hex: hex))
+        try outsider.write { db in try db.execute("CREATE TABLE IF NOT EXISTS outsider (x)") }
+        let before = try fixture.files()
+
+        let message = try #require(kdExpectError("inUse") { try database.rotateKey() })
+        #expect(message.contains("is open in another program"))
+        #expect(try fixture.storedHex() == hex, "the current key is unchanged")
+        #expect(try !fixture.hasPendingKey(), "no pending key is left behind")
+        #expect(try fixture.files() == before, "no rotation file is left behind")
+        try kdExpectRows(database.queue)
+        try outsider.close()
+
+        try database.rotateKey()
+        try kdExpectRows(database.queue)
+        #expect(try fixture.storedHex() != hex)
+        try database.close()
+    }
+
     @Test func rotationIsRefusedWhileAnotherHandleHasTheDatabaseOpen() throws {
         let fixture = try KDFixture()
         let database = try fixture.open()
