@@ -170,10 +170,12 @@ import Testing
 @Suite(.serialized) struct MaintenanceOnAMissingDatabaseTests {
     init() throws { try Harness.require() }
 
-    @Test(arguments: [["db", "verify"], ["db", "recovery-code"], ["db", "rotate-key"], ["db", "backup", "/tmp/securestore-never-written.db"]])
+    @Test(arguments: [["db", "verify"], ["db", "recovery-code"], ["db", "rotate-key"], ["db", "backup"]])
     func maintenanceOfAMissingDatabaseIsNotFoundAndCreatesNothing(command: [String]) throws {
         let app = uniqueApp()
-        let result = try securestore(command + ["--name", "typo"], app: app)
+        let elsewhere = try TemporaryDirectory()
+        let backup = elsewhere.path + "/never-written.db"
+        let result = try securestore(command + (command.last == "backup" ? [backup] : []) + ["--name", "typo"], app: app)
         #expect(result.status == 66)
         #expect(result.stderr.hasPrefix("securestore: there is no database 'typo' at "))
         #expect(result.stdout.isEmpty, "no recovery code for a database that does not exist")
@@ -181,7 +183,7 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: root + "/data/\(app)/typo.db"))
         #expect(try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "typo"]).status != 0,
             "no key was made")
-        #expect(!FileManager.default.fileExists(atPath: "/tmp/securestore-never-written.db"))
+        #expect(!FileManager.default.fileExists(atPath: backup))
     }
 
     @Test func importingAMissingFileIsNotFound() throws {
@@ -195,5 +197,72 @@ import Testing
         let result = try securestore(["token", "list"], app: app)
         #expect(result.status == 64)
         #expect(result.stderr.contains("must not end in"))
+    }
+}
+
+/// Options and forms Docs/cli.md promises that the other tests do not reach.
+@Suite(.serialized) struct CLIOptionTests {
+    init() throws { try Harness.require() }
+
+    @Test func dataDirPutsTheDatabaseWhereAsked() throws {
+        let app = uniqueApp()
+        let directory = try TemporaryDirectory()
+        let dataDir = directory.path + "/store"
+        #expect(try securestore(["--data-dir", dataDir, "tasks", "add", "here"], app: app).status == 0)
+        #expect(FileManager.default.fileExists(atPath: dataDir + "/tasks.db"))
+        #expect(!FileManager.default.fileExists(atPath: try #require(Harness.root) + "/data/\(app)/tasks.db"))
+        #expect(try securestore(["--data-dir", dataDir, "tasks", "list"], app: app).stdout.contains("here"))
+        let attributes = try FileManager.default.attributesOfItem(atPath: dataDir)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+    }
+
+    @Test func doubleDashLetsATitleStartWithADash() throws {
+        let app = uniqueApp()
+        let add = try securestore(["tasks", "add", "--", "--not-an-option"], app: app)
+        #expect(add.status == 0)
+        #expect(add.stdout.hasSuffix("[ ]  --not-an-option\n"))
+        let without = try securestore(["tasks", "add", "--not-an-option"], app: app)
+        #expect(without.status == 64)
+        #expect(without.stderr.hasPrefix("securestore: unknown option '--not-an-option'"))
+        #expect(try securestore(["tasks", "count"], app: app).stdout == "1\n")
+    }
+
+    @Test func listShowsFiftyByDefaultAndSaysHowManyThereAre() throws {
+        let app = uniqueApp()
+        for index in 0..<52 { #expect(try securestore(["tasks", "add", "task \(index)"], app: app).status == 0) }
+        let list = try securestore(["tasks", "list"], app: app)
+        #expect(list.stdout.split(separator: "\n").count == 50)
+        #expect(list.stderr == "(1–50 of 52)\n")
+    }
+
+    @Test func anAmbiguousPrefixIsAUsageErrorThatSaysHowManyMatch() throws {
+        let app = uniqueApp()
+        var ids: [String] = []
+        // 17 tasks: two of them share their first hex digit (pigeonhole over 16 digits).
+        for index in 0..<17 {
+            let add = try securestore(["--json", "tasks", "add", "task \(index)"], app: app)
+            let object = try JSONSerialization.jsonObject(with: Data(add.stdout.utf8)) as? [String: Any]
+            ids.append(try #require(object?["id"] as? String))
+        }
+        let byDigit = Dictionary(grouping: ids, by: { $0.prefix(1) })
+        let (digit, sharing) = try #require(byDigit.first { $0.value.count > 1 })
+        let result = try securestore(["tasks", "done", String(digit)], app: app)
+        #expect(result.status == 64)
+        #expect(result.stderr.hasPrefix("securestore: "))
+        #expect(result.stderr.contains("\(sharing.count)"))
+        #expect(try securestore(["tasks", "count", "--done"], app: app).stdout == "0\n", "nothing was marked done")
+    }
+
+    @Test func prefsTakeDatesAndBase64Data() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["prefs", "set", "--date", "lastSync", "2026-11-21T10:00:00Z"], app: app).status == 0)
+        #expect(try securestore(["prefs", "get", "lastSync"], app: app).stdout == "2026-11-21T10:00:00Z\n")
+        #expect(try securestore(["prefs", "set", "--data", "icon", "AAEC/w=="], app: app).status == 0)
+        #expect(try securestore(["--json", "prefs", "get", "icon"], app: app).stdout
+            == "{\"key\":\"icon\",\"type\":\"Data\",\"value\":\"AAEC/w==\"}\n")
+        let bad = try securestore(["prefs", "set", "--date", "lastSync", "yesterday"], app: app)
+        #expect(bad.status == 64)
+        #expect(bad.stderr.hasPrefix("securestore: VALUE is not an ISO 8601 date: 'yesterday'"))
+        #expect(try securestore(["prefs", "get", "lastSync"], app: app).stdout == "2026-11-21T10:00:00Z\n", "unchanged")
     }
 }
