@@ -115,21 +115,21 @@ import Testing
 
     @Test func aLockedKeyringSurfacesAndNothingIsCreated() throws {
         let fixture = try KDFixture()
-        _ = try kdRun(["keyring-ctl", "lock"])
+        try Harness.keyringCtl("lock")
         defer { _ = try? kdRun(["keyring-ctl", "unlock"]) }
 
         kdExpectError("locked") { try fixture.open() }
         #expect(!FileManager.default.fileExists(atPath: fixture.path))
         #expect(try fixture.files().isEmpty)
 
-        _ = try kdRun(["keyring-ctl", "unlock"])
+        try Harness.keyringCtl("unlock")
         let database = try fixture.open()
         try kdFill(database)
         try database.close()
 
         // Locked with an existing database: the same error, the file untouched.
         let before = try #require(kdBytes(fixture.path))
-        _ = try kdRun(["keyring-ctl", "lock"])
+        try Harness.keyringCtl("lock")
         kdExpectError("locked") { try fixture.open() }
         #expect(kdBytes(fixture.path) == before)
     }
