@@ -268,6 +268,8 @@ public func toggleIndexes(count: Int, total: Int) -> [Int] {
 /// The SQL both sides run, where the project's library does not choose it itself.
 public enum BenchSQL {
     /// The task list's schema (SecureStore's migration "create tasks", Docs/tasks.md), for the baseline.
+    /// A copy on purpose: the baseline links plain libsqlite3 and so cannot import SecureStore (which links
+    /// SQLCipher); keep it in step with Sources/SecureStore/TaskListSchema.swift.
     public static let schema = """
         CREATE TABLE tasks (
             created_at INTEGER NOT NULL,
