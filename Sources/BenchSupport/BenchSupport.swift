@@ -171,6 +171,33 @@ public struct ChildRun: Sendable {
     }
 }
 
+/// What repeated fresh processes measured: wall times, peak RSS and one value each printed.
+public struct ChildSamples: Sendable {
+    /// Wall time of each process, spawn to exit, in milliseconds.
+    public var wall: [Double] = []
+    /// Peak RSS of each process, in MiB.
+    public var rss: [Double] = []
+    /// The value each process printed after the requested name (NaN when it printed none).
+    public var values: [Double] = []
+}
+
+/// Runs `command` once to warm up (not measured), then `times` times, collecting each run's wall time,
+/// peak RSS and the value it printed after `name`; `check` sees every measured run (it may `fail`).
+public func measureChildren(
+    _ command: [String], times: Int, reading name: String, check: (ChildRun) -> Void = { _ in }
+) -> ChildSamples {
+    _ = runChild(command)
+    var samples = ChildSamples()
+    for _ in 0..<times {
+        let child = runChild(command)
+        check(child)
+        samples.wall.append(child.wallMilliseconds)
+        samples.rss.append(child.peakRSSMiB)
+        samples.values.append(child.value(name) ?? .nan)
+    }
+    return samples
+}
+
 /// Runs `arguments[0]` (a path) with `arguments` and the current environment, and waits for it.
 /// Exits the benchmark when the child fails.
 public func runChild(_ arguments: [String]) -> ChildRun {

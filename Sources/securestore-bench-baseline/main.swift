@@ -235,20 +235,11 @@ struct BaselineBench {
     }
 
     func launch() {
-        let command = [executablePath(), "launch-child", directory + "/bulk.db"]
-        _ = runChild(command)
-        var wall: [Double] = []
-        var rss: [Double] = []
-        var inProcess: [Double] = []
-        for _ in 0..<(runs * 3) {
-            let child = runChild(command)
-            wall.append(child.wallMilliseconds)
-            rss.append(child.peakRSSMiB)
-            inProcess.append(child.value("inprocess") ?? .nan)
-            guard child.value("total") == Double(options.bulkCount) else { fail("launch child: \(child.output)") }
+        let launches = measureChildren([executablePath(), "launch-child", directory + "/bulk.db"], times: runs * 3, reading: "inprocess") {
+            if $0.value("total") != Double(options.bulkCount) { fail("launch child: \($0.output)") }
         }
-        report("launch", "baseline", wall, rssMiB: median(rss))
-        info("launch-inprocess-baseline", median(inProcess), "open + count(*) + first 50, inside the process")
+        report("launch", "baseline", launches.wall, rssMiB: median(launches.rss))
+        info("launch-inprocess-baseline", median(launches.values), "open + count(*) + first 50, inside the process")
     }
 
     func keychain() {
@@ -316,19 +307,9 @@ struct BaselineBench {
             info("prefs-domain-baseline", Double(size) / 1_024, unit: "KiB", file)
         }
         if options.wants("prefs-load") {
-            let command = [executablePath(), "prefs-load-child", suite]
-            _ = runChild(command)
-            var load: [Double] = []
-            var wall: [Double] = []
-            var rss: [Double] = []
-            for _ in 0..<(runs * 3) {
-                let child = runChild(command)
-                load.append(child.value("load") ?? .nan)
-                wall.append(child.wallMilliseconds)
-                rss.append(child.peakRSSMiB)
-            }
-            report("prefs-load", "baseline", load, rssMiB: median(rss))
-            info("prefs-load-process-baseline", median(wall), "whole process that loads the domain")
+            let loads = measureChildren([executablePath(), "prefs-load-child", suite], times: runs * 3, reading: "load")
+            report("prefs-load", "baseline", loads.values, rssMiB: median(loads.rss))
+            info("prefs-load-process-baseline", median(loads.wall), "whole process that loads the domain")
         }
         if options.wants("prefs-save") {
             var counter = 0

@@ -159,20 +159,12 @@ struct ProjectBench {
         try FileManager.default.moveItem(atPath: directory + "/bulk.db", toPath: target)
         let hex = [UInt8](repeating: 0x42, count: 32).map { String(format: "%02x", $0) }.joined()
         try Keychain().set(hex, service: "\(benchApp).database-key", account: launchName)
-        let command = [executablePath(), "launch-child", dataDirectory]
-        _ = runChild(command)  // warm-up: the first launch after the move
-        var wall: [Double] = []
-        var rss: [Double] = []
-        var inProcess: [Double] = []
-        for _ in 0..<(runs * 3) {
-            let child = runChild(command)
-            wall.append(child.wallMilliseconds)
-            rss.append(child.peakRSSMiB)
-            inProcess.append(child.value("inprocess") ?? .nan)
-            guard child.value("total") == Double(options.bulkCount) else { fail("launch child: \(child.output)") }
+        // The warm-up run (the first launch after the move) is not measured.
+        let launches = measureChildren([executablePath(), "launch-child", dataDirectory], times: runs * 3, reading: "inprocess") {
+            if $0.value("total") != Double(options.bulkCount) { fail("launch child: \($0.output)") }
         }
-        report("launch", "project", wall, rssMiB: median(rss))
-        info("launch-inprocess-project", median(inProcess), "key lookup + open + count + first 50, inside the process")
+        report("launch", "project", launches.wall, rssMiB: median(launches.rss))
+        info("launch-inprocess-project", median(launches.values), "key lookup + open + count + first 50, inside the process")
     }
 
     func keychain() throws {
@@ -210,19 +202,10 @@ struct ProjectBench {
         let size = (try? FileManager.default.attributesOfItem(atPath: location.fileURL.path)[.size] as? Int) ?? 0
         info("prefs-domain-project", Double(size) / 1_024, unit: "KiB", "\(location.fileURL.path), \(prefs.keys.count) keys")
         if options.wants("prefs-load") {
-            let command = [executablePath(), "prefs-load-child", prefsDirectory.path, "bench"]
-            _ = runChild(command)
-            var load: [Double] = []
-            var wall: [Double] = []
-            var rss: [Double] = []
-            for _ in 0..<(runs * 3) {
-                let child = runChild(command)
-                load.append(child.value("load") ?? .nan)
-                wall.append(child.wallMilliseconds)
-                rss.append(child.peakRSSMiB)
-            }
-            report("prefs-load", "project", load, rssMiB: median(rss))
-            info("prefs-load-process-project", median(wall), "whole process that loads the domain")
+            let loads = measureChildren(
+                [executablePath(), "prefs-load-child", prefsDirectory.path, "bench"], times: runs * 3, reading: "load")
+            report("prefs-load", "project", loads.values, rssMiB: median(loads.rss))
+            info("prefs-load-process-project", median(loads.wall), "whole process that loads the domain")
         }
         if options.wants("prefs-save") {
             var counter = 0
