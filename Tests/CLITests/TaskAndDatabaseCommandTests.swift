@@ -266,3 +266,31 @@ import Testing
         #expect(try securestore(["prefs", "get", "lastSync"], app: app).stdout == "2026-11-21T10:00:00Z\n", "unchanged")
     }
 }
+
+/// `db verify` is a check: a problem it finds is exit status 1 (Docs/cli.md), and it changes nothing.
+@Suite(.serialized) struct VerifyCommandTests {
+    init() throws { try Harness.require() }
+
+    @Test func aDamagedPageFailsVerifyWithStatusOneAndTheFileIsLeftAsItIs() throws {
+        let app = uniqueApp()
+        // Titles of 1000 characters spread the tasks over several pages.
+        for index in 0..<24 {
+            let title = String(repeating: "\(index % 10)", count: 1000)
+            #expect(try securestore(["tasks", "add", title], app: app).status == 0)
+        }
+        let path = try #require(Harness.root) + "/data/\(app)/tasks.db"
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the last connection checkpointed")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(bytes.count >= 4096 * 6)
+        // Flip bytes in the middle of the last page: page 1 (the schema) still opens, the HMAC of the last
+        // page no longer matches.
+        for offset in (bytes.count - 2048)..<(bytes.count - 2040) { bytes[offset] ^= 0xFF }
+        try bytes.write(to: URL(fileURLWithPath: path))
+
+        let verify = try securestore(["db", "verify"], app: app)
+        #expect(verify.status == 1)
+        #expect(verify.stderr.hasPrefix("securestore: '\(path)' failed the integrity check"))
+        #expect(verify.stderr.split(separator: "\n").count == 1)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "verify changed nothing")
+    }
+}

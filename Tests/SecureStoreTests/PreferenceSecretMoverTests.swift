@@ -1,8 +1,10 @@
+import Dispatch
 import Foundation
 import Keychain
 import Preferences
 import SecureStore
 import TestSupport
+import Synchronization
 import Testing
 
 /// Moving a secret out of preferences into the keychain, against the harness's real keyring.
@@ -56,5 +58,50 @@ import Testing
         }
         #expect(try Keychain().string(service: service, account: "api") == "already-there")
         #expect(try makePreferences(directory).value(forKey: "apiKey") == .string("from-preferences"))
+    }
+}
+
+/// The guard against a concurrent change: the preference changes while the move waits for the keyring.
+@Suite(.serialized) struct PreferenceSecretMoverRaceTests {
+    init() throws { try Harness.require() }
+
+    @Test func aValueChangedDuringTheMoveIsKeptAndTheMoveIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        let location = try PreferencesLocation(directory: directory.url)
+        let preferences = try Preferences(location: location)
+        try preferences.set("old-secret", forKey: "apiKey")
+        let service = uniqueService()
+        let keychain = Keychain(configuration: .init(timeout: .seconds(20)))
+        _ = try keychain.exists(service: service, account: "api")  // connected before the keyring is frozen
+
+        try Harness.keyringCtl("freeze")
+        var thawed = false
+        defer { if !thawed { _ = try? Harness.keyringCtl("thaw") } }
+        let outcome = Mutex<(any Error)?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do {
+                try PreferenceSecretMover(preferences: preferences, keychain: keychain, service: service)
+                    .move(key: "apiKey", toAccount: "api")
+            } catch {
+                outcome.withLock { $0 = error }
+            }
+            finished.signal()
+        }
+        // The mover reads the value at once and then waits on the frozen keyring; this sleep only makes
+        // sure it has read it before the value changes (a thread start takes microseconds, not 0.5 s).
+        Thread.sleep(forTimeInterval: 0.5)
+        try Preferences(location: location).set("new-secret", forKey: "apiKey")
+        try Harness.keyringCtl("thaw")
+        thawed = true
+        #expect(finished.wait(timeout: .now() + 30) == .success)
+
+        let error = try #require(outcome.withLock { $0 } as? SecureStoreError)
+        #expect(error.code == SecureStoreError.inUse)
+        #expect(error.message.contains("changed while it was being moved"))
+        #expect(!error.message.contains("old-secret") && !error.message.contains("new-secret"))
+        // Nothing is lost: the keyring holds the value that was moved, the preference keeps the new one.
+        #expect(try keychain.string(service: service, account: "api") == "old-secret")
+        #expect(try Preferences(location: location).value(forKey: "apiKey") == .string("new-secret"))
     }
 }
