@@ -7,4 +7,11 @@
 
 // SQLITE_TRANSIENT is a macro that casts -1 to a destructor pointer: Swift cannot import it.
 static inline sqlite3_destructor_type securestore_sqlite_transient(void) { return SQLITE_TRANSIENT; }
+
+// sqlite3_db_config is variadic: Swift cannot call it. SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE (SQLite 3.16+) is not in
+// SQLCipher 3.4's header, so its number is given here; older libraries answer SQLITE_ERROR and change nothing.
+#define SECURESTORE_DBCONFIG_NO_CKPT_ON_CLOSE 1006
+static inline int securestore_db_config_flag(sqlite3 *db, int op, int value) {
+    return sqlite3_db_config(db, op, value, (int *)0);
+}
 #endif

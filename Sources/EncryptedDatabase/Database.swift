@@ -18,14 +18,23 @@ public final class Database {
     /// again through the statement cache does not prepare it again.
     public internal(set) var preparedStatementCount = 0
 
+    /// The file this connection has open, registered so that the preflight of another connection of this
+    /// process knows its side files are live.
+    private let identity: FileIdentity?
+
     init(path: String, connection: OpaquePointer) {
         self.path = path
         self.connection = connection
+        identity = FileIdentity(path)
+        if let identity { OpenFiles.insert(identity) }
     }
 
     deinit {
         finalizeStatements()
-        if let connection { sqlite3_close_v2(connection) }
+        if let connection {
+            sqlite3_close_v2(connection)
+            if let identity { OpenFiles.remove(identity) }
+        }
     }
 
     // MARK: Statements
@@ -281,6 +290,7 @@ public final class Database {
         guard let connection else { return }
         finalizeStatements()
         let result = sqlite3_close(connection)
+        defer { if let identity { OpenFiles.remove(identity) } }
         if result != SQLITE_OK {
             let error = DatabaseError.sqlite(result, connection: connection, path: path)
             sqlite3_close_v2(connection)

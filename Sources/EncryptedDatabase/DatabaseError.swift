@@ -35,6 +35,14 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
         /// The file is not a database of any kind: its size is not a whole number of pages and no page
         /// decrypts.
         public static let unrecognizedFormat = Code("unrecognizedFormat")
+        /// The file is a SQLCipher database that the key opens in another format than SecureStore's
+        /// (``CipherFormat/secureStore``): for example SQLCipher 4's default format, written by another program.
+        /// The message names the format found. Nothing was written while finding out.
+        public static let otherFormat = Code("otherFormat")
+        /// A `-wal` or `-journal` beside the database does not belong to it (its pages do not authenticate under
+        /// the database's key, or its page size differs): SQLite would have copied it into the database. It is
+        /// left in place and nothing was changed; the message names the file.
+        public static let foreignSideFile = Code("foreignSideFile")
         /// The file is a database under this key but is damaged or truncated (`SQLITE_CORRUPT`, or an
         /// `integrity_check` that fails).
         public static let corrupt = Code("corrupt")
@@ -108,6 +116,10 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     public static let emptyFile = Code.emptyFile
     /// See ``Code/unrecognizedFormat``.
     public static let unrecognizedFormat = Code.unrecognizedFormat
+    /// See ``Code/otherFormat``.
+    public static let otherFormat = Code.otherFormat
+    /// See ``Code/foreignSideFile``.
+    public static let foreignSideFile = Code.foreignSideFile
     /// See ``Code/corrupt``.
     public static let corrupt = Code.corrupt
     /// See ``Code/notFound``.

@@ -194,6 +194,28 @@ public final class DatabaseQueue: Sendable {
         }
     }
 
+    /// The encryption of the open database: its format, the cipher settings SQLCipher reports, and the versions
+    /// of SQLCipher and SQLite in use.
+    ///
+    /// The corresponding pragmas are `cipher`, `cipher_page_size`, `cipher_hmac_algorithm` and
+    /// `cipher_kdf_algorithm` (the last two exist only in SQLCipher 4; SQLCipher 3 has SHA-1 only).
+    public func cipherInfo() throws -> CipherInfo {
+        try withDatabase { db in
+            let library = Opening.library
+            let fixed = library.major < 4
+            return CipherInfo(
+                format: .secureStore,
+                cipher: try db.scalar("PRAGMA cipher", as: String.self) ?? CipherFormat.secureStore.cipher,
+                pageSize: try db.scalar("PRAGMA cipher_page_size", as: Int.self) ?? 0,
+                hmacAlgorithm: fixed
+                    ? "HMAC_SHA1" : try db.scalar("PRAGMA cipher_hmac_algorithm", as: String.self) ?? "unknown",
+                kdfAlgorithm: fixed
+                    ? "PBKDF2_HMAC_SHA1"
+                    : try db.scalar("PRAGMA cipher_kdf_algorithm", as: String.self) ?? "unknown",
+                sqlcipherVersion: library.version, sqliteVersion: library.sqliteVersion)
+        }
+    }
+
     /// Encrypts the plaintext SQLite database `source` into the new file `destination` under `key`, keeping
     /// every table, index, row, `user_version` and `application_id`. `source` is opened read-only and left
     /// as it was; `destination` must not exist and is linked into place only when complete.

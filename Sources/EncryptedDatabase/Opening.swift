@@ -2,19 +2,17 @@
 // Every C call that opening needs goes through this file.
 internal import CSQLCipher
 internal import Foundation
+internal import Synchronization
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Musl)
 internal import Musl
 #endif
 
-/// The settings every connection uses. The cipher settings are part of the file format: a file written with one
-/// page size does not open with another, so they are applied on every open and never change.
+/// The settings every connection uses besides the file format (``CipherFormat/secureStore``).
 enum CipherSettings {
-    /// `PRAGMA cipher_page_size`. 4096 (SQLCipher 3's default is 1024): see Docs/database.md.
-    static let pageSize = 4096
-    /// `PRAGMA kdf_iter` for the passphrase path only; SQLCipher 3's default, written explicitly.
-    static let passphraseIterations = 64_000
+    /// The page size of the pinned format.
+    static var pageSize: Int { CipherFormat.secureStore.pageSize }
 }
 
 /// How a connection is keyed.
@@ -52,6 +50,22 @@ enum Opening {
                 "PRAGMA cipher_version does not answer: this process uses SQLite without SQLCipher, so '\(path)' "
                     + "would not be encrypted")
         }
+        let library = SQLCipherLibrary(version: version, sqliteVersion: String(cString: sqlite3_libversion()))
+        let first = SQLCipherLibrary.current.withLock { current in
+            defer { current = library }
+            return current == nil
+        }
+        if first, library.major >= 4, SQLCipherLogging.policy == .silenced {
+            // SQLCipher 4 logs every failed page authentication to stderr, process-wide; this module reports
+            // failures as errors instead (Docs/database.md, "SQLCipher's own log").
+            _ = try? exec(connection, "PRAGMA cipher_log_level = NONE")
+        }
+    }
+
+    /// The library of this process, learned from the first keyed connection.
+    static var library: SQLCipherLibrary {
+        SQLCipherLibrary.current.withLock { $0 }
+            ?? SQLCipherLibrary(version: "unknown", sqliteVersion: String(cString: sqlite3_libversion()))
     }
 
     // MARK: Files
@@ -164,11 +178,18 @@ enum Opening {
 
     // MARK: Connections
 
-    /// Opens, keys, configures and validates a connection to the existing file `path`.
-    /// On any failure the handle is closed before the error is thrown.
+    /// Opens, keys, configures and validates a connection to the existing file `path`, in the pinned format
+    /// (``CipherFormat/secureStore``). With `preflight`, the key, the format and any side files left by a
+    /// process that is gone are first checked in a private copy (`Preflight`).
+    /// On any failure the handle is closed before the error is thrown, and nothing was written to the file or
+    /// its side files.
     static func connect(
-        _ path: String, keying: Keying, configuration: DatabaseConfiguration, fileSize: Int?
+        _ path: String, keying: Keying, configuration: DatabaseConfiguration, fileSize: Int?,
+        preflight: Bool = true
     ) throws -> OpaquePointer {
+        if preflight, (fileSize ?? 1) > 0 {
+            try Preflight.check(path, keying: keying, configuration: configuration)
+        }
         var connection: OpaquePointer?
         let flags =
             (configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX
@@ -180,7 +201,7 @@ enum Opening {
         }
         do {
             try configure(connection, path: path, keying: keying, configuration: configuration,
-                          fileSize: fileSize)
+                          fileSize: fileSize, diagnose: preflight)
             return connection
         } catch {
             sqlite3_close_v2(connection)
@@ -188,20 +209,31 @@ enum Opening {
         }
     }
 
+    /// Applies the pinned format to the schema `main` of a keyed connection.
+    static func applyFormat(_ connection: OpaquePointer, schema: String = "main", path: String? = nil) throws {
+        for pragma in CipherFormat.secureStore.pragmas(schema: schema, library: library) {
+            try exec(connection, pragma, path: path)
+        }
+    }
+
     private static func configure(
         _ connection: OpaquePointer, path: String, keying: Keying, configuration: DatabaseConfiguration,
-        fileSize: Int?
+        fileSize: Int?, diagnose: Bool
     ) throws {
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, Int32(clamping: configuration.busyTimeoutMilliseconds))
         try key(connection, keying)
         // SQLCipher 3.4 answers `cipher_version` only on a keyed connection.
         try checkLibrary(connection, path: path)
-        // Cipher settings come after the key and before the first read, on every open.
-        try exec(connection, "PRAGMA cipher_page_size = \(CipherSettings.pageSize)", path: path)
-        if case .passphrase = keying {
-            try exec(connection, "PRAGMA kdf_iter = \(CipherSettings.passphraseIterations)", path: path)
+        // Until the key is validated, closing must not checkpoint: SQLite would copy whatever the -wal holds
+        // into the file even after a failed key check. SQLite 3.16+ can be told so; on SQLCipher 3.4's 3.15.2
+        // the preflight keeps a connection from opening a file with unchecked side files.
+        let guardsClose = library.hasNoCheckpointOnClose
+        if guardsClose {
+            _ = securestore_db_config_flag(connection, SECURESTORE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         }
+        // The format comes after the key and before the first read, on every open.
+        try applyFormat(connection, path: path)
 
         // Validate now: a wrong key fails here, not at the tenth query.
         do {
@@ -214,11 +246,8 @@ enum Opening {
                         + "bytes) is not a whole number of \(CipherSettings.pageSize)-byte pages",
                     extendedResultCode: error.extendedResultCode)
             }
-            throw DatabaseError(
-                .wrongKeyOrNotADatabase,
-                "the key does not open '\(path)', or it is not a SecureStore database (file is encrypted or "
-                    + "is not a database)",
-                extendedResultCode: error.extendedResultCode)
+            guard diagnose else { throw error }
+            throw Preflight.diagnose(path, keying: keying)
         }
         if let fileSize, fileSize % CipherSettings.pageSize != 0 {
             throw DatabaseError(
@@ -234,6 +263,9 @@ enum Opening {
         }
         try exec(connection, "PRAGMA synchronous = NORMAL", path: path)
         try exec(connection, "PRAGMA foreign_keys = ON", path: path)
+        if guardsClose {
+            _ = securestore_db_config_flag(connection, SECURESTORE_DBCONFIG_NO_CKPT_ON_CLOSE, 0)
+        }
     }
 
     /// Keys the connection. The raw-key form is built in a buffer that is wiped when this returns; the key
@@ -308,7 +340,8 @@ enum Opening {
         let temporary = temporaryPath(near: path)
         try createExclusive(temporary)
         do {
-            let connection = try connect(temporary, keying: keying, configuration: configuration, fileSize: 0)
+            let connection = try connect(
+                temporary, keying: keying, configuration: configuration, fileSize: 0, preflight: false)
             // Switching to WAL wrote page 1 (header, cipher salt); a checkpoint on close empties the log.
             sqlite3_close(connection)
             do {
@@ -373,7 +406,7 @@ enum Opening {
                 }
             }
             attached = true
-            try exec(source, "PRAGMA securestore_export.cipher_page_size = \(CipherSettings.pageSize)")
+            try applyFormat(source, schema: "securestore_export")
             try step(source, "SELECT sqlcipher_export('securestore_export')")
             try exec(source, "PRAGMA securestore_export.user_version = \(Int32(truncatingIfNeeded: userVersion))")
             try exec(

@@ -1,0 +1,222 @@
+// Checks made in a private copy before a connection touches a file: the key and format (page 1 only), and
+// whether a -wal or -journal left beside the database belongs to it. Nothing here writes to the database or
+// its side files: SQLite would replay side files into the database on open, and checkpoint on close even
+// after a failed key check.
+internal import CSQLCipher
+internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+/// A private directory (mode 0700) beside the database, removed when done. Copies made here are encrypted
+/// files, as the originals are.
+struct Sandbox {
+    let directory: String
+
+    /// Makes the directory beside `path`, or in the temporary directory when the database's directory may not
+    /// be written (a read-only directory or file system).
+    init(near path: String) throws {
+        let parent = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        Sandbox.removeStale(in: parent.isEmpty ? "." : parent, name: name)
+        let prefix = ".\(name).check-\(getpid())-"
+        for base in [parent.isEmpty ? "." : parent, NSTemporaryDirectory()] {
+            var template = Array((base.hasSuffix("/") ? base : base + "/").utf8CString.dropLast())
+            template += Array((prefix + "XXXXXX").utf8CString)
+            if let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) {
+                directory = String(cString: made)
+                return
+            }
+        }
+        throw Opening.errnoError(errno, "cannot make a private directory to check '\(path)' in")
+    }
+
+    /// Removes what a killed process left: `.NAME.check-PID-*` directories whose process is gone.
+    static func removeStale(in parent: String, name: String) {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: parent) else { return }
+        let prefix = ".\(name).check-"
+        for entry in entries where entry.hasPrefix(prefix) {
+            let rest = entry.dropFirst(prefix.count)
+            guard let pid = Int32(rest.prefix { $0.isNumber }), pid != getpid(),
+                kill(pid, 0) != 0, errno == ESRCH
+            else { continue }
+            Sandbox(directory: parent + "/" + entry).remove()
+        }
+    }
+
+    private init(directory: String) { self.directory = directory }
+
+    /// Copies the file at `source` into the sandbox as `name`. With `prefix`, only that many bytes are copied
+    /// and the copy is extended (sparse) to the original size, so page 1 can be read and the size still
+    /// matches what the header says.
+    @discardableResult
+    func copy(_ source: String, as name: String, prefix: Int? = nil) throws -> String {
+        let destination = directory + "/" + name
+        let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard input >= 0 else { throw Opening.errnoError(errno, "cannot read '\(source)'") }
+        defer { close(input) }
+        let output = open(destination, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard output >= 0 else { throw Opening.errnoError(errno, "cannot write a copy of '\(source)'") }
+        defer { close(output) }
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw Opening.errnoError(errno, "cannot read '\(source)'") }
+        let size = Int(info.st_size)
+        var remaining = min(prefix ?? size, size)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while remaining > 0 {
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, min($0.count, remaining)) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else {
+                if count == 0 { break }
+                throw Opening.errnoError(errno, "cannot read '\(source)'")
+            }
+            var written = 0
+            while written < count {
+                let result = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, count - written) }
+                if result < 0, errno == EINTR { continue }
+                guard result > 0 else { throw Opening.errnoError(errno, "cannot write a copy of '\(source)'") }
+                written += result
+            }
+            remaining -= count
+        }
+        if prefix != nil, ftruncate(output, off_t(size)) != 0 {
+            throw Opening.errnoError(errno, "cannot write a copy of '\(source)'")
+        }
+        return destination
+    }
+
+    /// Removes the directory and everything in it.
+    func remove() {
+        if let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) {
+            for entry in entries { unlink(directory + "/" + entry) }
+        }
+        rmdir(directory)
+    }
+}
+
+enum Preflight {
+    /// How much of a database is copied to check its key and format: page 1 in the largest page size.
+    static let headerCopySize = 65_536
+
+    /// Checks, before any connection opens the existing file `path`, that the key opens it in the pinned
+    /// format and that its side files belong to it, when it has side files and nobody has it open (then they
+    /// were left by a process that died, or copied in from elsewhere).
+    ///
+    /// Throws what opening would: wrong key, another format, or ``DatabaseError/Code/foreignSideFile`` for a
+    /// `-wal` or `-journal` whose pages the key cannot authenticate. Nothing is written beside `path`.
+    static func check(_ path: String, keying: Keying, configuration: DatabaseConfiguration) throws {
+        let side = SideFiles(path: path)
+        let existing = side.existing
+        guard !existing.isEmpty, !side.isInUse() else { return }
+        let log = try WriteAheadLog.read(side.wal)
+        if let log, log.headerIsValid, log.committedFrames > 0, log.pageSize != CipherFormat.secureStore.pageSize {
+            throw DatabaseError(
+                .foreignSideFile,
+                "'\(side.wal)' does not belong to '\(path)': its pages are \(log.pageSize) bytes, the database's "
+                    + "\(CipherFormat.secureStore.pageSize); nothing was changed. Move it away to open the "
+                    + "database without it")
+        }
+        let sandbox = try Sandbox(near: path)
+        defer { sandbox.remove() }
+
+        // 1. The key and the format, on page 1 of the database file alone.
+        let header = try sandbox.copy(path, as: "key-check.db", prefix: headerCopySize)
+        if try !probe(header, keying: keying, format: .secureStore) {
+            throw diagnosis(path, keying: keying, copy: header)
+        }
+
+        // 2. The frames and journal pages SQLite would apply, in a full copy: every page the copy reaches must
+        //    authenticate under the key.
+        let replayed = (log?.committedFrames ?? 0) > 0 ? [side.wal] : []
+        let journals = side.journalSize > 0 ? [side.journal] : []
+        guard !(replayed + journals).isEmpty else { return }
+        let copy = try sandbox.copy(path, as: "copy.db")
+        for file in replayed + journals {
+            try sandbox.copy(file, as: "copy.db" + String(file.dropFirst(path.count)))
+        }
+        let named = (replayed + journals).map { "'\($0)'" }.joined(separator: " and ")
+        do {
+            let connection = try Opening.connect(
+                copy, keying: keying, configuration: DatabaseConfiguration(), fileSize: nil, preflight: false)
+            defer { sqlite3_close_v2(connection) }
+            var result = ""
+            try Opening.step(connection, "PRAGMA quick_check(1)", row: { statement in
+                if let text = sqlite3_column_text(statement, 0) { result = String(cString: text) }
+            })
+            guard result == "ok" else { throw DatabaseError(.corrupt, result) }
+        } catch let error as DatabaseError
+            where [.wrongKeyOrNotADatabase, .otherFormat, .corrupt, .unrecognizedFormat].contains(error.code)
+        {
+            throw DatabaseError(
+                .foreignSideFile,
+                "\(named) beside '\(path)' does not belong to it: its pages do not authenticate under the "
+                    + "database's key; nothing was changed. Move it away to open the database without it",
+                extendedResultCode: error.extendedResultCode)
+        }
+    }
+
+    /// Whether page 1 of `copy` decrypts and authenticates under `keying` in `format`. The copy may be changed
+    /// (SQLite may make side files beside it); it is a sandbox copy.
+    static func probe(_ copy: String, keying: Keying, format: CipherFormat) throws -> Bool {
+        var connection: OpaquePointer?
+        let opened = sqlite3_open_v2(copy, &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
+        defer { sqlite3_close_v2(connection) }
+        guard opened == SQLITE_OK, let connection else {
+            throw DatabaseError.sqlite(opened, connection: connection, path: copy)
+        }
+        sqlite3_extended_result_codes(connection, 1)
+        try Opening.key(connection, keying)
+        try Opening.checkLibrary(connection, path: copy)
+        for pragma in format.pragmas(schema: "main", library: Opening.library) {
+            try Opening.exec(connection, pragma)
+        }
+        // user_version is read from page 1's header: one page, authenticated as a whole.
+        let result = sqlite3_exec(connection, "PRAGMA user_version", nil, nil, nil)
+        return result & 0xff != SQLITE_NOTADB
+    }
+
+    /// The error for a file that the key does not open in the pinned format: the format it is in, when the key
+    /// opens it in another (tried read-only on `copy`, a sandbox copy of its first page), or a wrong key.
+    static func diagnosis(_ path: String, keying: Keying, copy: String) -> DatabaseError {
+        let library = Opening.library
+        for format in CipherFormat.candidates(for: library) {
+            if (try? probe(copy, keying: keying, format: format)) == true {
+                return DatabaseError(
+                    .otherFormat,
+                    "'\(path)' is in another SQLCipher format, \(format.name) (\(format.summary): "
+                        + "\(format.pageSize)-byte pages, \(format.hmacAlgorithm), \(format.kdfAlgorithm)), not "
+                        + "SecureStore's \(CipherFormat.secureStore.name); the key is right and nothing was "
+                        + "changed. It was written by another program or by SecureStore before version 2 on "
+                        + "SQLCipher 4")
+            }
+        }
+        if library.major < 4 {
+            return DatabaseError(
+                .wrongKeyOrNotADatabase,
+                "the key does not open '\(path)', or it is not a SecureStore database, or it is in a format "
+                    + "SQLCipher \(library.version) cannot read (such as SQLCipher 4's default format, which "
+                    + "SQLCipher 4 can identify); nothing was changed",
+                extendedResultCode: SQLITE_NOTADB)
+        }
+        return DatabaseError(
+            .wrongKeyOrNotADatabase,
+            "the key does not open '\(path)' in any SQLCipher format (file is encrypted or is not a database); "
+                + "nothing was changed",
+            extendedResultCode: SQLITE_NOTADB)
+    }
+
+    /// The diagnosis for `path` made from a fresh sandbox copy of its first page.
+    static func diagnose(_ path: String, keying: Keying) -> DatabaseError {
+        let fallback = DatabaseError(
+            .wrongKeyOrNotADatabase,
+            "the key does not open '\(path)', or it is not a SecureStore database (file is encrypted or is not "
+                + "a database); nothing was changed",
+            extendedResultCode: SQLITE_NOTADB)
+        guard let sandbox = try? Sandbox(near: path) else { return fallback }
+        defer { sandbox.remove() }
+        guard let copy = try? sandbox.copy(path, as: "key-check.db", prefix: headerCopySize) else { return fallback }
+        return diagnosis(path, keying: keying, copy: copy)
+    }
+}
