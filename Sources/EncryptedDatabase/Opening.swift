@@ -239,15 +239,8 @@ enum Opening {
         do {
             try exec(connection, "SELECT count(*) FROM sqlite_master", path: path)
         } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
-            if let fileSize, fileSize % CipherSettings.pageSize != 0 {
-                throw DatabaseError(
-                    .unrecognizedFormat,
-                    "'\(path)' is not a SecureStore database: no page decrypts and its size (\(fileSize) "
-                        + "bytes) is not a whole number of \(CipherSettings.pageSize)-byte pages",
-                    extendedResultCode: error.extendedResultCode)
-            }
             guard diagnose else { throw error }
-            throw Preflight.diagnose(path, keying: keying)
+            throw Preflight.diagnose(path, keying: keying, fileSize: fileSize)
         }
         if let fileSize, fileSize % CipherSettings.pageSize != 0 {
             throw DatabaseError(

@@ -124,7 +124,7 @@ enum Preflight {
         // 1. The key and the format, on page 1 of the database file alone.
         let header = try sandbox.copy(path, as: "key-check.db", prefix: headerCopySize)
         if try !probe(header, keying: keying, format: .secureStore) {
-            throw diagnosis(path, keying: keying, copy: header)
+            throw diagnosis(path, keying: keying, copy: header, fileSize: try Opening.inspect(path)?.size)
         }
 
         // 2. The frames and journal pages SQLite would apply, in a full copy: every page the copy reaches must
@@ -179,7 +179,7 @@ enum Preflight {
 
     /// The error for a file that the key does not open in the pinned format: the format it is in, when the key
     /// opens it in another (tried read-only on `copy`, a sandbox copy of its first page), or a wrong key.
-    static func diagnosis(_ path: String, keying: Keying, copy: String) -> DatabaseError {
+    static func diagnosis(_ path: String, keying: Keying, copy: String, fileSize: Int?) -> DatabaseError {
         let library = Opening.library
         for format in CipherFormat.candidates(for: library) {
             if (try? probe(copy, keying: keying, format: format)) == true {
@@ -191,6 +191,14 @@ enum Preflight {
                         + "changed. It was written by another program or by SecureStore before version 2 on "
                         + "SQLCipher 4")
             }
+        }
+        let pageSize = CipherFormat.secureStore.pageSize
+        if let fileSize, fileSize % pageSize != 0 {
+            return DatabaseError(
+                .unrecognizedFormat,
+                "'\(path)' is not a SecureStore database: no page decrypts in any SQLCipher format and its size "
+                    + "(\(fileSize) bytes) is not a whole number of \(pageSize)-byte pages; nothing was changed",
+                extendedResultCode: SQLITE_NOTADB)
         }
         if library.major < 4 {
             return DatabaseError(
@@ -208,7 +216,7 @@ enum Preflight {
     }
 
     /// The diagnosis for `path` made from a fresh sandbox copy of its first page.
-    static func diagnose(_ path: String, keying: Keying) -> DatabaseError {
+    static func diagnose(_ path: String, keying: Keying, fileSize: Int?) -> DatabaseError {
         let fallback = DatabaseError(
             .wrongKeyOrNotADatabase,
             "the key does not open '\(path)', or it is not a SecureStore database (file is encrypted or is not "
@@ -217,6 +225,6 @@ enum Preflight {
         guard let sandbox = try? Sandbox(near: path) else { return fallback }
         defer { sandbox.remove() }
         guard let copy = try? sandbox.copy(path, as: "key-check.db", prefix: headerCopySize) else { return fallback }
-        return diagnosis(path, keying: keying, copy: copy)
+        return diagnosis(path, keying: keying, copy: copy, fileSize: fileSize)
     }
 }
