@@ -134,7 +134,7 @@ struct SQLCipherLibrary: Sendable, Equatable {
 }
 
 /// What an open database reports of its encryption: the format and the libraries in use.
-public struct CipherInfo: Sendable, Equatable {
+public struct CipherInfo: Sendable, Hashable {
     /// The format the file is in (always ``CipherFormat/secureStore`` for a file this module opened).
     public let format: CipherFormat
     /// The cipher SQLCipher reports (`PRAGMA cipher`), e.g. `AES-256-CBC`.

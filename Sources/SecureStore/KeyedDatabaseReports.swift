@@ -1,5 +1,5 @@
 // What the keyed database tells a person: where it and its key live, backups and their verification.
-internal import EncryptedDatabase
+public import EncryptedDatabase
 public import Foundation
 public import Keychain
 
@@ -76,18 +76,17 @@ public struct KeyedDatabaseVerification: Sendable, Hashable, CustomStringConvert
     public let rowCount: Int
     /// Which stored key opened it.
     public let key: KeyRole
+    /// The whole encryption profile: format, algorithms, SQLCipher and SQLite versions.
+    public let encryption: CipherInfo
 
     /// Several `field: value` lines for a person.
     public var description: String {
-        [
-            "path: \(path)",
-            "size: \(size) bytes (\(pageCount) pages of \(pageSize) bytes)",
-            "cipher: \(cipher), HMAC \(hmac ? "on" : "off"), raw 256-bit key"
-                + (sqlcipherVersion.map { ", SQLCipher \($0)" } ?? ""),
-            "key: opens with the stored \(key.rawValue) key",
-            "integrity check: ok",
+        let head = ["path: \(path)", "size: \(size) bytes (\(pageCount) pages of \(pageSize) bytes)"]
+        let tail = [
+            "key: opens with the stored \(key.rawValue) key", "integrity check: ok",
             "contents: \(tableCount) tables, \(rowCount) rows, user_version \(userVersion)",
-        ].joined(separator: "\n")
+        ]
+        return (head + encryption.lines + tail).joined(separator: "\n")
     }
 }
 
@@ -190,6 +189,7 @@ extension KeyedDatabase {
                 "'\(path)' failed the integrity check (\(error.message)); do not rely on it")
         }
         let summary = try contentSummary(queue)
+        let encryption = try queue.cipherInfo()
         return try queue.read { db in
             KeyedDatabaseVerification(
                 path: path, size: size, pageCount: try db.scalar("PRAGMA page_count", as: Int.self) ?? 0,
@@ -198,7 +198,28 @@ extension KeyedDatabase {
                 hmac: (try db.scalar("PRAGMA cipher_use_hmac", as: Int.self) ?? 0) != 0,
                 sqlcipherVersion: try db.scalar("PRAGMA cipher_version", as: String.self),
                 userVersion: summary.userVersion, tableCount: summary.tables.count,
-                rowCount: summary.tables.values.reduce(0, +), key: role)
+                rowCount: summary.tables.values.reduce(0, +), key: role, encryption: encryption)
         }
+    }
+}
+
+extension CipherInfo {
+    /// The profile as `field: value` lines for a person (`db info`, `db verify`).
+    public var lines: [String] {
+        [
+            "format: \(format.name) (\(format.summary))",
+            "cipher: \(cipher), \(pageSize)-byte pages, \(hmacAlgorithm), KDF \(kdfAlgorithm) (raw 256-bit key: "
+                + "no key derivation at open)",
+            "library: SQLCipher \(sqlcipherVersion), SQLite \(sqliteVersion)",
+        ]
+    }
+
+    /// The profile as a JSON object for `--json`.
+    public var jsonObject: [String: any Sendable] {
+        [
+            "format": format.name, "cipher": cipher, "pageSize": pageSize, "hmacAlgorithm": hmacAlgorithm,
+            "kdfAlgorithm": kdfAlgorithm, "sqlcipherVersion": sqlcipherVersion, "sqliteVersion": sqliteVersion,
+            "hmac": hmacAlgorithm != "none", "kdf": "none: raw 256-bit key",
+        ]
     }
 }

@@ -37,18 +37,10 @@ let dbCommand = Command(
             run: { invocation in
                 let context = try Context(invocation)
                 let info = try KeyedDatabase.info(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
-                var cipher: [String: Any] = [:]
+                var encryption: CipherInfo?
                 if info.exists && info.hasKey {
                     let database = try openDatabase(invocation, context)
-                    cipher = try database.queue.read { db in
-                        [
-                            "sqlcipherVersion": try db.scalar("PRAGMA cipher_version", as: String.self) ?? "unknown",
-                            "cipher": try db.scalar("PRAGMA cipher", as: String.self) ?? "unknown",
-                            "pageSize": try db.scalar("PRAGMA cipher_page_size", as: Int.self) ?? 0,
-                            "hmac": (try db.scalar("PRAGMA cipher_use_hmac", as: Int.self) ?? 0) != 0,
-                            "kdf": "none: raw 256-bit key",
-                        ]
-                    }
+                    encryption = try database.queue.cipherInfo()
                     try database.close()
                 }
                 if invocation.global.json {
@@ -59,14 +51,11 @@ let dbCommand = Command(
                     ]
                     if let size = info.fileSize { object["size"] = size }
                     if let wal = info.walSize { object["walSize"] = wal }
-                    if !cipher.isEmpty { object["cipher"] = cipher }
+                    if let encryption { object["cipher"] = encryption.jsonObject }
                     try Console.json(object)
                 } else {
                     Console.out(info.description + "\n")
-                    if !cipher.isEmpty {
-                        Console.out("cipher: \(cipher["cipher"] ?? ""), \(cipher["pageSize"] ?? 0)-byte pages, HMAC \((cipher["hmac"] as? Bool) == true ? "on" : "off"), raw 256-bit key (no KDF)\n")
-                        Console.out("SQLCipher: \(cipher["sqlcipherVersion"] ?? "")\n")
-                    }
+                    for line in encryption?.lines ?? [] { Console.out(line + "\n") }
                 }
                 return ExitStatus.success
             }),
@@ -178,6 +167,7 @@ private func printVerification(_ report: KeyedDatabaseVerification, _ invocation
             "tables": report.tableCount, "rows": report.rowCount, "key": report.key.rawValue, "integrity": "ok",
         ]
         if let version = report.sqlcipherVersion { object["sqlcipherVersion"] = version }
+        object["encryption"] = report.encryption.jsonObject
         try Console.json(object)
     } else {
         Console.out(report.description + "\n")

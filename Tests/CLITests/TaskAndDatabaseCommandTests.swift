@@ -84,7 +84,21 @@ import Testing
         let info = try securestore(["--json", "db", "info"], app: app)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])
         #expect(object["path"] as? String == path)
-        #expect((object["cipher"] as? [String: Any])?["sqlcipherVersion"] as? String == "3.4.1")
+        let cipher = try #require(object["cipher"] as? [String: Any])
+        #expect(cipher["format"] as? String == "securestore-1")
+        #expect(cipher["pageSize"] as? Int == 4096)
+        #expect(cipher["hmacAlgorithm"] as? String == "HMAC_SHA1")
+        #expect(cipher["kdfAlgorithm"] as? String == "PBKDF2_HMAC_SHA1")
+        let version = try #require(cipher["sqlcipherVersion"] as? String)
+        #expect(version.hasPrefix("3.") || version.hasPrefix("4."))
+        #expect((cipher["sqliteVersion"] as? String)?.hasPrefix("3.") == true)
+        // The same profile, as a person reads it, from info and from verify.
+        for command in [["db", "info"], ["db", "verify"]] {
+            let text = try securestore(command, app: app)
+            #expect(text.stdout.contains("format: securestore-1 (SQLCipher 3 algorithms with 4096-byte pages)"))
+            #expect(text.stdout.contains("cipher: AES-256-CBC, 4096-byte pages, HMAC_SHA1, KDF PBKDF2_HMAC_SHA1"))
+            #expect(text.stdout.contains("library: SQLCipher \(version), SQLite 3."))
+        }
         #expect((object["key"] as? [String: Any])?["service"] as? String == "\(app).database-key")
         // The key itself is never printed: the stored hex key is not in the output.
         let key = try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "tasks"]).stdout
