@@ -61,6 +61,54 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == listing, "no file appeared")
     }
 
+    /// Every file of the directory with its bytes.
+    private func files(_ directory: String) throws -> [String: Data] {
+        var result: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) {
+            result[name] = rlContents(directory + "/" + name) ?? Data()
+        }
+        return result
+    }
+
+    /// Another app's database left its `-wal` (written by the reference tool, copied while that database is
+    /// open, as a sync tool or a careless `cp` does) beside this app's database: every command refuses with
+    /// exit 65 and one line naming the log; no byte of any file changes and the key stays. Moved away, the
+    /// database opens with everything it had.
+    @Test func aLogLeftByAnotherDatabaseIsRefusedByEveryCommandAndNothingChanges() throws {
+        let app = uniqueApp()
+        let other = uniqueApp()
+        #expect(try securestore(["tasks", "add", "mine"], app: app).status == 0)
+        #expect(try securestore(["tasks", "add", "theirs"], app: other).status == 0)
+        let directory = try dataDirectory(app)
+        let path = directory + "/tasks.db"
+        let otherPath = try dataDirectory(other) + "/tasks.db"
+        let otherKey = try #require(try storedKey(other))
+        let script = "PRAGMA key = \"x'\(otherKey)'\";\nPRAGMA cipher_compatibility = 3;\n"
+            + "PRAGMA cipher_page_size = 4096;\nINSERT INTO tasks (id, title, done, created_at) "
+            + "SELECT randomblob(16), 'theirs too', 0, 0;\n.shell cp \(otherPath)-wal \(path)-wal\n"
+        let wrote = try run(["sqlcipher", otherPath], input: Data(script.utf8))
+        #expect(wrote.status == 0, "\(wrote.stderr)")
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        let before = try files(directory)
+        let key = try storedKey(app)
+
+        for command in [["tasks", "list"], ["tasks", "add", "after"], ["tasks", "count"], ["db", "verify"], ["db", "info"]] {
+            let result = try securestore(command, app: app)
+            #expect(result.status == 65, "\(command): \(result.stderr)")
+            #expect(result.stderr.hasPrefix("securestore: '\(path)-wal' beside '\(path)' does not belong to it"),
+                    "\(command): \(result.stderr)")
+            #expect(result.stderr.contains("nothing was changed"))
+            #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
+        }
+        #expect(try files(directory) == before, "no byte of the database or its side files changed")
+        #expect(try storedKey(app) == key)
+
+        try FileManager.default.moveItem(atPath: path + "-wal", toPath: directory + "/foreign.wal")
+        let list = try securestore(["tasks", "list"], app: app)
+        #expect(list.status == 0)
+        #expect(list.stdout.contains("mine") && !list.stdout.contains("theirs"))
+    }
+
     /// A database a newer version migrated (a migration this version does not know) is refused by the task
     /// commands and left byte-identical.
     @Test func aDatabaseFromANewerSchemaIsRefusedAndStaysByteIdentical() throws {
