@@ -4,7 +4,8 @@
 # batches, done flags and checkpoints through the keyed database (50%), key rotations in a loop (20%), or
 # preference saves (30%) — kill -9 it after a random 10–400 ms, then run the matching checker, which opens
 # what the writer left with the stored key and compares it with the writer's log of acknowledged commits.
-# Every 40 kills the database starts afresh, so checks stay fast. Then several `securestore` processes add
+# Every 40 kills the database starts afresh, so checks stay fast. Every 10th round, another database's -wal is
+# planted in place of the database's own and must be refused with nothing changed. Then several `securestore` processes add
 # tasks and set preferences at once. Ends with exactly one line:
 #     SOAK kills=<n> lost=<n> damaged=<n>
 # kills: writers killed while running; lost: committed writes missing afterwards (and concurrent CLI writes
@@ -26,6 +27,19 @@ kills=0 lost=0 damaged=0 round=0 start=$SECONDS
 declare -A count=([tasks]=0 [rotate]=0 [prefs]=0)
 
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$2"; }
+hashes() { (cd "$1" && sha256sum tasks.db tasks.db-* 2>/dev/null | sort); }
+
+# A -wal of another database (another app, so another key), left by a writer killed before its checkpoint.
+# Every 10th task round it is planted beside the soak's database in place of the database's own log: the checker
+# must be refused (foreignSideFile) with no byte of any file changed; then the database's own log goes back and
+# the normal check must find every committed task.
+foreign_wal=$work/foreign.wal foreign=0
+for attempt in 1 2 3 4 5; do
+    "$stress" soak tasks "$work/foreign" "soak-$$-foreign" "$work/foreign.log" >/dev/null 2>&1 &
+    sleep 0.4; kill -KILL $! 2>/dev/null; wait $! 2>/dev/null
+    [ -s "$work/foreign/tasks.db-wal" ] && { cp "$work/foreign/tasks.db-wal" "$foreign_wal"; break; }
+done
+[ -s "$foreign_wal" ] || echo "run-soak: no foreign -wal could be made; that case is skipped" >&2
 
 while [ "$kills" -lt "$kills_wanted" ]; do
     generation=$((kills / 40))
@@ -51,6 +65,20 @@ while [ "$kills" -lt "$kills_wanted" ]; do
         damaged=$((damaged + 1))
     fi
     round=$((round + 1))
+    if [ "$mode" = tasks ] && [ $((round % 10)) = 0 ] && [ -s "$foreign_wal" ]; then
+        own=""
+        [ -e "$data/tasks.db-wal" ] && { mv "$data/tasks.db-wal" "$work/own.wal"; own=1; }
+        cp "$foreign_wal" "$data/tasks.db-wal"
+        before=$(hashes "$data")
+        out=$("$stress" soak check-tasks "$data" "$app" "$log" 2>&1)
+        if [[ $out != *foreignSideFile* ]] || [ "$before" != "$(hashes "$data")" ]; then
+            echo "run-soak: round $round: a foreign -wal was not refused cleanly: $out" >&2
+            damaged=$((damaged + 1))
+        fi
+        foreign=$((foreign + 1))
+        rm -f "$data/tasks.db-wal"
+        [ -n "$own" ] && mv "$work/own.wal" "$data/tasks.db-wal"
+    fi
     if [ "$mode" = prefs ]; then
         out=$("$stress" soak check-prefs "$prefs" soak "$plog" 2>&1)
         status=$?
@@ -93,6 +121,6 @@ lost=$((lost + missing))
 damaged=$((damaged + failures))
 "$cli" --app "$app" db verify >/dev/null 2>&1 || damaged=$((damaged + 1))
 
-echo "run-soak: $round rounds (tasks ${count[tasks]}, rotate ${count[rotate]}, prefs ${count[prefs]} kills), concurrent: $tasks tasks, $prefs_count prefs, $failures failures; $((SECONDS - start)) s" >&2
+echo "run-soak: $round rounds (tasks ${count[tasks]}, rotate ${count[rotate]}, prefs ${count[prefs]} kills), $foreign foreign -wal refusals, concurrent: $tasks tasks, $prefs_count prefs, $failures failures; $((SECONDS - start)) s" >&2
 echo "SOAK kills=$kills lost=$lost damaged=$damaged"
 [ "$lost" = 0 ] && [ "$damaged" = 0 ]
