@@ -127,10 +127,20 @@ enum Preflight {
             throw diagnosis(path, keying: keying, copy: header, fileSize: try Opening.inspect(path)?.size)
         }
 
-        // 2. The frames and journal pages SQLite would apply, in a full copy: every page the copy reaches must
-        //    authenticate under the key.
-        let replayed = (log?.committedFrames ?? 0) > 0 ? [side.wal] : []
+        // 2. A hot rollback journal beside a file in WAL mode was written by something else: SQLite replays a
+        //    hot journal before it looks at the log, and this module's files are in WAL mode from their
+        //    creation (which happens under a temporary name), so it never leaves one there.
         let journals = side.journalSize > 0 ? [side.journal] : []
+        if !journals.isEmpty, try journalMode(header, keying: keying) == "wal" {
+            throw DatabaseError(
+                .foreignSideFile,
+                "'\(side.journal)' beside '\(path)' does not belong to it: the database is in WAL mode and never "
+                    + "writes a rollback journal; nothing was changed. Move it away to open the database without it")
+        }
+
+        // 3. The frames and journal pages SQLite would apply, in a full copy: every page the copy reaches must
+        //    authenticate under the key, and a replayed journal must leave the file as long as its header says.
+        let replayed = (log?.committedFrames ?? 0) > 0 ? [side.wal] : []
         guard !(replayed + journals).isEmpty else { return }
         let copy = try sandbox.copy(path, as: "copy.db")
         for file in replayed + journals {
@@ -146,6 +156,13 @@ enum Preflight {
                 if let text = sqlite3_column_text(statement, 0) { result = String(cString: text) }
             })
             guard result == "ok" else { throw DatabaseError(.corrupt, result) }
+            var pages = 0
+            try Opening.step(connection, "PRAGMA page_count", row: { pages = Int(sqlite3_column_int64($0, 0)) })
+            if !journals.isEmpty, let size = try Opening.inspect(copy)?.size,
+                size != pages * CipherFormat.secureStore.pageSize
+            {
+                throw DatabaseError(.corrupt, "the replayed journal left \(size) bytes for \(pages) pages")
+            }
         } catch let error as DatabaseError
             where [.wrongKeyOrNotADatabase, .otherFormat, .corrupt, .unrecognizedFormat].contains(error.code)
         {
@@ -175,6 +192,26 @@ enum Preflight {
         // user_version is read from page 1's header: one page, authenticated as a whole.
         let result = sqlite3_exec(connection, "PRAGMA user_version", nil, nil, nil)
         return result & 0xff != SQLITE_NOTADB
+    }
+
+    /// The journal mode recorded in page 1 of `copy` (`wal`, or `delete` for a rollback-journal file), read in
+    /// the sandbox.
+    static func journalMode(_ copy: String, keying: Keying) throws -> String {
+        var connection: OpaquePointer?
+        let opened = sqlite3_open_v2(copy, &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
+        defer { sqlite3_close_v2(connection) }
+        guard opened == SQLITE_OK, let connection else {
+            throw DatabaseError.sqlite(opened, connection: connection, path: copy)
+        }
+        try Opening.key(connection, keying)
+        for pragma in CipherFormat.secureStore.pragmas(schema: "main", library: Opening.library) {
+            try Opening.exec(connection, pragma)
+        }
+        var mode = ""
+        try Opening.step(connection, "PRAGMA journal_mode", row: { statement in
+            if let text = sqlite3_column_text(statement, 0) { mode = String(cString: text).lowercased() }
+        })
+        return mode
     }
 
     /// The error for a file that the key does not open in the pinned format: the format it is in, when the key

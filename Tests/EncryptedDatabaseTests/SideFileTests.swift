@@ -184,6 +184,57 @@ func resealWAL(_ path: String) throws {
         #expect(contents(path) == before["db"], "a clean open and close leaves the main file as it was")
     }
 
+    @Test func aHotJournalFromAnotherDatabaseIsRefused() throws {
+        // SQLite replays a hot rollback journal before it even looks at the log, whatever the journal mode of
+        // the file. One left by another program (plain sqlite3, stopped mid-transaction) must not be replayed.
+        let a = try makeItemDatabase(directory.file("a.db"), key: try testKey(), titles: ["a1", "a2"])
+        try a.close()
+        let plain = directory.file("plain.db")
+        let made = try run("sqlite3", [plain], input: """
+            PRAGMA journal_mode = DELETE;
+            PRAGMA synchronous = OFF;
+            CREATE TABLE t (x);
+            INSERT INTO t VALUES (randomblob(3000)), (randomblob(3000)), (randomblob(3000));
+            BEGIN;
+            UPDATE t SET x = randomblob(3000);
+            .shell cp \(plain)-journal \(directory.file("a.db-journal"))
+            """)
+        #expect(made.status == 0, "\(made.error)")
+        let (path, folder) = try isolate(directory.file("a.db"))
+        let journal = try #require(contents(path + "-journal"))
+        #expect(journal.count > 4096)
+        let before = try snapshot(folder)
+
+        let error = expectCode(.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey()) }
+        #expect(error?.message.contains("'\(path)-journal'") == true)
+        #expect(try snapshot(folder) == before, "the journal was neither replayed nor removed")
+        try FileManager.default.moveItem(atPath: path + "-journal", toPath: folder + "/set-aside-journal")
+        #expect(try titles(DatabaseQueue(path: path, key: try testKey())) == ["a1", "a2"])
+    }
+
+    @Test func aRollbackModeFileKilledMidTransactionIsRolledBack() throws {
+        // A file the reference tool made in rollback-journal mode (as the fixtures are), copied with its hot
+        // journal in the middle of a transaction, as a crash leaves it: the journal is its own, so SQLite's
+        // rollback runs and the rows before the transaction are there.
+        let source = directory.file("source.db")
+        let image = directory.file("image.db")
+        let made = try run("sqlcipher", [source], input: sqlcipherPrelude(keyHex: testKeyHex()) + """
+            PRAGMA journal_mode = DELETE;
+            PRAGMA synchronous = OFF;
+            CREATE TABLE item (id INTEGER PRIMARY KEY, title TEXT NOT NULL);
+            INSERT INTO item (title) VALUES ('before');
+            BEGIN;
+            UPDATE item SET title = 'during';
+            INSERT INTO item (title) SELECT hex(randomblob(2000)) FROM item;
+            .shell cp \(source) \(image); cp \(source)-journal \(image)-journal
+            """)
+        #expect(made.status == 0, "\(made.error)")
+        #expect((contents(image + "-journal")?.count ?? 0) > 0)
+        let queue = try DatabaseQueue(path: image, key: try testKey())
+        #expect(try titles(queue) == ["before"])
+        try queue.integrityCheck()
+    }
+
     @Test func aLiveLogOfAnotherConnectionIsUsedAsIs() throws {
         // Two handles on one file in this process: the second must see the first's committed rows, which are
         // still in the log (no preflight copy is needed: the log is live).
