@@ -41,13 +41,15 @@ test: build-tests
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
 
 # The same suite on Debian 13 "trixie" (SQLCipher 4.6.1, SQLite 3.46.1), from this Debian 12 host: a
-# cached debootstrap root (DEBIAN13_ROOT, default /var/cache/securestore/debian13-root; the first run
-# builds it), the toolchain bound read-only, a fresh copy of the tree, `make test` inside. Needs root.
+# cached debootstrap root (DEBIAN13_ROOT; the first run builds it), the toolchain bound read-only, a fresh
+# copy of the tree, `make test` inside. Runs as root (sudo otherwise). See Tests/Harness/debian13.
+DEBIAN13_ROOT ?= /var/cache/securestore/debian13-root
 deps-debian13:
 	$(call install-missing,$(HOST_PACKAGES_DEBIAN13))
 
 test-debian13: deps-debian13
-	Tests/Harness/debian13
+	@if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	$$sudo env DEBIAN13_ROOT="$(DEBIAN13_ROOT)" Tests/Harness/debian13
 
 demo: build
 	$(HARNESS) Tests/Harness/demo .build/debug/securestore
