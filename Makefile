@@ -6,20 +6,28 @@ HARNESS := Tests/Harness/with-keyring
 # tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run.
 APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
                 libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config
+# Host packages `make test-debian13` needs on top (the packages inside its Debian 13 root are
+# APT_PACKAGES plus the toolchain's, listed in Tests/Harness/debian13).
+HOST_PACKAGES_DEBIAN13 := debootstrap
 
-.PHONY: all deps build build-tests test demo install uninstall clean fuzz soak bench
+.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench
 
 all: build
 
+# Installs whichever of the packages in $(1) are missing (sudo unless root); a no-op when all are there.
+define install-missing
+@missing=""; for p in $(1); do \
+    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+    if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+    echo "deps: installing$$missing"; \
+    $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; \
+fi
+endef
+
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	    if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
-	    echo "deps: installing$$missing"; \
-	    $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; \
-	fi
+	$(call install-missing,$(APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build
@@ -31,6 +39,17 @@ build-tests: deps
 # Serial: some tests lock, stop and restart that keyring, which would disturb tests running beside them.
 test: build-tests
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
+
+# The same suite on Debian 13 "trixie" (SQLCipher 4.6.1, SQLite 3.46.1), from this Debian 12 host: a
+# cached debootstrap root (DEBIAN13_ROOT; the first run builds it), the toolchain bound read-only, a fresh
+# copy of the tree, `make test` inside. Runs as root (sudo otherwise). See Tests/Harness/debian13.
+DEBIAN13_ROOT ?= /var/cache/securestore/debian13-root
+deps-debian13:
+	$(call install-missing,$(HOST_PACKAGES_DEBIAN13))
+
+test-debian13: deps-debian13
+	@if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	$$sudo env DEBIAN13_ROOT="$(DEBIAN13_ROOT)" Tests/Harness/debian13
 
 demo: build
 	$(HARNESS) Tests/Harness/demo .build/debug/securestore
