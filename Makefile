@@ -43,13 +43,23 @@ test: build-tests
 # The same suite on Debian 13 "trixie" (SQLCipher 4.6.1, SQLite 3.46.1), from this Debian 12 host: a
 # cached debootstrap root (DEBIAN13_ROOT; the first run builds it), the toolchain bound read-only, a fresh
 # copy of the tree, `make test` inside. Runs as root (sudo otherwise). See Tests/Harness/debian13.
+# Then the cross-version step: files the project writes here (SQLCipher 3.4) — a raw-key database, an export,
+# a passphrase database and a crash image with a -wal — are read by the project built there (SQLCipher 4.6),
+# and the same set written there is read here (`securestore-stress cross`, public test keys).
 DEBIAN13_ROOT ?= /var/cache/securestore/debian13-root
+CROSS := .build-cross
 deps-debian13:
 	$(call install-missing,$(HOST_PACKAGES_DEBIAN13))
 
 test-debian13: deps-debian13
+	$(SWIFT) build --product securestore-stress
+	rm -rf $(CROSS) && mkdir -p $(CROSS)
+	.build/debug/securestore-stress cross write $(CROSS)/debian12
 	@if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
-	$$sudo env DEBIAN13_ROOT="$(DEBIAN13_ROOT)" Tests/Harness/debian13
+	$$sudo env DEBIAN13_ROOT="$(DEBIAN13_ROOT)" DEBIAN13_SHARE="$$(pwd)/$(CROSS)" Tests/Harness/debian13 \
+	    sh -c 'make test && .build/debug/securestore-stress cross read /share/debian12 \
+	        && .build/debug/securestore-stress cross write /share/debian13'
+	.build/debug/securestore-stress cross read $(CROSS)/debian13
 
 demo: build
 	$(HARNESS) Tests/Harness/demo .build/debug/securestore
@@ -85,4 +95,4 @@ fuzz: deps
 	Tests/Fuzz/run-fuzz.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf .build .build-static .build-fuzz
+	rm -rf .build .build-static .build-fuzz .build-cross

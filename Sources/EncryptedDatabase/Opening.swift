@@ -190,6 +190,9 @@ enum Opening {
         if preflight, (fileSize ?? 1) > 0 {
             try Preflight.check(path, keying: keying, configuration: configuration)
         }
+        // Side files that were there before this open are not this connection's to checkpoint or remove if it
+        // fails (the ones it makes itself are removed by SQLite's close as usual).
+        let hadSideFiles = !SideFiles(path: path).existing.isEmpty
         var connection: OpaquePointer?
         let flags =
             (configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX
@@ -201,7 +204,7 @@ enum Opening {
         }
         do {
             try configure(connection, path: path, keying: keying, configuration: configuration,
-                          fileSize: fileSize, diagnose: preflight)
+                          fileSize: fileSize, diagnose: preflight, guardClose: hadSideFiles)
             return connection
         } catch {
             sqlite3_close_v2(connection)
@@ -218,17 +221,17 @@ enum Opening {
 
     private static func configure(
         _ connection: OpaquePointer, path: String, keying: Keying, configuration: DatabaseConfiguration,
-        fileSize: Int?, diagnose: Bool
+        fileSize: Int?, diagnose: Bool, guardClose: Bool
     ) throws {
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, Int32(clamping: configuration.busyTimeoutMilliseconds))
         try key(connection, keying)
         // SQLCipher 3.4 answers `cipher_version` only on a keyed connection.
         try checkLibrary(connection, path: path)
-        // Until the key is validated, closing must not checkpoint: SQLite would copy whatever the -wal holds
-        // into the file even after a failed key check. SQLite 3.16+ can be told so; on SQLCipher 3.4's 3.15.2
-        // the preflight keeps a connection from opening a file with unchecked side files.
-        let guardsClose = library.hasNoCheckpointOnClose
+        // Until the key is validated, closing must not checkpoint side files that were already there: SQLite
+        // would copy whatever the -wal holds into the file even after a failed key check. SQLite 3.16+ can be
+        // told so (a second guard behind the preflight, which is the only one on SQLCipher 3.4's 3.15.2).
+        let guardsClose = guardClose && library.hasNoCheckpointOnClose
         if guardsClose {
             _ = securestore_db_config_flag(connection, SECURESTORE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         }
@@ -399,6 +402,9 @@ enum Opening {
                 }
             }
             attached = true
+            // The attached file is keyed: SQLCipher 3.4 now answers cipher_version even when `source` is a
+            // plaintext connection, so the library (and the format pragmas it takes) is known.
+            try checkLibrary(source, path: destination)
             try applyFormat(source, schema: "securestore_export")
             try step(source, "SELECT sqlcipher_export('securestore_export')")
             try exec(source, "PRAGMA securestore_export.user_version = \(Int32(truncatingIfNeeded: userVersion))")

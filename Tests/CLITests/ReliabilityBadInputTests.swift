@@ -116,7 +116,7 @@ import Testing
         #expect(try securestore(["tasks", "add", "from this version"], app: app).status == 0)
         let path = try dataDirectory(app) + "/tasks.db"
         let key = try #require(try storedKey(app))
-        let script = "PRAGMA key = \"x'\(key)'\";\nPRAGMA cipher_page_size = 4096;\n"
+        let script = "PRAGMA key = \"x'\(key)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
             + "INSERT INTO securestore_migrations (id, applied_at) VALUES ('tasks v99 from the future', 0);\n"
         #expect(try run(["sqlcipher", path], input: Data(script.utf8)).status == 0)
         let before = try #require(rlContents(path))

@@ -34,7 +34,7 @@ import Testing
         try queue.close()
 
         // The reference tool reads it with the new key.
-        let sql = "PRAGMA key = \"x'\(newHex)'\";\nPRAGMA cipher_page_size = 4096;\nSELECT count(*) FROM item;\nPRAGMA user_version;\n"
+        let sql = "PRAGMA key = \"x'\(newHex)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\nSELECT count(*) FROM item;\nPRAGMA user_version;\n"
         let reference = try kdRun(["sqlcipher", fixture.path], input: Data(sql.utf8))
         #expect(reference.stdout.split(separator: "\n").suffix(2) == ["\(kdRowCount + 1)", "7"])
     }
