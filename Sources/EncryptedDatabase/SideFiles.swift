@@ -27,19 +27,42 @@ struct WriteAheadLog: Equatable {
     static let headerSize = 32
     static let frameHeaderSize = 24
 
-    /// Reads the log at `path`; nil when it does not exist or is empty.
+    /// Reads the log at `path` frame by frame (a log can be large; it is never read whole into memory); nil
+    /// when it does not exist or is empty.
     static func read(_ path: String) throws -> WriteAheadLog? {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if access(path, F_OK) != 0 { return nil }
-            throw Opening.errnoError(EACCES, "cannot read '\(path)'")
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw Opening.errnoError(errno, "cannot read '\(path)'")
         }
-        if data.isEmpty { return nil }
-        return parse([UInt8](data))
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw Opening.errnoError(errno, "cannot read '\(path)'") }
+        if info.st_size == 0 { return nil }
+        var header = [UInt8](repeating: 0, count: headerSize)
+        guard readFully(descriptor, &header, at: 0) else { return WriteAheadLog() }
+        return parse(header: header) { offset, count in
+            var bytes = [UInt8](repeating: 0, count: count)
+            return readFully(descriptor, &bytes, at: offset) ? bytes : nil
+        }
     }
 
-    static func parse(_ bytes: [UInt8]) -> WriteAheadLog {
+    private static func readFully(_ descriptor: Int32, _ buffer: inout [UInt8], at offset: Int) -> Bool {
+        var done = 0
+        while done < buffer.count {
+            let count = buffer.withUnsafeMutableBytes {
+                pread(descriptor, $0.baseAddress! + done, $0.count - done, off_t(offset + done))
+            }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return false }
+            done += count
+        }
+        return true
+    }
+
+    /// Parses the 32-byte `header`, then frames read through `frame(offset, count)` (nil past the end).
+    static func parse(header bytes: [UInt8], frame read: (Int, Int) -> [UInt8]?) -> WriteAheadLog {
         var log = WriteAheadLog()
-        guard bytes.count >= headerSize else { return log }
         let magic = word(bytes, 0)
         guard magic == 0x377f_0682 || magic == 0x377f_0683, word(bytes, 4) == 3_007_000 else { return log }
         let bigEndian = magic & 1 == 1
@@ -52,14 +75,14 @@ struct WriteAheadLog: Equatable {
         let salt = (word(bytes, 16), word(bytes, 20))
         let frameSize = frameHeaderSize + pageSize
         var offset = headerSize
-        var frame = 0
-        while offset + frameSize <= bytes.count {
-            guard word(bytes, offset + 8) == salt.0, word(bytes, offset + 12) == salt.1 else { break }
-            sum = checksum(bytes, offset, 8, bigEndian: bigEndian, seed: sum)
-            sum = checksum(bytes, offset + frameHeaderSize, pageSize, bigEndian: bigEndian, seed: sum)
-            guard sum.0 == word(bytes, offset + 16), sum.1 == word(bytes, offset + 20) else { break }
-            frame += 1
-            if word(bytes, offset + 4) != 0 { log.committedFrames = frame }
+        var count = 0
+        while let frame = read(offset, frameSize) {
+            guard word(frame, 8) == salt.0, word(frame, 12) == salt.1 else { break }
+            sum = checksum(frame, 0, 8, bigEndian: bigEndian, seed: sum)
+            sum = checksum(frame, frameHeaderSize, pageSize, bigEndian: bigEndian, seed: sum)
+            guard sum.0 == word(frame, 16), sum.1 == word(frame, 20) else { break }
+            count += 1
+            if word(frame, 4) != 0 { log.committedFrames = count }
             offset += frameSize
         }
         return log
