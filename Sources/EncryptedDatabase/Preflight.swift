@@ -148,8 +148,11 @@ enum Preflight {
         }
         let named = (replayed + journals).map { "'\($0)'" }.joined(separator: " and ")
         do {
+            // A small page cache: the check reads every page once and keeps none.
+            var small = DatabaseConfiguration()
+            small.cacheSizeKiB = 2048
             let connection = try Opening.connect(
-                copy, keying: keying, configuration: DatabaseConfiguration(), fileSize: nil, preflight: false)
+                copy, keying: keying, configuration: small, fileSize: nil, preflight: false)
             defer { sqlite3_close_v2(connection) }
             var result = ""
             try Opening.step(connection, "PRAGMA quick_check(1)", row: { statement in
