@@ -29,16 +29,24 @@ declare -A count=([tasks]=0 [rotate]=0 [prefs]=0)
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$2"; }
 hashes() { (cd "$1" && sha256sum tasks.db tasks.db-* 2>/dev/null | sort); }
 
-# A -wal of another database (another app, so another key), left by a writer killed before its checkpoint.
+# A -wal of another database (another key, the same format), holding committed transactions, copied while
+# its writer (the reference sqlcipher tool) is still open — as a sync tool or a careless cp leaves one.
 # Every 10th task round it is planted beside the soak's database in place of the database's own log: the checker
 # must be refused (foreignSideFile) with no byte of any file changed; then the database's own log goes back and
 # the normal check must find every committed task.
 foreign_wal=$work/foreign.wal foreign=0
-for attempt in 1 2 3 4 5; do
-    "$stress" soak tasks "$work/foreign" "soak-$$-foreign" "$work/foreign.log" >/dev/null 2>&1 &
-    sleep 0.4; kill -KILL $! 2>/dev/null; wait $! 2>/dev/null
-    [ -s "$work/foreign/tasks.db-wal" ] && { cp "$work/foreign/tasks.db-wal" "$foreign_wal"; break; }
-done
+mkdir -p "$work/foreign"
+sqlcipher "$work/foreign/other.db" >/dev/null 2>&1 <<SQL
+PRAGMA key = "x'$(printf '5a%.0s' $(seq 32))'";
+PRAGMA cipher_compatibility = 3;
+PRAGMA cipher_page_size = 4096;
+PRAGMA journal_mode = WAL;
+CREATE TABLE other (x);
+INSERT INTO other VALUES (randomblob(3000));
+INSERT INTO other SELECT randomblob(3000) FROM other;
+INSERT INTO other SELECT randomblob(3000) FROM other;
+.shell cp "$work/foreign/other.db-wal" "$foreign_wal"
+SQL
 [ -s "$foreign_wal" ] || echo "run-soak: no foreign -wal could be made; that case is skipped" >&2
 
 while [ "$kills" -lt "$kills_wanted" ]; do
