@@ -32,8 +32,11 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# The benchmarks are a package of their own (Tests/Benchmarks); the suite's smoke test runs its debug build.
+BENCHMARKS := --package-path Tests/Benchmarks
 build-tests: deps
 	$(SWIFT) build --build-tests
+	$(SWIFT) build $(BENCHMARKS)
 
 # The whole suite runs inside a private bus with a throw-away gnome-keyring (never the user's).
 # Serial: some tests lock, stop and restart that keyring, which would disturb tests running beside them.
@@ -80,9 +83,11 @@ uninstall:
 # C API, UserDefaults); ends with one "BENCH <workload> project=… baseline=… ratio=…" line per workload.
 # The project side is built as `make install` builds the tool; the baseline with the default dynamic runtime.
 bench: deps
-	$(SWIFT) build -c release $(STATIC) --product securestore-bench
-	$(SWIFT) build -c release --product securestore-bench-baseline
-	$(HARNESS) Tests/Bench/run-bench.sh --bin .build-static/release --baseline-bin .build/release
+	$(SWIFT) build $(BENCHMARKS) -c release --static-swift-stdlib --scratch-path Tests/Benchmarks/.build-static \
+	    --product securestore-bench
+	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-baseline
+	$(HARNESS) Tests/Benchmarks/run-bench.sh --bin Tests/Benchmarks/.build-static/release \
+	    --baseline-bin Tests/Benchmarks/.build/release
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400
@@ -95,4 +100,4 @@ fuzz: deps
 	Tests/Fuzz/run-fuzz.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf .build .build-static .build-fuzz .build-cross
+	rm -rf .build .build-static .build-fuzz .build-cross Tests/Benchmarks/.build Tests/Benchmarks/.build-static

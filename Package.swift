@@ -31,13 +31,6 @@ let package = Package(
             pkgConfig: "sqlcipher",
             providers: [.apt(["libsqlcipher-dev"])]
         ),
-        // Plain SQLite, for the benchmark baseline executable only: never linked into a process with SQLCipher.
-        .systemLibrary(
-            name: "CSQLite3",
-            pkgConfig: "sqlite3",
-            providers: [.apt(["libsqlite3-dev"])]
-        ),
-
         // Modules.
         .target(name: "Keychain", dependencies: ["CLibSecret"], swiftSettings: swiftSettings),
         .target(name: "EncryptedDatabase", dependencies: ["CSQLCipher"], swiftSettings: swiftSettings),
@@ -59,22 +52,6 @@ let package = Package(
             dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences"],
             swiftSettings: swiftSettings
         ),
-        // Benchmarks (`make bench`, Docs/performance.md): the project's side, and the baselines it is compared
-        // with (plain SQLite, libsecret's C API, UserDefaults) in an executable of their own, because plain
-        // libsqlite3 must never share a process with SQLCipher. BenchSupport is timing, statistics, process
-        // spawning and the shared data set; it links no database library. Not installed.
-        .target(name: "BenchSupport", swiftSettings: swiftSettings),
-        .executableTarget(
-            name: "securestore-bench",
-            dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences", "BenchSupport"],
-            swiftSettings: swiftSettings
-        ),
-        .executableTarget(
-            name: "securestore-bench-baseline",
-            dependencies: ["CSQLite3", "CLibSecret", "BenchSupport"],
-            swiftSettings: swiftSettings
-        ),
-
         // Tests: one target per module, plus end-to-end tests of the built tool, and the helpers they share
         // (the keyring harness, running processes, temporary directories).
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),

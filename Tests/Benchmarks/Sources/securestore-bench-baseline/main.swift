@@ -1,4 +1,4 @@
-// securestore-bench-baseline: the baselines of `make bench` (Tests/Bench/run-bench.sh, Docs/performance.md).
+// securestore-bench-baseline: the baselines of `make bench` (Tests/Benchmarks/run-bench.sh, Docs/performance.md).
 //
 //   securestore-bench-baseline run DIRECTORY [--scale N] [--runs N] [--only w1,w2]
 //
@@ -13,7 +13,7 @@
 //
 // This executable links plain libsqlite3 and therefore never SQLCipher (they export the same symbols).
 import BenchSupport
-import CLibSecret
+import CLibSecretBaseline
 import CSQLite3
 import Foundation
 

@@ -1,9 +1,9 @@
-// securestore-bench: the project's side of `make bench` (Tests/Bench/run-bench.sh, Docs/performance.md).
+// securestore-bench: the project's side of `make bench` (Tests/Benchmarks/run-bench.sh, Docs/performance.md).
 //
 //   securestore-bench run DIRECTORY [--scale N] [--runs N] [--only w1,w2]
 //       Runs every workload through the public API of SecureStore, EncryptedDatabase, Keychain and
 //       Preferences, in DIRECTORY (created, left for the caller to delete), and prints RESULT and INFO lines
-//       (Sources/BenchSupport). The `open` workload's baseline (a passphrase-keyed open) is SQLCipher too,
+//       (Tests/Benchmarks/Sources/BenchSupport). The `open` workload's baseline (a passphrase-keyed open) is SQLCipher too,
 //       so it is measured here; every other baseline is in securestore-bench-baseline.
 //
 // The children it runs as fresh processes (`open-child`, `launch-child`, `prefs-load-child`) are

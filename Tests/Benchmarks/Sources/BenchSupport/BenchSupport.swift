@@ -1,7 +1,7 @@
 // What both benchmark executables share: options, timing, statistics, result lines, fresh processes and the
 // data set. It links no database library, so the plain-SQLite baseline can use it too.
 //
-// Result lines (read by Tests/Bench/run-bench.sh, which joins the two sides):
+// Result lines (read by Tests/Benchmarks/run-bench.sh, which joins the two sides):
 //
 //   RESULT <workload> <side> <median> <min> <max> <runs> <unit> [<peak RSS MiB>]
 //   INFO <name> <value> <unit> <free text>

@@ -8,7 +8,7 @@
 #   BENCH <workload> project=<value><unit> baseline=<value><unit> ratio=<project/baseline> [rss=<MB>MB]
 #
 # Values are medians of several runs; the table shows the spread (min–max). --bin picks the executables
-# (default .build/release); --baseline-bin picks the baseline's directory when it differs (`make bench`
+# (default Tests/Benchmarks/.build/release); --baseline-bin picks the baseline's directory when it differs (`make bench`
 # builds the project side as `make install` does, with the Swift runtime linked statically, and the
 # baseline with the default dynamic runtime, because static Foundation's UserDefaults crashes); --scale N divides every data size by N (the smoke test uses 1000); --runs N
 # sets the repetitions (default 5). Runs inside Tests/Harness/with-keyring (a private bus and a
@@ -22,7 +22,7 @@ if [ -z "${SECURESTORE_HARNESS_ROOT:-}" ]; then
     exec "$root/Tests/Harness/with-keyring" "$0" "$@"
 fi
 
-bin="$root/.build/release"
+bin="$here/.build/release"
 baseline_bin=""
 pass=()
 keep=0
@@ -36,8 +36,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$baseline_bin" ] || baseline_bin=$bin
-[ -x "$bin/securestore-bench" ] || { echo "run-bench: $bin/securestore-bench is missing; swift build -c release --product securestore-bench" >&2; exit 69; }
-[ -x "$baseline_bin/securestore-bench-baseline" ] || { echo "run-bench: $baseline_bin/securestore-bench-baseline is missing; swift build -c release --product securestore-bench-baseline" >&2; exit 69; }
+[ -x "$bin/securestore-bench" ] || { echo "run-bench: $bin/securestore-bench is missing; swift build --package-path Tests/Benchmarks -c release --product securestore-bench" >&2; exit 69; }
+[ -x "$baseline_bin/securestore-bench-baseline" ] || { echo "run-bench: $baseline_bin/securestore-bench-baseline is missing; swift build --package-path Tests/Benchmarks -c release --product securestore-bench-baseline" >&2; exit 69; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-bench.XXXXXX")
 [ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT

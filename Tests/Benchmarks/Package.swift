@@ -1,0 +1,40 @@
+// swift-tools-version: 6.0
+// SecureStore's benchmarks (`make bench`, Docs/performance.md), in a package of their own so that the
+// product's manifest holds only the product. The project side depends on the product by path, as an app
+// would; the baseline links plain libsqlite3 and libsecret's C API in an executable of its own, because plain
+// libsqlite3 must never share a process with SQLCipher. Not installed.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "SecureStoreBenchmarks",
+    dependencies: [.package(name: "SecureStore", path: "../..")],
+    targets: [
+        .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLibSecretBaseline", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        // Timing, statistics, process spawning and the shared data set; links no database library.
+        .target(name: "BenchSupport", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "securestore-bench",
+            dependencies: [
+                .product(name: "SecureStore", package: "SecureStore"),
+                .product(name: "Keychain", package: "SecureStore"),
+                .product(name: "EncryptedDatabase", package: "SecureStore"),
+                .product(name: "Preferences", package: "SecureStore"),
+                "BenchSupport",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "securestore-bench-baseline",
+            dependencies: ["CSQLite3", "CLibSecretBaseline", "BenchSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)
