@@ -31,10 +31,15 @@ let package = Package(
             pkgConfig: "sqlcipher",
             providers: [.apt(["libsqlcipher-dev"])]
         ),
+        // The internal core: system calls, the zeroing byte buffer, hex, terminal text, base directories, dates
+        // as microseconds. No C library of its own, `package` access only, not a product.
+        .target(name: "SecureStoreCore", swiftSettings: swiftSettings),
+
         // Modules.
-        .target(name: "Keychain", dependencies: ["CLibSecret"], swiftSettings: swiftSettings),
-        .target(name: "EncryptedDatabase", dependencies: ["CSQLCipher"], swiftSettings: swiftSettings),
-        .target(name: "Preferences", swiftSettings: swiftSettings),
+        .target(name: "Keychain", dependencies: ["CLibSecret", "SecureStoreCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "EncryptedDatabase", dependencies: ["CSQLCipher", "SecureStoreCore"], swiftSettings: swiftSettings),
+        .target(name: "Preferences", dependencies: ["SecureStoreCore"], swiftSettings: swiftSettings),
         .target(
             name: "SecureStore",
             dependencies: ["Keychain", "EncryptedDatabase", "Preferences"],
@@ -63,7 +68,8 @@ let package = Package(
         ),
         .testTarget(name: "PreferencesTests", dependencies: ["Preferences"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "SecureStoreTests", dependencies: ["SecureStore", "TestSupport"], swiftSettings: swiftSettings),
+            name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
+            swiftSettings: swiftSettings),
         .testTarget(name: "CLITests", dependencies: ["securestore", "TestSupport"], swiftSettings: swiftSettings),
     ]
 )

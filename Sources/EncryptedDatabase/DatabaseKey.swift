@@ -1,9 +1,5 @@
 // The 32-byte key of an encrypted database, and the raw-key form SQLCipher is given.
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
+internal import SecureStoreCore
 
 /// A 256-bit key for an encrypted database.
 ///
@@ -21,7 +17,7 @@ public struct DatabaseKey: Sendable, Equatable, CustomStringConvertible, CustomD
     /// The number of bytes in a key: 32.
     public static let byteCount = 32
 
-    let storage: KeyStorage
+    let storage: SecureBytes
 
     /// Creates a key from exactly 32 bytes.
     ///
@@ -32,25 +28,26 @@ public struct DatabaseKey: Sendable, Equatable, CustomStringConvertible, CustomD
             throw DatabaseError(
                 .misuse, "a database key is \(Self.byteCount) bytes; this one has \(bytes.count)")
         }
-        storage = KeyStorage(bytes)
+        storage = SecureBytes(bytes)
     }
 
     /// Creates a new random key from the system's cryptographically secure generator
     /// (`SystemRandomNumberGenerator`, which reads `getrandom` on Linux).
     public static func random() -> DatabaseKey {
-        let storage = KeyStorage(zeroed: ())
         var generator = SystemRandomNumberGenerator()
-        for word in 0..<(byteCount / 8) {
-            var value = generator.next()
-            Swift.withUnsafeBytes(of: &value) { bytes in
-                for index in 0..<8 { storage.pointer[word * 8 + index] = bytes[index] }
+        let storage = SecureBytes(count: byteCount) { buffer in
+            for word in 0..<(byteCount / 8) {
+                var value = generator.next()
+                Swift.withUnsafeBytes(of: &value) { bytes in
+                    for index in 0..<8 { buffer[word * 8 + index] = bytes[index] }
+                }
+                Swift.withUnsafeMutableBytes(of: &value) { secureZero($0) }
             }
-            Swift.withUnsafeMutableBytes(of: &value) { secureZero($0.baseAddress, 8) }
         }
         return DatabaseKey(storage: storage)
     }
 
-    private init(storage: KeyStorage) {
+    private init(storage: SecureBytes) {
         self.storage = storage
     }
 
@@ -58,16 +55,12 @@ public struct DatabaseKey: Sendable, Equatable, CustomStringConvertible, CustomD
     public func withUnsafeBytes<R, E: Error>(
         _ body: (UnsafeRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {
-        try body(UnsafeRawBufferPointer(start: storage.pointer, count: Self.byteCount))
+        try storage.withUnsafeBytes(body)
     }
 
     /// Compares two keys in constant time.
     public static func == (lhs: DatabaseKey, rhs: DatabaseKey) -> Bool {
-        var difference: UInt8 = 0
-        for index in 0..<byteCount {
-            difference |= lhs.storage.pointer[index] ^ rhs.storage.pointer[index]
-        }
-        return difference == 0
+        lhs.storage.constantTimeEquals(rhs.storage)
     }
 
     /// Always `DatabaseKey(<redacted>)`: a key is never printed.
@@ -82,46 +75,15 @@ public struct DatabaseKey: Sendable, Equatable, CustomStringConvertible, CustomD
         let count = 3 + 2 * Self.byteCount
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 1)
         defer {
-            secureZero(buffer.baseAddress, count)
+            secureZero(buffer)
             buffer.deallocate()
         }
-        let digits: StaticString = "0123456789abcdef"
-        let hex = digits.utf8Start
         buffer[0] = UInt8(ascii: "x")
         buffer[1] = UInt8(ascii: "'")
-        for index in 0..<Self.byteCount {
-            let byte = storage.pointer[index]
-            buffer[2 + 2 * index] = hex[Int(byte >> 4)]
-            buffer[3 + 2 * index] = hex[Int(byte & 0x0f)]
+        storage.withUnsafeBytes { key in
+            writeHex(key, into: UnsafeMutableRawBufferPointer(rebasing: buffer[2..<(count - 1)]))
         }
         buffer[count - 1] = UInt8(ascii: "'")
         return try body(UnsafeRawBufferPointer(buffer))
     }
-}
-
-/// The heap buffer behind a ``DatabaseKey``: written once at creation, wiped in `deinit`.
-final class KeyStorage: @unchecked Sendable {
-    // @unchecked: the bytes are written only in the initializers and then only read.
-    let pointer: UnsafeMutablePointer<UInt8>
-
-    init(zeroed: Void) {
-        pointer = .allocate(capacity: DatabaseKey.byteCount)
-        pointer.initialize(repeating: 0, count: DatabaseKey.byteCount)
-    }
-
-    convenience init(_ bytes: some Collection<UInt8>) {
-        self.init(zeroed: ())
-        for (index, byte) in bytes.enumerated() { pointer[index] = byte }
-    }
-
-    deinit {
-        explicit_bzero(pointer, DatabaseKey.byteCount)
-        pointer.deallocate()
-    }
-}
-
-/// Wipes `count` bytes at `pointer` in a way the compiler may not remove.
-func secureZero(_ pointer: UnsafeMutableRawPointer?, _ count: Int) {
-    guard let pointer, count > 0 else { return }
-    explicit_bzero(pointer, count)
 }

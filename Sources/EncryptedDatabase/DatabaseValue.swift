@@ -1,5 +1,6 @@
 // Values stored in and read from a database, and the Swift types that convert to them.
 public import Foundation
+internal import SecureStoreCore
 
 /// One SQLite value: `NULL`, an integer, a floating-point number, text or a blob.
 public enum DatabaseValue: Sendable, Equatable {
@@ -100,21 +101,9 @@ extension UUID: DatabaseValueConvertible {
 
 extension Date: DatabaseValueConvertible {
     /// Whole microseconds since 1970-01-01 00:00:00 UTC, rounded to the nearest, as an integer.
-    public var databaseValue: DatabaseValue { .integer(Date.microseconds(self)) }
+    public var databaseValue: DatabaseValue { .integer(microsecondsSince1970(self)) }
     /// Reads an integer column of microseconds since 1970.
     public static func decode(from row: Row, at column: Int) throws -> Date { try row.date(at: column) }
-
-    static func microseconds(_ date: Date) -> Int64 {
-        let value = (date.timeIntervalSince1970 * 1_000_000).rounded()
-        if value >= 9.2e18 { return .max }
-        if value <= -9.2e18 { return .min }
-        return Int64(value)
-    }
-
-    init(microsecondsSince1970 value: Int64) {
-        let seconds = value.quotientAndRemainder(dividingBy: 1_000_000)
-        self.init(timeIntervalSince1970: Double(seconds.quotient) + Double(seconds.remainder) / 1_000_000)
-    }
 }
 
 extension DatabaseValue: DatabaseValueConvertible {

@@ -2,6 +2,7 @@
 // Every C call that opening needs goes through this file.
 internal import CSQLCipher
 internal import Foundation
+internal import SecureStoreCore
 internal import Synchronization
 #if canImport(Glibc)
 internal import Glibc
@@ -72,41 +73,31 @@ enum Opening {
 
     /// Creates the missing directories of `directory`, each with mode 0700.
     static func makeDirectories(_ directory: String) throws {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else {
+        do {
+            try SecureStoreCore.makeDirectories(directory)
+        } catch {
+            if error == Errno(rawValue: ENOTDIR) {
                 throw DatabaseError(.permissionDenied, "'\(directory)' exists and is not a directory")
             }
-            return
+            throw errnoError(error, "cannot create the directory '\(directory)'")
         }
-        let parent = (directory as NSString).deletingLastPathComponent
-        if !parent.isEmpty, parent != directory { try makeDirectories(parent) }
-        if mkdir(directory, 0o700) != 0 {
-            if errno == EEXIST { return }
-            throw errnoError(errno, "cannot create the directory '\(directory)'")
-        }
-        // mkdir applies the umask, which can only remove bits; set exactly 0700 in case of an odd umask.
-        _ = chmod(directory, 0o700)
     }
 
-    /// Creates `path` as a new empty file with mode 0600; fails if it exists.
+    /// Creates `path` as a new empty file with mode 0600 whatever the umask; fails if it exists.
     static func createExclusive(_ path: String) throws {
-        let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else {
-            throw errnoError(errno, "cannot create the file '\(path)'")
-        }
-        defer { close(descriptor) }
-        if fchmod(descriptor, 0o600) != 0 {
-            throw errnoError(errno, "cannot set the mode of '\(path)'")
+        do {
+            let descriptor = try FileDescriptor.open(path, [.writeOnly, .create, .exclusive, .noFollow])
+            try descriptor.closeAfter { () throws(Errno) in try descriptor.setMode(0o600) }
+        } catch {
+            throw errnoError(error, "cannot create the file '\(path)'")
         }
     }
 
     /// A path for a temporary file next to `path`, with a random suffix.
     static func temporaryPath(near path: String) -> String {
-        let directory = (path as NSString).deletingLastPathComponent
-        let name = (path as NSString).lastPathComponent
+        let directory = directoryPart(path)
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        return (directory.isEmpty ? "" : directory + "/") + ".\(name).tmp-\(suffix)"
+        return (directory.isEmpty ? "" : directory + "/") + ".\(namePart(path)).tmp-\(suffix)"
     }
 
     /// Removes a database file and its `-wal`, `-shm` and `-journal` companions, ignoring errors.
@@ -118,58 +109,52 @@ enum Opening {
     /// removes the temporary name and syncs the directory.
     static func publish(_ temporary: String, as path: String) throws {
         if link(temporary, path) != 0 {
-            let code = errno
-            if code == EEXIST {
+            let error = Errno.current
+            if error == .exists {
                 throw DatabaseError(.misuse, "'\(path)' already exists; it was not replaced")
             }
-            throw errnoError(code, "cannot create '\(path)'")
+            throw errnoError(error, "cannot create '\(path)'")
         }
         unlink(temporary)
         syncDirectory(of: path)
     }
 
+    /// fsyncs the directory of `path`, best effort: the link is made either way.
     static func syncDirectory(of path: String) {
-        var directory = (path as NSString).deletingLastPathComponent
-        if directory.isEmpty { directory = "." }
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if descriptor >= 0 {
-            fsync(descriptor)
-            close(descriptor)
-        }
+        try? SecureStoreCore.syncDirectory(directoryPart(path))
     }
 
-    /// The size of the file and its first 16 bytes, or nil when it does not exist.
+    /// The size of the file and its first 16 bytes, or nil when it does not exist. Never blocks on a FIFO and
+    /// never follows a symbolic link in place of the file.
     static func inspect(_ path: String) throws -> (size: Int, header: [UInt8])? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            if errno == ENOENT { return nil }
-            throw errnoError(errno, "cannot open the database '\(path)'")
+        do {
+            // A symbolic link in place of the database is followed, as SQLite follows it.
+            switch try FileDescriptor.openRegularFile(path, followingLinks: true) {
+            case .missing:
+                return nil
+            case .notRegular:
+                throw DatabaseError(.unrecognizedFormat, "'\(path)' is not a regular file")
+            case .opened(let descriptor, let status):
+                let header = try descriptor.closeAfter { () throws(Errno) in try descriptor.read(upTo: 16) }
+                return (Int(status.st_size), header)
+            }
+        } catch let error as Errno {
+            throw errnoError(error, "cannot open the database '\(path)'")
         }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            throw errnoError(errno, "cannot read the database '\(path)'")
-        }
-        if (info.st_mode & S_IFMT) != S_IFREG {
-            throw DatabaseError(.unrecognizedFormat, "'\(path)' is not a regular file")
-        }
-        var header = [UInt8](repeating: 0, count: 16)
-        let count = header.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, 16) }
-        return (Int(info.st_size), Array(header.prefix(max(count, 0))))
     }
 
     static let plaintextHeader = Array("SQLite format 3\0".utf8)
 
-    static func errnoError(_ code: Int32, _ what: String) -> DatabaseError {
-        let reason = String(cString: strerror(code))
-        switch code {
-        case EACCES, EPERM:
+    static func errnoError(_ error: Errno, _ what: String) -> DatabaseError {
+        let reason = error.description
+        switch error {
+        case _ where error.isPermission:
             return DatabaseError(.permissionDenied, "\(what): \(reason); check the permissions")
-        case EROFS:
+        case .readOnlyFileSystem:
             return DatabaseError(.readOnly, "\(what): \(reason)")
-        case ENOSPC, EDQUOT:
+        case _ where error.isDiskFull:
             return DatabaseError(.diskFull, "\(what): \(reason); free some space and try again")
-        case ENOENT:
+        case .noSuchFile:
             return DatabaseError(.notFound, "\(what): \(reason)")
         default:
             return DatabaseError(.io, "\(what): \(reason)")

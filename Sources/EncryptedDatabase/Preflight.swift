@@ -4,6 +4,7 @@
 // after a failed key check.
 internal import CSQLCipher
 internal import Foundation
+internal import SecureStoreCore
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Musl)
@@ -18,19 +19,21 @@ struct Sandbox {
     /// Makes the directory beside `path`, or in the temporary directory when the database's directory may not
     /// be written (a read-only directory or file system).
     init(near path: String) throws {
-        let parent = (path as NSString).deletingLastPathComponent
-        let name = (path as NSString).lastPathComponent
-        Sandbox.removeStale(in: parent.isEmpty ? "." : parent, name: name)
+        let parent = directoryPart(path).isEmpty ? "." : directoryPart(path)
+        let name = namePart(path)
+        Sandbox.removeStale(in: parent, name: name)
         let prefix = ".\(name).check-\(getpid())-"
-        for base in [parent.isEmpty ? "." : parent, NSTemporaryDirectory()] {
+        var failure = Errno.current
+        for base in [parent, NSTemporaryDirectory()] {
             var template = Array((base.hasSuffix("/") ? base : base + "/").utf8CString.dropLast())
             template += Array((prefix + "XXXXXX").utf8CString)
             if let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) {
                 directory = String(cString: made)
                 return
             }
+            failure = Errno.current
         }
-        throw Opening.errnoError(errno, "cannot make a private directory to check '\(path)' in")
+        throw Opening.errnoError(failure, "cannot make a private directory to check '\(path)' in")
     }
 
     /// Removes what a killed process left: `.NAME.check-PID-*` directories whose process is gone.
@@ -40,7 +43,7 @@ struct Sandbox {
         for entry in entries where entry.hasPrefix(prefix) {
             let rest = entry.dropFirst(prefix.count)
             guard let pid = Int32(rest.prefix { $0.isNumber }), pid != getpid(),
-                kill(pid, 0) != 0, errno == ESRCH
+                kill(pid, 0) != 0, Errno.current == .noProcess
             else { continue }
             Sandbox(directory: parent + "/" + entry).remove()
         }
@@ -54,35 +57,25 @@ struct Sandbox {
     @discardableResult
     func copy(_ source: String, as name: String, prefix: Int? = nil) throws -> String {
         let destination = directory + "/" + name
-        let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard input >= 0 else { throw Opening.errnoError(errno, "cannot read '\(source)'") }
-        defer { close(input) }
-        let output = open(destination, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard output >= 0 else { throw Opening.errnoError(errno, "cannot write a copy of '\(source)'") }
-        defer { close(output) }
-        var info = stat()
-        guard fstat(input, &info) == 0 else { throw Opening.errnoError(errno, "cannot read '\(source)'") }
-        let size = Int(info.st_size)
-        var remaining = min(prefix ?? size, size)
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while remaining > 0 {
-            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, min($0.count, remaining)) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                if count == 0 { break }
-                throw Opening.errnoError(errno, "cannot read '\(source)'")
+        do {
+            guard case .opened(let input, let status) = try FileDescriptor.openRegularFile(source, followingLinks: true)
+            else { throw Errno.noSuchFile }
+            try input.closeAfter { () throws(Errno) in
+                let output = try FileDescriptor.open(destination, [.writeOnly, .create, .exclusive, .noFollow])
+                try output.closeAfter { () throws(Errno) in
+                    let size = Int(status.st_size)
+                    var remaining = min(prefix ?? size, size)
+                    while remaining > 0 {
+                        let chunk = try input.read(upTo: min(remaining, 1 << 20))
+                        if chunk.isEmpty { break }
+                        try output.writeAll(chunk)
+                        remaining -= chunk.count
+                    }
+                    if prefix != nil { try output.resize(to: size) }
+                }
             }
-            var written = 0
-            while written < count {
-                let result = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, count - written) }
-                if result < 0, errno == EINTR { continue }
-                guard result > 0 else { throw Opening.errnoError(errno, "cannot write a copy of '\(source)'") }
-                written += result
-            }
-            remaining -= count
-        }
-        if prefix != nil, ftruncate(output, off_t(size)) != 0 {
-            throw Opening.errnoError(errno, "cannot write a copy of '\(source)'")
+        } catch let error as Errno {
+            throw Opening.errnoError(error, "cannot copy '\(source)' into '\(directory)' to check it")
         }
         return destination
     }

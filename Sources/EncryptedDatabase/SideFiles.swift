@@ -6,6 +6,7 @@
 // database (or an older copy) would overwrite this one. Before a connection opens a file that has side files
 // and no live user, they are therefore checked in a private copy (see `Preflight`).
 internal import Foundation
+internal import SecureStoreCore
 internal import Synchronization
 #if canImport(Glibc)
 internal import Glibc
@@ -30,34 +31,28 @@ struct WriteAheadLog: Equatable {
     /// Reads the log at `path` frame by frame (a log can be large; it is never read whole into memory); nil
     /// when it does not exist or is empty.
     static func read(_ path: String) throws -> WriteAheadLog? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else {
-            if errno == ENOENT { return nil }
-            throw Opening.errnoError(errno, "cannot read '\(path)'")
-        }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw Opening.errnoError(errno, "cannot read '\(path)'") }
-        if info.st_size == 0 { return nil }
-        var header = [UInt8](repeating: 0, count: headerSize)
-        guard readFully(descriptor, &header, at: 0) else { return WriteAheadLog() }
-        return parse(header: header) { offset, count in
-            var bytes = [UInt8](repeating: 0, count: count)
-            return readFully(descriptor, &bytes, at: offset) ? bytes : nil
-        }
-    }
-
-    private static func readFully(_ descriptor: Int32, _ buffer: inout [UInt8], at offset: Int) -> Bool {
-        var done = 0
-        while done < buffer.count {
-            let count = buffer.withUnsafeMutableBytes {
-                pread(descriptor, $0.baseAddress! + done, $0.count - done, off_t(offset + done))
+        do {
+            guard case .opened(let descriptor, let status) = try FileDescriptor.openRegularFile(path) else {
+                return nil
             }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return false }
-            done += count
+            return try descriptor.closeAfter { () throws(Errno) -> WriteAheadLog? in
+                if status.st_size == 0 { return nil }
+                guard let header = try descriptor.read(exactly: headerSize, at: 0) else { return WriteAheadLog() }
+                var failure: Errno?
+                let log = parse(header: header) { offset, count in
+                    do throws(Errno) {
+                        return try descriptor.read(exactly: count, at: offset)
+                    } catch {
+                        failure = error
+                        return nil
+                    }
+                }
+                if let failure { throw failure }
+                return log
+            }
+        } catch {
+            throw Opening.errnoError(error, "cannot read '\(path)'")
         }
-        return true
     }
 
     /// Parses the 32-byte `header`, then frames read through `frame(offset, count)` (nil past the end).

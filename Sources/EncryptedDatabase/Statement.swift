@@ -1,5 +1,6 @@
 // Prepared statements and the rows they produce.
 public import Foundation
+internal import SecureStoreCore
 internal import CSQLCipher
 
 /// A prepared SQL statement of one ``Database`` connection.
@@ -327,7 +328,7 @@ public struct Row {
         guard sqlite3_column_type(handle, Int32(column)) == SQLITE_INTEGER else {
             throw mismatch(column, "is not an integer of microseconds since 1970, so it is not a Date")
         }
-        return Date(microsecondsSince1970: sqlite3_column_int64(handle, Int32(column)))
+        return dateFromMicroseconds(sqlite3_column_int64(handle, Int32(column)))
     }
 
     /// The column as whatever SQLite holds.

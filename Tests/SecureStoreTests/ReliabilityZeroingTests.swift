@@ -5,29 +5,32 @@
 @testable import EncryptedDatabase
 import Foundation
 @testable import Keychain
+import SecureStoreCore
 import Testing
 
 @Suite struct ReliabilityZeroingTests {
-    @Test func theDatabaseModulesZeroingWipesEveryByteAndOnlyThose() {
+    @Test func theCoresZeroingWipesEveryByteAndOnlyThose() {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 96, alignment: 16)
         defer { buffer.deallocate() }
         buffer.initializeMemory(as: UInt8.self, repeating: 0xA5)
-        EncryptedDatabase.secureZero(buffer.baseAddress! + 16, 64)
+        SecureStoreCore.secureZero(buffer.baseAddress! + 16, 64)
         #expect(buffer[0..<16].allSatisfy { $0 == 0xA5 })
         #expect(buffer[16..<80].allSatisfy { $0 == 0 })
         #expect(buffer[80..<96].allSatisfy { $0 == 0xA5 })
-        EncryptedDatabase.secureZero(nil, 8)  // tolerated
+        SecureStoreCore.secureZero(nil, 8)  // tolerated
+        SecureStoreCore.secureZero(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<16]))
+        #expect(buffer[0..<16].allSatisfy { $0 == 0 })
     }
 
-    @Test func theKeychainModulesZeroingWipesEveryByteAndOnlyThose() {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 96, alignment: 16)
-        defer { buffer.deallocate() }
-        buffer.initializeMemory(as: UInt8.self, repeating: 0x5A)
-        secureZero(UnsafeMutableRawBufferPointer(rebasing: buffer[8..<88]))
-        #expect(buffer[0..<8].allSatisfy { $0 == 0x5A })
-        #expect(buffer[8..<88].allSatisfy { $0 == 0 })
-        #expect(buffer[88..<96].allSatisfy { $0 == 0x5A })
-        secureZero(UnsafeMutableRawBufferPointer(start: nil, count: 0))  // tolerated
+    @Test func secureBytesHoldTheirBytesAndCompareByValue() {
+        let a = SecureBytes([1, 2, 3, 4])
+        let b = SecureBytes([1, 2, 3, 4])
+        let c = SecureBytes([1, 2, 3, 5])
+        #expect(a.withUnsafeBytes { Array($0) } == [1, 2, 3, 4])
+        #expect(a.constantTimeEquals(b))
+        #expect(!a.constantTimeEquals(c))
+        #expect(!a.constantTimeEquals(SecureBytes([1, 2, 3])))
+        #expect(SecureBytes([]).count == 0)
     }
 
     @Test func theRawKeyFormIsBuiltFromTheKeyAndNeverPrinted() throws {

@@ -1,0 +1,166 @@
+// File descriptors with scoped closing, in swift-system's `FileDescriptor` shape: every file operation of the
+// product goes through here, so EINTR, O_NOFOLLOW and "is it a regular file" are handled in one place.
+#if canImport(Glibc)
+package import Glibc
+#elseif canImport(Musl)
+package import Musl
+#endif
+
+/// An open file descriptor. Not closed automatically: use ``closeAfter(_:)``.
+package struct FileDescriptor: Sendable {
+    /// The raw descriptor.
+    package let rawValue: Int32
+
+    package init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// How to open a file.
+    package struct Options: OptionSet, Sendable {
+        package let rawValue: Int32
+        package init(rawValue: Int32) { self.rawValue = rawValue }
+        package static let readOnly = Options([])
+        package static let writeOnly = Options(rawValue: O_WRONLY)
+        package static let readWrite = Options(rawValue: O_RDWR)
+        package static let create = Options(rawValue: O_CREAT)
+        package static let exclusive = Options(rawValue: O_EXCL)
+        package static let truncate = Options(rawValue: O_TRUNC)
+        package static let append = Options(rawValue: O_APPEND)
+        package static let directory = Options(rawValue: O_DIRECTORY)
+        /// A symbolic link in the last component is refused with `ELOOP` instead of followed.
+        package static let noFollow = Options(rawValue: O_NOFOLLOW)
+    }
+
+    /// Opens `path` (always close-on-exec), retrying on `EINTR`. A new file gets `mode`.
+    package static func open(
+        _ path: String, _ options: Options, mode: mode_t = 0o600
+    ) throws(Errno) -> FileDescriptor {
+        let flags = options.rawValue | O_CLOEXEC
+        return FileDescriptor(rawValue: try retryingInterrupts { Glibc.open(path, flags, mode) })
+    }
+
+    /// What ``openRegularFile(_:_:)`` found at a path.
+    package enum RegularFile {
+        /// A regular file, open, with its status.
+        case opened(FileDescriptor, stat)
+        /// Nothing is there.
+        case missing
+        /// Something that is not a regular file (a FIFO, a device, a socket, a directory): not opened for use.
+        case notRegular(mode_t)
+    }
+
+    /// Opens an existing **regular file** at `path` without ever blocking: a FIFO, a device or a socket in its
+    /// place is reported instead of hanging the open. Unless `followingLinks`, a symbolic link in place of the
+    /// file is refused (`ELOOP`).
+    package static func openRegularFile(
+        _ path: String, _ options: Options = .readOnly, followingLinks: Bool = false
+    ) throws(Errno) -> RegularFile {
+        let descriptor: FileDescriptor
+        do {
+            let flags = options.union(Options(rawValue: O_NONBLOCK)).union(followingLinks ? [] : .noFollow)
+            descriptor = try open(path, flags)
+        } catch {
+            if error == .noSuchFile { return .missing }
+            throw error
+        }
+        let status: stat
+        do {
+            status = try descriptor.status()
+        } catch {
+            descriptor.close()
+            throw error
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            descriptor.close()
+            return .notRegular(status.st_mode & S_IFMT)
+        }
+        // Back to blocking I/O: on a regular file it never waits on another program.
+        _ = fcntl(descriptor.rawValue, F_SETFL, fcntl(descriptor.rawValue, F_GETFL) & ~O_NONBLOCK)
+        return .opened(descriptor, status)
+    }
+
+    /// Runs `body` with the descriptor and closes it afterwards, also when `body` throws.
+    package func closeAfter<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        defer { close() }
+        return try body()
+    }
+
+    /// Closes the descriptor (`EINTR` on close is not retried: the descriptor is gone either way).
+    package func close() {
+        _ = Glibc.close(rawValue)
+    }
+
+    /// `fstat`.
+    package func status() throws(Errno) -> stat {
+        var status = stat()
+        try retryingInterrupts { fstat(rawValue, &status) }
+        return status
+    }
+
+    /// Reads up to `count` bytes at the current offset (fewer at the end of the file).
+    package func read(upTo count: Int) throws(Errno) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = try retryingInterrupts {
+                bytes.withUnsafeMutableBytes { Glibc.read(rawValue, $0.baseAddress! + filled, count - filled) }
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        if filled < count { bytes.removeLast(count - filled) }
+        return bytes
+    }
+
+    /// Reads exactly `count` bytes at `offset`; nil when the file ends first.
+    package func read(exactly count: Int, at offset: Int) throws(Errno) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = try retryingInterrupts {
+                bytes.withUnsafeMutableBytes {
+                    pread(rawValue, $0.baseAddress! + filled, count - filled, off_t(offset + filled))
+                }
+            }
+            if got == 0 { return nil }
+            filled += got
+        }
+        return bytes
+    }
+
+    /// Writes all of `bytes` at the current offset.
+    package func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
+        var written = 0
+        while written < bytes.count {
+            written += try retryingInterrupts { Glibc.write(rawValue, bytes.baseAddress! + written, bytes.count - written) }
+        }
+    }
+
+    /// Writes all of `bytes` at the current offset.
+    package func writeAll(_ bytes: [UInt8]) throws(Errno) {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { Glibc.write(rawValue, $0.baseAddress! + written, bytes.count - written) }
+            if count < 0 {
+                let error = Errno.current
+                if error == .interrupted { continue }
+                throw error
+            }
+            written += count
+        }
+    }
+
+    /// `fsync`.
+    package func sync() throws(Errno) {
+        try retryingInterrupts { fsync(rawValue) }
+    }
+
+    /// `fchmod`.
+    package func setMode(_ mode: mode_t) throws(Errno) {
+        try retryingInterrupts { fchmod(rawValue, mode) }
+    }
+
+    /// `ftruncate`.
+    package func resize(to size: Int) throws(Errno) {
+        try retryingInterrupts { ftruncate(rawValue, off_t(size)) }
+    }
+}
+
