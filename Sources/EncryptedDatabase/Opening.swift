@@ -76,10 +76,10 @@ enum Opening {
         do {
             try SecureStoreCore.makeDirectories(directory)
         } catch {
-            if error == Errno(rawValue: ENOTDIR) {
-                throw DatabaseError(.permissionDenied, "'\(directory)' exists and is not a directory")
+            if error.errno == .notADirectory {
+                throw DatabaseError(.permissionDenied, "'\(error.path)' exists and is not a directory")
             }
-            throw errnoError(error, "cannot create the directory '\(directory)'")
+            throw errnoError(error.errno, "cannot create the directory '\(error.path)'")
         }
     }
 

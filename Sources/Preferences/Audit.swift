@@ -1,6 +1,7 @@
 // The preferences audit: sizes against the limits, and values that look like secrets.
 // A pure function of the values; the renderers produce the text the CLI prints. Never prints a value.
 import Foundation
+import SecureStoreCore
 
 /// A reason a value looks like a secret. Rules are offline and look only at the value's shape and the
 /// name of the key that holds it.
@@ -174,17 +175,10 @@ public struct PreferencesAuditReport: Sendable, Hashable {
         count < 1024 ? "\(count) bytes" : String(format: "%.1f KiB", Double(count) / 1024)
     }
 
-    /// A key name with control characters escaped, so that one key is one line.
+    /// A key name as a terminal may show it: every control, format character (bidi overrides among them) and
+    /// line separator escaped, so that one key is one line and cannot act on the terminal.
     private static func printable(_ key: String) -> String {
-        var out = ""
-        for scalar in key.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
-                out += String(format: "\\u{%02X}", scalar.value)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
+        escapedForTerminal(key)
     }
 }
 

@@ -1,5 +1,6 @@
 // The one error type of the Preferences module.
 import Glibc
+import SecureStoreCore
 
 /// An error from the Preferences module: a code to match on and a message a person can act on.
 ///
@@ -93,13 +94,8 @@ extension PreferencesError.Code {
 
 extension PreferencesError {
     /// An error for a failed system call: `operation` on `path` failed with `errno`.
-    static func system(_ operation: String, path: String, errno code: Int32) -> PreferencesError {
-        let reason = String(cString: strerror(code))
-        let kind: Code =
-            switch code {
-            case EACCES, EPERM, EROFS: .permissionDenied
-            default: .io
-            }
-        return PreferencesError(code: kind, message: "cannot \(operation) \(path): \(reason)")
+    static func system(_ operation: String, path: String, error: Errno) -> PreferencesError {
+        let kind: Code = error.isPermission || error == .readOnlyFileSystem ? .permissionDenied : .io
+        return PreferencesError(code: kind, message: "cannot \(operation) \(path): \(error)")
     }
 }

@@ -1,6 +1,7 @@
 // Where a domain lives, and how big it may grow.
 public import Foundation
 import Glibc
+import SecureStoreCore
 
 /// Where a preferences domain lives: `<directory>/<domain>.json`, with `<domain>.json.lock` beside it.
 ///
@@ -32,14 +33,7 @@ public struct PreferencesLocation: Sendable, Hashable, CustomStringConvertible {
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> PreferencesLocation {
         try checkName(app, what: "app")
-        let base: String
-        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
-            base = xdg
-        } else if let home = environment["HOME"], home.hasPrefix("/") {
-            base = home + "/.config"
-        } else if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir, dir.pointee == 0x2F {
-            base = String(cString: dir) + "/.config"
-        } else {
+        guard let base = BaseDirectory.config.path(environment: environment) else {
             throw PreferencesError(
                 code: .invalidLocation,
                 message: "no configuration directory: XDG_CONFIG_HOME and HOME are unset or not absolute"

@@ -275,3 +275,14 @@ func resealWAL(_ path: String) throws {
         #expect(String(decoding: try #require(contents(captured)), as: UTF8.self) == "")
     }
 }
+
+@Suite struct NotARegularDatabaseFileTests {
+    /// A FIFO in place of the database is refused at once (opening it for reading would block forever).
+    @Test func aFIFOInPlaceOfTheDatabaseIsRefusedAtOnce() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("fifo.db")
+        #expect(mkfifo(path, 0o600) == 0)
+        let error = expectCode(.unrecognizedFormat) { try DatabaseQueue(path: path, key: try testKey()) }
+        #expect(error?.message == "'\(path)' is not a regular file")
+    }
+}

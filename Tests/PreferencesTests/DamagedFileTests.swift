@@ -187,3 +187,20 @@ struct MoreDamageTests {
         }
     }
 }
+
+/// A FIFO where the preferences file should be (planted by mistake or on purpose) used to hang every program
+/// that opened the domain: open(2) of a FIFO for reading blocks until a writer appears. It is refused at once.
+@Suite struct NotARegularFileTests {
+    @Test func aFIFOInPlaceOfTheFileIsRefusedAtOnceAndLeftThere() throws {
+        try withTemporaryDirectory { dir in
+            let location = try testLocation(dir)
+            try FileManager.default.createDirectory(at: location.directory, withIntermediateDirectories: true)
+            #expect(mkfifo(location.fileURL.path, 0o600) == 0)
+            let error = preferencesError { _ = try Preferences(location: location) }
+            #expect(error?.code == .damagedFile)
+            #expect(error?.message == location.fileURL.path + " is not a regular file")
+            var status = stat()
+            #expect(lstat(location.fileURL.path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO)
+        }
+    }
+}

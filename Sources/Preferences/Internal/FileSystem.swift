@@ -1,6 +1,8 @@
-// Every system call of the module goes through here: one place that turns errno into a PreferencesError.
+// Every file operation of the module goes through here, on the core's system-call layer: one place that turns
+// an Errno into a PreferencesError.
 import Foundation
 import Glibc
+import SecureStoreCore
 
 /// What identifies one version of the domain file: a save renames a new inode over the old one, so any
 /// change by any process changes at least the inode, and the size or modification time as a rule.
@@ -27,22 +29,12 @@ struct FileIdentity: Equatable, Sendable {
 }
 
 enum FileSystem {
-    /// Retries a call interrupted by a signal.
-    @discardableResult
-    static func retrying(_ call: () -> Int32) -> Int32 {
-        while true {
-            let result = call()
-            if result == -1 && errno == EINTR { continue }
-            return result
-        }
-    }
-
     /// The identity of the file at `path`, `nil` if there is none.
     static func identity(of path: String) throws(PreferencesError) -> FileIdentity? {
         var status = stat()
         if lstat(path, &status) != 0 {
             if errno == ENOENT { return nil }
-            throw .system("read the status of", path: path, errno: errno)
+            throw .system("read the status of", path: path, error: Errno.current)
         }
         return FileIdentity(status)
     }
@@ -50,19 +42,26 @@ enum FileSystem {
     /// The whole contents of the file at `path` and the identity of exactly that version, or `nil` if
     /// there is no file. Refuses files larger than `maxSize`.
     static func read(_ path: String, maxSize: Int) throws(PreferencesError) -> (bytes: [UInt8], identity: FileIdentity)? {
-        // O_NOFOLLOW: a symbolic link in place of the file is refused (see ``symbolicLink(_:)``).
-        let fd = retrying { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            if errno == ELOOP { throw symbolicLink(path) }
-            throw .system("open", path: path, errno: errno)
+        // Never follows a symbolic link (see ``symbolicLink(_:)``) and never blocks: a FIFO in place of the file
+        // would otherwise hang every program that opens the domain.
+        let found: SecureStoreCore.FileDescriptor.RegularFile
+        do {
+            found = try SecureStoreCore.FileDescriptor.openRegularFile(path)
+        } catch {
+            if error == .tooManySymbolicLinks { throw symbolicLink(path) }
+            throw .system("open", path: path, error: error)
         }
-        defer { close(fd) }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else { throw .system("read the status of", path: path, errno: errno) }
-        guard (status.st_mode & S_IFMT) == S_IFREG else {
+        let descriptor: SecureStoreCore.FileDescriptor
+        let status: stat
+        switch found {
+        case .missing: return nil
+        case .notRegular:
             throw PreferencesError(code: .damagedFile, message: "\(path) is not a regular file")
+        case .opened(let opened, let openedStatus):
+            descriptor = opened
+            status = openedStatus
         }
+        defer { descriptor.close() }
         let size = Int(status.st_size)
         guard size <= maxSize else {
             throw PreferencesError(
@@ -71,49 +70,24 @@ enum FileSystem {
                     + "it was left untouched (reset() moves it aside)"
             )
         }
-        var bytes = [UInt8](repeating: 0, count: size)
-        var filled = 0
-        while filled < size {
-            let count = bytes.withUnsafeMutableBytes { buffer in
-                Glibc.read(fd, buffer.baseAddress! + filled, size - filled)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system("read", path: path, errno: errno)
-            }
-            if count == 0 { break }  // shrank while reading; cannot happen with rename-only writers
-            filled += count
+        do {
+            // Fewer bytes only if it shrank while reading, which rename-only writers never do.
+            return (try descriptor.read(upTo: size), FileIdentity(status))
+        } catch {
+            throw .system("read", path: path, error: error)
         }
-        if filled < size { bytes.removeLast(size - filled) }
-        return (bytes, FileIdentity(status))
     }
 
     /// Creates `path` and any missing parents with mode 0700 (whatever the umask), and checks the result
     /// is a directory owned by this user.
     static func makeDirectory(_ path: String) throws(PreferencesError) {
-        var status = stat()
-        if stat(path, &status) == 0 {
-            guard (status.st_mode & S_IFMT) == S_IFDIR else {
-                throw PreferencesError(code: .invalidLocation, message: "\(path) exists and is not a directory")
+        do {
+            try makeDirectories(path)
+        } catch {
+            if error.errno == .notADirectory {
+                throw PreferencesError(code: .invalidLocation, message: "\(error.path) exists and is not a directory")
             }
-            return
-        }
-        guard errno == ENOENT || errno == ENOTDIR else { throw .system("read the status of", path: path, errno: errno) }
-        let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty && parent != path && parent != "/" { try makeDirectory(parent) }
-        if mkdir(path, 0o700) != 0 {
-            if errno == EEXIST { return try makeDirectory(path) }  // another process made it first
-            throw .system("create the directory", path: path, errno: errno)
-        }
-        // mkdir applied the umask; set the mode exactly, then check what is there.
-        guard chmod(path, 0o700) == 0 else { throw .system("set the mode of", path: path, errno: errno) }
-        guard lstat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR,
-            status.st_uid == getuid(), (status.st_mode & 0o777) == 0o700
-        else {
-            throw PreferencesError(
-                code: .permissionDenied,
-                message: "\(path) was created but is not a directory with mode 0700 owned by this user"
-            )
+            throw .system("create the directory", path: error.path, error: error.errno)
         }
     }
 
@@ -133,20 +107,24 @@ enum FileSystem {
     static func lock(_ path: String) throws(PreferencesError) -> Int32 {
         // O_NOFOLLOW: through a planted symbolic link, O_CREAT would create a file wherever it points and
         // the fchmod below would change the mode of whatever file it names.
-        let fd = retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
-        guard fd >= 0 else {
-            if errno == ELOOP { throw symbolicLink(path) }
-            throw .system("open the lock file", path: path, errno: errno)
+        let descriptor: SecureStoreCore.FileDescriptor
+        do {
+            descriptor = try .open(path, [.readWrite, .create, .noFollow])
+        } catch {
+            if error == .tooManySymbolicLinks { throw symbolicLink(path) }
+            throw .system("open the lock file", path: path, error: error)
         }
         // O_CREAT applied the umask; make the mode exactly 0600 (harmless if someone else owns it).
-        var status = stat()
-        if fstat(fd, &status) == 0, status.st_mode & 0o777 != 0o600, status.st_uid == getuid() { fchmod(fd, 0o600) }
-        if retrying({ flock(fd, LOCK_EX) }) != 0 {
-            let code = errno
-            close(fd)
-            throw .system("lock", path: path, errno: code)
+        if let status = try? descriptor.status(), status.st_mode & 0o777 != 0o600, status.st_uid == getuid() {
+            try? descriptor.setMode(0o600)
         }
-        return fd
+        do {
+            try retryingInterrupts { flock(descriptor.rawValue, LOCK_EX) }
+        } catch {
+            descriptor.close()
+            throw .system("lock", path: path, error: error)
+        }
+        return descriptor.rawValue
     }
 
     /// Writes `bytes` to a new file in `directory`, fsyncs it, renames it over `path`, fsyncs the directory.
@@ -155,51 +133,51 @@ enum FileSystem {
         _ path: String, in directory: String, with bytes: [UInt8], temporaryPrefix: String
     ) throws(PreferencesError) -> FileIdentity {
         let temporary = directory + "/" + temporaryPrefix + String(getpid()) + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        let fd = retrying { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
-        guard fd >= 0 else { throw .system("create", path: temporary, errno: errno) }
-        var succeeded = false
-        defer {
-            if !succeeded {
-                close(fd)
-                unlink(temporary)
-            }
+        let descriptor: SecureStoreCore.FileDescriptor
+        do {
+            descriptor = try .open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+        } catch {
+            throw .system("create", path: temporary, error: error)
         }
-        guard fchmod(fd, 0o600) == 0 else { throw .system("set the mode of", path: temporary, errno: errno) }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { buffer in
-                write(fd, buffer.baseAddress! + written, bytes.count - written)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system("write", path: temporary, errno: errno)
-            }
-            written += count
+        defer { descriptor.close() }
+        var renamed = false
+        defer { if !renamed { unlink(temporary) } }
+        do {
+            try descriptor.setMode(0o600)
+            try descriptor.writeAll(bytes)
+            try descriptor.sync()
+        } catch {
+            throw .system("write", path: temporary, error: error)
         }
-        guard retrying({ fsync(fd) }) == 0 else { throw .system("flush", path: temporary, errno: errno) }
-        guard rename(temporary, path) == 0 else { throw .system("rename a new version over", path: path, errno: errno) }
-        succeeded = true
-        defer { close(fd) }
+        guard rename(temporary, path) == 0 else {
+            throw .system("rename a new version over", path: path, error: Errno.current)
+        }
+        renamed = true
         // After the rename: a rename changes the inode's ctime, which is part of the identity.
-        var status = stat()
-        guard fstat(fd, &status) == 0 else { throw .system("read the status of", path: path, errno: errno) }
+        let status: stat
+        do {
+            status = try descriptor.status()
+        } catch {
+            throw .system("read the status of", path: path, error: error)
+        }
         try syncDirectory(directory)
         return FileIdentity(status)
     }
 
     /// fsyncs a directory, making a rename in it durable.
     static func syncDirectory(_ directory: String) throws(PreferencesError) {
-        let fd = retrying { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard fd >= 0 else { throw .system("open the directory", path: directory, errno: errno) }
-        defer { close(fd) }
-        guard retrying({ fsync(fd) }) == 0 else { throw .system("flush the directory", path: directory, errno: errno) }
+        do {
+            try SecureStoreCore.syncDirectory(directory)
+        } catch {
+            throw .system("flush the directory", path: directory, error: error)
+        }
     }
 
     /// Renames `path` to `newPath`; `false` if `path` does not exist.
     static func move(_ path: String, to newPath: String) throws(PreferencesError) -> Bool {
         if rename(path, newPath) != 0 {
             if errno == ENOENT { return false }
-            throw .system("move aside", path: path, errno: errno)
+            throw .system("move aside", path: path, error: Errno.current)
         }
         return true
     }

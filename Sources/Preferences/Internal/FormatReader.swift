@@ -1,5 +1,6 @@
 // A strict, hand-written JSON reader for the file format that reports line and column.
 import Foundation
+import SecureStoreCore
 
 /// Why a document could not be read: a description and, for syntax errors, a 1-based line and column.
 struct FormatProblem: Error {
@@ -19,20 +20,7 @@ struct FormatProblem: Error {
 /// scalar that would break the one-line message or that a terminal would act on written as `\u{…}`
 /// (controls such as newline and ESC, format characters such as bidi overrides, line separators).
 func quoted(_ text: String) -> String {
-    var result = "\""
-    for (count, scalar) in text.unicodeScalars.enumerated() {
-        if count == 64 {
-            result += "..."
-            break
-        }
-        switch scalar.properties.generalCategory {
-        case .control, .format, .lineSeparator, .paragraphSeparator:
-            result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-        default:
-            result.unicodeScalars.append(scalar)
-        }
-    }
-    return result + "\""
+    "\"" + escapedForTerminal(text, limit: 64) + "\""
 }
 
 /// Reads a whole preferences document.
