@@ -213,3 +213,19 @@ struct AuditTests {
         }
     }
 }
+
+@Suite struct AuditTerminalTextTests {
+    /// Keys holding terminal controls — ESC, a C1 control, a bidi override, a newline — are printed escaped, so
+    /// the report cannot clear the screen, reorder a line or add a fake one.
+    @Test func keysWithControlsAreEscapedInTheTextReport() {
+        let keys = ["esc\u{1B}[2J", "c1\u{9B}31m", "bidi\u{202E}fdp.exe", "two\nlines"]
+        var values: [String: PreferenceValue] = [:]
+        for key in keys { values[key] = .string("x") }
+        let text = PreferencesAudit.run(values: values, limits: PreferencesLimits(), path: "/p").renderText()
+        for scalar in ["\u{1B}", "\u{9B}", "\u{202E}"] { #expect(!text.contains(scalar)) }
+        #expect(text.contains("esc\\u{1B}[2J"))
+        #expect(text.contains("c1\\u{9B}31m"))
+        #expect(text.contains("bidi\\u{202E}fdp.exe"))
+        #expect(text.contains("two\\u{A}lines"))
+    }
+}
