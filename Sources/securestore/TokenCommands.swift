@@ -86,6 +86,8 @@ struct Context {
     init(_ invocation: Invocation) throws {
         let dataDirectory = invocation.global.dataDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         paths = try AppPaths(app: invocation.global.app, dataDirectory: dataDirectory)
-        keychain = Keychain()
+        // A person on a terminal can answer the keyring's unlock or approval dialog; a pipe (git, a
+        // script, a service) cannot, so it gets the locked or approval error at once.
+        keychain = Keychain(configuration: Keychain.Configuration(allowsPrompts: isatty(STDERR_FILENO) == 1))
     }
 }

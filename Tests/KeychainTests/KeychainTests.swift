@@ -184,6 +184,52 @@ struct KeychainTests {
         #expect(try keychain.exists(service: service, account: "b") == false)
     }
 
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
+    func keyringLockedSinceTheDaemonStartedIsLockedEverywhereNeverAnEmptyList() throws {
+        let service = uniqueService()
+        try keychain.set("kept", service: service, account: "a")
+        try keychain.set(Data([0, 1, 2]), service: service, account: "b")
+        // As after an SSH login: the login keyring stays locked on disk and shows only hashed attributes.
+        try Harness.keyringCtl("restart-locked")
+        defer { _ = try? Harness.keyringCtl("unlock") }
+
+        let locked = "the keyring collection 'default' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again, or run where a prompt can ask you"
+        #expect(expectError(KeychainError.locked) { try keychain.items(service: service) }?.message == locked)
+        #expect(expectError(KeychainError.locked) { try keychain.accounts(service: service) }?.message == locked)
+        #expect(expectError(KeychainError.locked) { try keychain.secret(service: service, account: "a") }?.message == locked)
+        expectError(KeychainError.locked) { try keychain.delete(service: service, account: "a") }
+        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "a") }
+        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "c") }
+        #expect(try keychain.exists(service: service, account: "a") == true)
+        #expect(try keychain.secret(service: service, account: "never-stored") == nil)
+
+        try Harness.keyringCtl("unlock")
+        #expect(try keychain.items(service: service).map(\.account) == ["a", "b"])
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+        #expect(try keychain.data(service: service, account: "b") == Data([0, 1, 2]))
+        #expect(try keychain.exists(service: service, account: "c") == false)
+    }
+
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
+    func lockedCollectionWithPromptsAllowedButNobodyToAnswerFailsWithinThePromptTimeout() throws {
+        let service = uniqueService()
+        try keychain.set("kept", service: service, account: "a")
+        try Harness.keyringCtl("lock")
+        defer { _ = try? Harness.keyringCtl("unlock") }
+        // gnome-keyring's prompter has no display here: the prompt ends without an unlock.
+        let prompting = Keychain(configuration: .init(allowsPrompts: true, promptTimeout: .seconds(2)))
+        let started = ContinuousClock.now
+        let outcome = Result { try prompting.secret(service: service, account: "a") }
+        let error = try #require(outcome.failureValue as? KeychainError)
+        let code = error.code
+        #expect(code == KeychainError.locked || code == KeychainError.promptDismissed, "\(code): \(error.message)")
+        #expect(!error.message.contains("kept"))
+        #expect(ContinuousClock.now - started < .seconds(10), "bounded by the prompt timeout")
+        #expect(try Harness.keyringCtl("status").stdout == "locked\n")
+        try Harness.keyringCtl("unlock")
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+    }
+
     @Test func stuckServiceTimesOutInsteadOfBlockingForever() throws {
         let service = uniqueService()
         try keychain.set("kept", service: service, account: "a")
@@ -261,3 +307,11 @@ struct KeychainTests {
 
 /// The built `securestore-stress` helper, beside the test bundle in .build/<config>.
 let stressTool = product("securestore-stress")
+
+extension Result {
+    /// The error, for a failure.
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
