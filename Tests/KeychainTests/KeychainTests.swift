@@ -3,10 +3,13 @@ import Keychain
 import TestSupport
 import Testing
 
-/// The Keychain against a real gnome-keyring on the harness's private bus.
+/// The Keychain against a real provider on the harness's private bus: gnome-keyring (with-keyring) or
+/// KeePassXC with stock settings (with-keepassxc).
 @Suite(.serialized)
 struct KeychainTests {
-    let keychain = Keychain()
+    /// Under KeePassXC this test process must be approved for items other clients (secret-tool) made:
+    /// it may prompt, and the harness's stand-in user approves. KeePassXCApprovalTests covers the rest.
+    let keychain = Keychain(configuration: .init(allowsPrompts: Harness.isKeePassXC))
 
     init() throws { try Harness.require() }
 
@@ -97,12 +100,14 @@ struct KeychainTests {
         #expect(try keychain.items(service: service).map(\.label) == ["stored by secret-tool"])
 
         try keychain.set("from-securestore", service: service, account: "bob")
-        let search = try run(["secret-tool", "search", "--all", "service", service, "account", "bob"])
+        // --unlock: under KeePassXC secret-tool must be approved for the item this process stored.
+        let search = try run(["secret-tool", "search", "--all", "--unlock", "service", service, "account", "bob"])
         #expect(search.stdout.components(separatedBy: "secret = ").count - 1 == 1, "exactly one item remains")
         #expect(try run(["secret-tool", "lookup", "service", service, "account", "bob"]).stdout == "from-securestore")
     }
 
-    @Test func defaultCollectionSurvivesADaemonRestartAndSessionCollectionDoesNot() throws {
+    @Test(.enabled(if: Harness.isGnomeKeyring, "KeePassXC has no session collection"))
+    func defaultCollectionSurvivesADaemonRestartAndSessionCollectionDoesNot() throws {
         let service = uniqueService()
         let session = Keychain(configuration: .init(collection: .session))
         try keychain.set("persistent", service: service, account: "a")
@@ -165,7 +170,8 @@ struct KeychainTests {
         #expect(try keychain.items(service: service).isEmpty, "nothing was stored")
     }
 
-    @Test func lockedCollectionIsAnErrorDistinctFromNotFoundAndChangesNothing() throws {
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
+    func lockedCollectionIsAnErrorDistinctFromNotFoundAndChangesNothing() throws {
         let service = uniqueService()
         try keychain.set("kept", service: service, account: "a")
         try Harness.keyringCtl("lock")
@@ -234,16 +240,16 @@ struct KeychainTests {
         let service = uniqueService()
         try keychain.set("kept", service: service, account: "a")
         let impatient = Keychain(configuration: .init(timeout: .milliseconds(300)))
-        try Harness.keyringCtl("freeze")
+        try Harness.providerCtl("freeze")
         // Thawed whatever happens: a daemon left stopped would hang every later test.
         var thawed = false
-        defer { if !thawed { _ = try? Harness.keyringCtl("thaw") } }
+        defer { if !thawed { _ = try? Harness.providerCtl("thaw") } }
         let started = ContinuousClock.now
         let error = expectError(KeychainError.timedOut) {
             try impatient.secret(service: service, account: "a")
         }
         let elapsed = ContinuousClock.now - started
-        try Harness.keyringCtl("thaw")
+        try Harness.providerCtl("thaw")
         thawed = true
         #expect(error?.message.contains("did not answer") == true)
         // Without the deadline the call would wait for GDBus's own 25 s reply timeout: a generous bound

@@ -26,6 +26,12 @@ public enum Harness {
         return result
     }
 
+    /// Runs COMMAND (freeze, thaw, status) through the control script of this run's provider.
+    @discardableResult
+    public static func providerCtl(_ command: String) throws -> ProcessResult {
+        isKeePassXC ? try keepassxcCtl(command) : try keyringCtl(command)
+    }
+
     /// Fails the test unless it runs inside `with-keyring` (`make test` does that).
     public static func require(sourceLocation: SourceLocation = #_sourceLocation) throws {
         try #require(root != nil, "run the tests with `make test` (inside Tests/Harness/with-keyring), never against your own keyring", sourceLocation: sourceLocation)
