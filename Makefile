@@ -5,7 +5,12 @@ HARNESS := Tests/Harness/with-keyring
 # Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
 # tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run.
 APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
-                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config
+                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config \
+                keepassxc xvfb xdotool
+# The second Secret Service the tests run against: KeePassXC, headless under Xvfb, its dialogs answered
+# by xdotool (Tests/Harness/with-keepassxc). `make test` skips that part, saying so, when one is missing.
+KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
+KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
 
 .PHONY: all deps build build-tests test demo install uninstall clean fuzz soak bench
 
@@ -29,8 +34,17 @@ build-tests: deps
 
 # The whole suite runs inside a private bus with a throw-away gnome-keyring (never the user's).
 # Serial: some tests lock, stop and restart that keyring, which would disturb tests running beside them.
+# Then the Keychain, keyed-database and git-credential suites again against KeePassXC with stock settings;
+# SECURESTORE_PROMPT=always lets the processes the tests start answer KeePassXC's approval prompts.
 test: build-tests
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
+	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
+	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \
+	    SECURESTORE_PROMPT=always $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
+	        --filter '$(KEEPASSXC_SUITES)'; \
+	else \
+	    echo "test: SKIPPED the KeePassXC part: keepassxc, Xvfb or xdotool is not installed ('make deps' installs them)"; \
+	fi
 
 demo: build
 	$(HARNESS) Tests/Harness/demo .build/debug/securestore
