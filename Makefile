@@ -11,6 +11,7 @@ APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools s
 # by xdotool (Tests/Harness/with-keepassxc). `make test` skips that part, saying so, when one is missing.
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
+KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests
 
 .PHONY: all deps build build-tests test demo install uninstall clean fuzz soak bench
 
@@ -41,7 +42,10 @@ test: build-tests
 	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
 	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \
 	    SECURESTORE_PROMPT=always $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
-	        --filter '$(KEEPASSXC_SUITES)'; \
+	        --filter '$(KEEPASSXC_SUITES)' && \
+	    echo "test: against KeePassXC with its confirmations off ($(KEEPASSXC_CONFIRM_OFF_SUITES))" && \
+	    SECURESTORE_KEEPASSXC_CONFIRM=off $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
+	        --filter '$(KEEPASSXC_CONFIRM_OFF_SUITES)'; \
 	else \
 	    echo "test: SKIPPED the KeePassXC part: keepassxc, Xvfb or xdotool is not installed ('make deps' installs them)"; \
 	fi

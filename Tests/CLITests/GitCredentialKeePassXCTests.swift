@@ -4,7 +4,10 @@ import Testing
 
 /// `securestore git-credential` against KeePassXC with stock settings: each helper process is a new
 /// client that KeePassXC asks the user to approve for a credential another process stored.
-@Suite(.serialized, .enabled(if: Harness.isKeePassXC, "runs inside Tests/Harness/with-keepassxc"))
+@Suite(
+    .serialized,
+    .enabled(
+        if: Harness.isKeePassXC && !Harness.keepassxcConfirmationsOff, "runs inside with-keepassxc, stock settings"))
 struct GitCredentialKeePassXCTests {
     init() throws { try Harness.require() }
 

@@ -7,7 +7,10 @@ import Testing
 /// (an "Access Request" dialog behind a Secret Service Prompt). The harness's stand-in user answers it
 /// (keepassxc-ctl approve / deny / absent); every test starts from an item another client (secret-tool)
 /// made, so this test process has not been approved for it yet.
-@Suite(.serialized, .enabled(if: Harness.isKeePassXC, "runs inside Tests/Harness/with-keepassxc"))
+@Suite(
+    .serialized,
+    .enabled(
+        if: Harness.isKeePassXC && !Harness.keepassxcConfirmationsOff, "runs inside with-keepassxc, stock settings"))
 struct KeePassXCApprovalTests {
     init() throws { try Harness.require() }
 

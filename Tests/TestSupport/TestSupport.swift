@@ -16,6 +16,11 @@ public enum Harness {
     /// Whether this run talks to KeePassXC, which `keepassxc-ctl` controls.
     public static var isKeePassXC: Bool { provider == "keepassxc" }
 
+    /// Whether KeePassXC runs with its access and delete confirmations off (SECURESTORE_KEEPASSXC_CONFIRM=off).
+    public static var keepassxcConfirmationsOff: Bool {
+        isKeePassXC && ProcessInfo.processInfo.environment["SECURESTORE_KEEPASSXC_CONFIRM"] == "off"
+    }
+
     /// Runs `keepassxc-ctl COMMAND` (approve, deny, absent, dialogs, status).
     @discardableResult
     public static func keepassxcCtl(_ command: String) throws -> ProcessResult {
