@@ -96,7 +96,9 @@ public final class Keychain: Sendable {
     // MARK: - Storing
 
     /// Stores `secret` for (`service`, `account`), replacing any secret stored for them in the
-    /// configured collection.
+    /// configured collection: this type's item, or a plain one (only `service` and `account`, as
+    /// `secret-tool store` makes). An item of another application — one with attributes of its own, such
+    /// as a `domain` — is never replaced or removed; reads prefer this type's item to it.
     ///
     /// - Parameter label: what desktop keyring managers show; by default "`service` (`account`)".
     /// - Throws: ``KeychainError`` — ``KeychainError/secretTooLarge``, ``KeychainError/invalidName``,
@@ -146,9 +148,12 @@ public final class Keychain: Sendable {
                     .first ?? "/"
             }
             // An item with other attributes (another client's, or stored in the other encoding) is not
-            // replaced by the service: remove it only now that the new one is stored (and known).
+            // replaced by the service: remove it only now that the new one is stored (and known), and only
+            // when it is ours or a plain (service, account) item; one that carries attributes of another
+            // application is that application's, and stays.
             guard created != "/" else { return }
             for path in existing.unlocked where path != created && Self.isInCollection(path, collection) {
+                guard try Self.isReplaceable(connection.properties(at: path, deadline: deadline)) else { continue }
                 let prompt = try connection.deleteItem(at: path, deadline: deadline)
                 _ = try complete(prompt, for: "service '\(service)' account '\(account)'", connection, deadline)
             }
@@ -177,7 +182,17 @@ public final class Keychain: Sendable {
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
-            if let path = found.unlocked.first(where: { Self.isInCollection($0, collection) }) {
+            let unlocked = found.unlocked.filter { Self.isInCollection($0, collection) }
+            if unlocked.count > 1 {
+                // Ours first, then a plain item, then another application's (each kept by set).
+                var ranked: [(Int, String)] = []
+                for path in unlocked {
+                    let attributes = try connection.properties(at: path, deadline: deadline).attributes
+                    ranked.append((attributes["xdg:schema"] == Self.schemaName ? 0 : Self.isReplaceable(attributes) ? 1 : 2, path))
+                }
+                return try connection.secret(at: ranked.min { $0.0 < $1.0 }!.1, deadline: deadline)
+            }
+            if let path = unlocked.first {
                 return try connection.secret(at: path, deadline: deadline)
             }
             guard let path = found.locked.first(where: { Self.isInCollection($0, collection) }) else { return nil }
@@ -251,7 +266,9 @@ public final class Keychain: Sendable {
 
     // MARK: - Deleting
 
-    /// Deletes the secret stored for (`service`, `account`).
+    /// Deletes the secret stored for (`service`, `account`): this type's item and plain ones, never an
+    /// item of another application (see ``set(_:service:account:label:)-(Secret,_,_,_)``), which a later
+    /// read then finds.
     ///
     /// - Returns: whether there was one to delete.
     @discardableResult
@@ -264,7 +281,10 @@ public final class Keychain: Sendable {
             if !locked.isEmpty {
                 try unlock(locked, in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             }
-            let paths = (found.unlocked + locked).filter { Self.isInCollection($0, collection) }
+            var paths: [String] = []
+            for path in (found.unlocked + locked) where Self.isInCollection(path, collection) {
+                if try Self.isReplaceable(connection.properties(at: path, deadline: deadline)) { paths.append(path) }
+            }
             for path in paths {
                 let prompt = try connection.deleteItem(at: path, deadline: deadline)
                 _ = try complete(prompt, for: "service '\(service)' account '\(account)'", connection, deadline)
@@ -380,6 +400,24 @@ public final class Keychain: Sendable {
 
     private static func seconds(_ duration: Duration) -> String {
         "\(duration.components.seconds) s"
+    }
+
+    /// Attributes an item may carry and still be one this type replaces or deletes: its own, the generic
+    /// schema of secret-tool and libsecret, and those KeePassXC adds to every item it exposes.
+    static let replaceableAttributes: Set<String> = [
+        "service", "account", "xdg:schema", "encoding",
+        "Title", "UserName", "URL", "Notes", "Uuid", "Path", "TOTP",
+    ]
+
+    /// Whether the item is ours or a plain (service, account) item, not another application's.
+    private static func isReplaceable(_ properties: ItemProperties) -> Bool {
+        isReplaceable(properties.attributes)
+    }
+
+    private static func isReplaceable(_ attributes: [String: String]) -> Bool {
+        if attributes["xdg:schema"] == schemaName { return true }
+        if let schema = attributes["xdg:schema"], schema != "org.freedesktop.Secret.Generic" { return false }
+        return attributes.keys.allSatisfy { replaceableAttributes.contains($0) }
     }
 
     private static func attributes(service: String, account: String) -> [(String, String)] {

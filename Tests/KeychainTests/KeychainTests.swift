@@ -106,6 +106,25 @@ struct KeychainTests {
         #expect(try run(["secret-tool", "lookup", "service", service, "account", "bob"]).stdout == "from-securestore")
     }
 
+    @Test func anotherApplicationsItemWithAttributesOfItsOwnIsNeverReplacedOrDeleted() throws {
+        let service = uniqueService()
+        let store = try run(
+            ["secret-tool", "store", "--label=Other client label", "service", service, "account", "api", "domain", "example.org"],
+            input: Data("theirs".utf8))
+        #expect(store.status == 0)
+        try keychain.set("mine", service: service, account: "api", label: "Mine")
+        #expect(try keychain.string(service: service, account: "api") == "mine", "ours is preferred")
+        #expect(try keychain.items(service: service).map(\.label) == ["Mine", "Other client label"])
+        let theirs = try run(["secret-tool", "lookup", "service", service, "account", "api", "domain", "example.org"])
+        #expect(theirs.stdout == "theirs", "their item, label and attributes are intact")
+
+        #expect(try keychain.delete(service: service, account: "api") == true)
+        #expect(try keychain.items(service: service).map(\.label) == ["Other client label"])
+        #expect(try run(["secret-tool", "lookup", "service", service, "account", "api", "domain", "example.org"]).stdout == "theirs")
+        // Still an item for (service, account), as secret-tool lookup would find it.
+        #expect(try keychain.string(service: service, account: "api") == "theirs")
+    }
+
     @Test(.enabled(if: Harness.isGnomeKeyring, "KeePassXC has no session collection"))
     func defaultCollectionSurvivesADaemonRestartAndSessionCollectionDoesNot() throws {
         let service = uniqueService()
