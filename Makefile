@@ -9,6 +9,13 @@ APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools s
 # Host packages `make test-debian13` needs on top (the packages inside its Debian 13 root are
 # APT_PACKAGES plus the toolchain's, listed in Tests/Harness/debian13).
 HOST_PACKAGES_DEBIAN13 := debootstrap
+# The second Secret Service the tests run against: KeePassXC, headless under Xvfb, its dialogs answered
+# by xdotool (Tests/Harness/with-keepassxc). `make deps` installs them when it can; `make test` skips that
+# part, saying so, when one is missing.
+APT_OPTIONAL := keepassxc xvfb xdotool
+KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
+KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
+KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests
 
 .PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench
 
@@ -28,6 +35,15 @@ endef
 
 deps:
 	$(call install-missing,$(APT_PACKAGES))
+	@missing=""; for p in $(APT_OPTIONAL); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	    echo "deps: installing$$missing (for the KeePassXC tests)"; \
+	    { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; } || \
+	        echo "deps: could not install$$missing; make test will skip the KeePassXC part"; \
+	fi
 
 build: deps
 	$(SWIFT) build
@@ -40,8 +56,20 @@ build-tests: deps
 
 # The whole suite runs inside a private bus with a throw-away gnome-keyring (never the user's).
 # Serial: some tests lock, stop and restart that keyring, which would disturb tests running beside them.
+# Then the Keychain, keyed-database and git-credential suites again against KeePassXC with stock settings;
+# SECURESTORE_PROMPT=always lets the processes the tests start answer KeePassXC's approval prompts.
 test: build-tests
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
+	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
+	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \
+	    SECURESTORE_PROMPT=always $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
+	        --filter '$(KEEPASSXC_SUITES)' && \
+	    echo "test: against KeePassXC with its confirmations off ($(KEEPASSXC_CONFIRM_OFF_SUITES))" && \
+	    SECURESTORE_KEEPASSXC_CONFIRM=off $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
+	        --filter '$(KEEPASSXC_CONFIRM_OFF_SUITES)'; \
+	else \
+	    echo "test: SKIPPED the KeePassXC part: keepassxc, Xvfb or xdotool is not installed ('make deps' installs them)"; \
+	fi
 
 # The same suite on Debian 13 "trixie" (SQLCipher 4.6.1, SQLite 3.46.1), from this Debian 12 host: a
 # cached debootstrap root (DEBIAN13_ROOT; the first run builds it), the toolchain bound read-only, a fresh
@@ -60,7 +88,7 @@ test-debian13: deps-debian13
 	.build/debug/securestore-stress cross write $(CROSS)/debian12
 	@if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
 	$$sudo env DEBIAN13_ROOT="$(DEBIAN13_ROOT)" DEBIAN13_SHARE="$$(pwd)/$(CROSS)" Tests/Harness/debian13 \
-	    sh -c 'make test && .build/debug/securestore-stress cross read /share/debian12 \
+	    sh -c 'make test APT_OPTIONAL= && .build/debug/securestore-stress cross read /share/debian12 \
 	        && .build/debug/securestore-stress cross write /share/debian13'
 	.build/debug/securestore-stress cross read $(CROSS)/debian13
 

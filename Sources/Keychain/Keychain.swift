@@ -18,8 +18,15 @@ import Synchronization
 /// A `Keychain` keeps one connection (one Secret Service session) and reuses it for every call; it
 /// reconnects once when the service was restarted under it. Calls from many tasks or threads are
 /// safe: they are serialized. Every call is bounded by ``Configuration/timeout``: libsecret's own
-/// calls can block forever on a prompt or a stuck daemon. No call ever shows an unlock prompt; a
-/// locked collection is the error ``KeychainError/locked``.
+/// calls can block forever on a prompt or a stuck daemon.
+///
+/// Locks and approvals: a locked collection, a locked item, an item whose attributes are hidden, and a
+/// provider that asks the user to approve this client (KeePassXC) are each their own error —
+/// ``KeychainError/locked``, ``KeychainError/itemLocked``, ``KeychainError/attributesHidden``,
+/// ``KeychainError/approvalRequired`` — never a silent "not found". When
+/// ``Configuration/allowsPrompts`` is on (off by default), the Keychain instead runs the service's
+/// prompt (its unlock or approval dialog) and waits up to ``Configuration/promptTimeout`` for the
+/// person to answer; a dismissed prompt is ``KeychainError/promptDismissed``.
 public final class Keychain: Sendable {
     /// A Secret Service collection, named by its alias.
     public struct Collection: Hashable, Sendable, CustomStringConvertible {
@@ -39,18 +46,32 @@ public final class Keychain: Sendable {
         public var description: String { alias }
     }
 
-    /// Where items go and how long a call may take.
+    /// Where items go, how long a call may take, and whether a person may be asked.
     public struct Configuration: Sendable {
         /// The collection that items are stored in and read from.
         public var collection: Collection
         /// How long one call to the Secret Service may take before it fails with
-        /// ``KeychainError/timedOut``. Five seconds by default.
+        /// ``KeychainError/timedOut``. Five seconds by default. Time spent waiting on a prompt that
+        /// a person answers is not counted: it is bounded by ``promptTimeout``.
         public var timeout: Duration
+        /// Whether the Keychain may run the Secret Service's prompts: the dialog that unlocks a
+        /// collection or items, and KeePassXC's approval of this client. Turn it on only when a person
+        /// is there to answer (a program on their desktop or terminal); off by default, so that a
+        /// service or script fails at once with ``KeychainError/locked`` or
+        /// ``KeychainError/approvalRequired`` instead of waiting on a dialog nobody sees.
+        public var allowsPrompts: Bool
+        /// How long to wait for a person to answer a prompt: two minutes by default.
+        public var promptTimeout: Duration
 
-        /// A configuration; by default the default collection and a five-second timeout.
-        public init(collection: Collection = .default, timeout: Duration = .seconds(5)) {
+        /// A configuration; by default the default collection, a five-second timeout, and no prompts.
+        public init(
+            collection: Collection = .default, timeout: Duration = .seconds(5), allowsPrompts: Bool = false,
+            promptTimeout: Duration = .seconds(120)
+        ) {
             self.collection = collection
             self.timeout = timeout
+            self.allowsPrompts = allowsPrompts
+            self.promptTimeout = promptTimeout
         }
     }
 
@@ -75,7 +96,9 @@ public final class Keychain: Sendable {
     // MARK: - Storing
 
     /// Stores `secret` for (`service`, `account`), replacing any secret stored for them in the
-    /// configured collection.
+    /// configured collection: this type's item, or a plain one (only `service` and `account`, as
+    /// `secret-tool store` makes). An item of another application — one with attributes of its own, such
+    /// as a `domain` — is never replaced or removed; reads prefer this type's item to it.
     ///
     /// - Parameter label: what desktop keyring managers show; by default "`service` (`account`)".
     /// - Throws: ``KeychainError`` — ``KeychainError/secretTooLarge``, ``KeychainError/invalidName``,
@@ -96,16 +119,43 @@ public final class Keychain: Sendable {
         }
         try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
-            let existing = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
-            if existing.locked.contains(where: { Self.isInCollection($0, collection) }) {
-                throw Self.lockedError(configuration.collection)
+            let query = Self.attributes(service: service, account: account)
+            var existing = try connection.search(query, deadline: deadline)
+            let locked = existing.locked.filter { Self.isInCollection($0, collection) }
+            if !locked.isEmpty {
+                // Replacing needs the old item unlocked (KeePassXC: this client approved for it).
+                try unlock(locked, in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
+                existing = try connection.search(query, deadline: deadline)
+                if existing.locked.contains(where: { Self.isInCollection($0, collection) }) {
+                    throw Self.itemLockedError(service: service, account: account)
+                }
             }
-            let created = try connection.createItem(
-                collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
+            let reply: (item: String, prompt: String)
+            do throws(KeychainError) {
+                reply = try connection.createItem(
+                    collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
+            } catch KeychainError.locked where configuration.allowsPrompts {
+                // A locked collection with nothing to replace in it: unlock it (prompting), then store.
+                try unlock([], in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
+                reply = try connection.createItem(
+                    collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
+            }
+            var created = reply.item
+            if reply.prompt != "/" {
+                // KeePassXC answers every CreateItem with a prompt; it shows a dialog only when the item
+                // replaced is one this client was not approved for.
+                created = try complete(reply.prompt, for: "service '\(service)' account '\(account)'", connection, deadline)
+                    .first ?? "/"
+            }
             // An item with other attributes (another client's, or stored in the other encoding) is not
-            // replaced by the service: remove it only now that the new one is stored.
+            // replaced by the service: remove it only now that the new one is stored (and known), and only
+            // when it is ours or a plain (service, account) item; one that carries attributes of another
+            // application is that application's, and stays.
+            guard created != "/" else { return }
             for path in existing.unlocked where path != created && Self.isInCollection(path, collection) {
-                try connection.deleteItem(at: path, deadline: deadline)
+                guard try Self.isReplaceable(connection.properties(at: path, deadline: deadline)) else { continue }
+                let prompt = try connection.deleteItem(at: path, deadline: deadline)
+                _ = try complete(prompt, for: "service '\(service)' account '\(account)'", connection, deadline)
             }
         }
     }
@@ -132,12 +182,21 @@ public final class Keychain: Sendable {
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
-            guard let path = found.unlocked.first(where: { Self.isInCollection($0, collection) }) else {
-                if found.locked.contains(where: { Self.isInCollection($0, collection) }) {
-                    throw Self.lockedError(configuration.collection)
+            let unlocked = found.unlocked.filter { Self.isInCollection($0, collection) }
+            if unlocked.count > 1 {
+                // Ours first, then a plain item, then another application's (each kept by set).
+                var ranked: [(Int, String)] = []
+                for path in unlocked {
+                    let attributes = try connection.properties(at: path, deadline: deadline).attributes
+                    ranked.append((attributes["xdg:schema"] == Self.schemaName ? 0 : Self.isReplaceable(attributes) ? 1 : 2, path))
                 }
-                return nil
+                return try connection.secret(at: ranked.min { $0.0 < $1.0 }!.1, deadline: deadline)
             }
+            if let path = unlocked.first {
+                return try connection.secret(at: path, deadline: deadline)
+            }
+            guard let path = found.locked.first(where: { Self.isInCollection($0, collection) }) else { return nil }
+            try unlock([path], in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             return try connection.secret(at: path, deadline: deadline)
         }
     }
@@ -175,14 +234,28 @@ public final class Keychain: Sendable {
         try Self.validateName(service, what: "service")
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
-            let found = try connection.search([("service", service)], deadline: deadline)
-            var items: [KeychainItem] = []
-            for path in found.unlocked + found.locked where Self.isInCollection(path, collection) {
-                let properties = try connection.properties(at: path, deadline: deadline)
-                guard let account = properties.attributes["account"] else { continue }
-                items.append(KeychainItem(service: service, account: account, label: properties.label))
+            var hidden: [String] = []
+            for attempt in 1...2 {
+                let found = try connection.search([("service", service)], deadline: deadline)
+                var items: [KeychainItem] = []
+                hidden = []
+                for path in found.unlocked + found.locked where Self.isInCollection(path, collection) {
+                    let properties = try connection.properties(at: path, deadline: deadline)
+                    guard let account = properties.attributes["account"] else {
+                        // A locked item whose attributes the service hides (gnome-keyring shows only
+                        // hashes until the keyring is unlocked) may well be one of ours: never skip it.
+                        // An unlocked item without `account` is another client's (python keyring: `username`).
+                        if found.locked.contains(path) && properties.attributes["service"] == nil { hidden.append(path) }
+                        continue
+                    }
+                    items.append(KeychainItem(service: service, account: account, label: properties.label))
+                }
+                if hidden.isEmpty { return items.sorted { ($0.account, $0.label) < ($1.account, $1.label) } }
+                if attempt == 1 { try unlock(hidden, in: collection, for: "service '\(service)'", connection, deadline) }
             }
-            return items.sorted { ($0.account, $0.label) < ($1.account, $1.label) }
+            throw KeychainError(
+                KeychainError.attributesHidden,
+                "\(hidden.count) locked item(s) in the keyring collection '\(configuration.collection.alias)' hide their attributes, so the items of service '\(service)' cannot be listed; unlock the collection in your keyring manager and try again")
         }
     }
 
@@ -193,7 +266,9 @@ public final class Keychain: Sendable {
 
     // MARK: - Deleting
 
-    /// Deletes the secret stored for (`service`, `account`).
+    /// Deletes the secret stored for (`service`, `account`): this type's item and plain ones, never an
+    /// item of another application (see ``set(_:service:account:label:)-(Secret,_,_,_)``), which a later
+    /// read then finds.
     ///
     /// - Returns: whether there was one to delete.
     @discardableResult
@@ -202,12 +277,17 @@ public final class Keychain: Sendable {
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
-            if found.locked.contains(where: { Self.isInCollection($0, collection) }) {
-                throw Self.lockedError(configuration.collection)
+            let locked = found.locked.filter { Self.isInCollection($0, collection) }
+            if !locked.isEmpty {
+                try unlock(locked, in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             }
-            let paths = found.unlocked.filter { Self.isInCollection($0, collection) }
+            var paths: [String] = []
+            for path in (found.unlocked + locked) where Self.isInCollection(path, collection) {
+                if try Self.isReplaceable(connection.properties(at: path, deadline: deadline)) { paths.append(path) }
+            }
             for path in paths {
-                try connection.deleteItem(at: path, deadline: deadline)
+                let prompt = try connection.deleteItem(at: path, deadline: deadline)
+                _ = try complete(prompt, for: "service '\(service)' account '\(account)'", connection, deadline)
             }
             return !paths.isEmpty
         }
@@ -240,6 +320,106 @@ public final class Keychain: Sendable {
         return try outcome.get()
     }
 
+    /// How long a prompt that should need nobody may take when prompting is not allowed: KeePassXC
+    /// answers every CreateItem and Delete with a prompt, and completes it at once unless it shows a dialog.
+    static let silentPromptGrace: Duration = .seconds(1)
+
+    /// Unlocks the locked `items` of the collection at `collection` (and the collection itself when it
+    /// is locked), running the service's prompt when ``Configuration/allowsPrompts`` says so.
+    /// `what` names the items in messages.
+    private func unlock(
+        _ items: [String], in collection: String, for what: String, _ connection: SecretServiceConnection,
+        _ deadline: Deadline
+    ) throws(KeychainError) {
+        let collectionLocked = try connection.isCollectionLocked(collection, deadline: deadline)
+        if collectionLocked && !configuration.allowsPrompts { throw Self.lockedError(configuration.collection) }
+        let targets = collectionLocked ? [collection] + items : items
+        let reply = try connection.unlock(targets, deadline: deadline)
+        if Set(targets).isSubset(of: reply.unlocked) { return }
+        guard reply.prompt != "/" else {
+            throw collectionLocked
+                ? Self.lockedError(configuration.collection)
+                : KeychainError(
+                    KeychainError.itemLocked,
+                    "the keyring item for \(what) is locked and the Secret Service offers no way to unlock it; unlock it in your keyring manager and try again")
+        }
+        guard configuration.allowsPrompts else {
+            connection.dismissPrompt(reply.prompt)
+            throw Self.approvalError(what, waited: nil)
+        }
+        switch try connection.runPrompt(
+            reply.prompt, timeout: configuration.promptTimeout, callTimeout: configuration.timeout, deadline: deadline)
+        {
+        case .completed: return
+        case .dismissed: throw Self.dismissedError(what, unlocking: collectionLocked)
+        case .timedOut:
+            if collectionLocked {
+                throw KeychainError(
+                    KeychainError.locked,
+                    "the keyring collection '\(configuration.collection.alias)' is locked and nobody answered its unlock prompt within \(Self.seconds(configuration.promptTimeout)); unlock it and try again")
+            }
+            throw Self.approvalError(what, waited: configuration.promptTimeout)
+        }
+    }
+
+    /// Completes a prompt the service returned for a change (KeePassXC: every CreateItem and Delete).
+    /// Such a prompt needs nobody unless the service shows a dialog; without permission to prompt it
+    /// gets ``silentPromptGrace``, not the person's timeout. Returns the object paths of its result.
+    private func complete(
+        _ prompt: String, for what: String, _ connection: SecretServiceConnection, _ deadline: Deadline
+    ) throws(KeychainError) -> [String] {
+        guard prompt != "/" else { return [] }
+        let wait = configuration.allowsPrompts ? configuration.promptTimeout : min(Self.silentPromptGrace, configuration.timeout)
+        switch try connection.runPrompt(prompt, timeout: wait, callTimeout: configuration.timeout, deadline: deadline) {
+        case .completed(let paths): return paths
+        case .dismissed: throw Self.dismissedError(what, unlocking: false)
+        case .timedOut: throw Self.approvalError(what, waited: configuration.allowsPrompts ? wait : nil)
+        }
+    }
+
+    private static func approvalError(_ what: String, waited: Duration?) -> KeychainError {
+        let reason = waited.map { "nobody answered its dialog within \(seconds($0))" } ?? "this program may not show prompts here"
+        return KeychainError(
+            KeychainError.approvalRequired,
+            "the Secret Service (e.g. KeePassXC) asks you to approve this program's access to the keyring item for \(what), and \(reason); run it again where you can answer the dialog (on a terminal of your desktop session), or allow the access in the provider's settings")
+    }
+
+    private static func dismissedError(_ what: String, unlocking: Bool) -> KeychainError {
+        KeychainError(
+            KeychainError.promptDismissed,
+            unlocking
+                ? "the prompt to unlock the keyring for \(what) was dismissed; nothing was changed"
+                : "the request to access the keyring item for \(what) was denied or dismissed; nothing was changed")
+    }
+
+    private static func itemLockedError(service: String, account: String) -> KeychainError {
+        KeychainError(
+            KeychainError.itemLocked,
+            "the keyring item for service '\(service)' account '\(account)' is still locked; unlock it in your keyring manager and try again")
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        "\(duration.components.seconds) s"
+    }
+
+    /// Attributes an item may carry and still be one this type replaces or deletes: its own, the generic
+    /// schema of secret-tool and libsecret, and those KeePassXC adds to every item it exposes.
+    static let replaceableAttributes: Set<String> = [
+        "service", "account", "xdg:schema", "encoding",
+        "Title", "UserName", "URL", "Notes", "Uuid", "Path", "TOTP",
+    ]
+
+    /// Whether the item is ours or a plain (service, account) item, not another application's.
+    private static func isReplaceable(_ properties: ItemProperties) -> Bool {
+        isReplaceable(properties.attributes)
+    }
+
+    private static func isReplaceable(_ attributes: [String: String]) -> Bool {
+        if attributes["xdg:schema"] == schemaName { return true }
+        if let schema = attributes["xdg:schema"], schema != "org.freedesktop.Secret.Generic" { return false }
+        return attributes.keys.allSatisfy { replaceableAttributes.contains($0) }
+    }
+
     private static func attributes(service: String, account: String) -> [(String, String)] {
         [("service", service), ("account", account)]
     }
@@ -251,7 +431,7 @@ public final class Keychain: Sendable {
     private static func lockedError(_ collection: Collection) -> KeychainError {
         KeychainError(
             KeychainError.locked,
-            "the keyring collection '\(collection.alias)' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again")
+            "the keyring collection '\(collection.alias)' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again, or run where a prompt can ask you")
     }
 
     private static func validate(service: String, account: String) throws(KeychainError) {

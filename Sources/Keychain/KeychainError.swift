@@ -49,8 +49,20 @@ extension KeychainError {
     public static let noSessionBus = Code("noSessionBus")
     /// The session bus has no Secret Service provider (gnome-keyring, KeePassXC, KWallet…).
     public static let serviceUnavailable = Code("serviceUnavailable")
-    /// The collection is locked and was not unlocked; no prompt is shown.
+    /// The collection is locked and was not unlocked: prompting was not allowed
+    /// (``Keychain/Configuration/allowsPrompts``), or the service offers no way to unlock it.
     public static let locked = Code("locked")
+    /// The item is locked although its collection is unlocked, and the service offers no prompt to
+    /// unlock it.
+    public static let itemLocked = Code("itemLocked")
+    /// The item is locked and its attributes are hidden, so it cannot even be listed; gnome-keyring
+    /// shows only hashed attributes of a keyring that has stayed locked since the daemon started.
+    public static let attributesHidden = Code("attributesHidden")
+    /// The provider asks the user to approve this client (KeePassXC's "Access Request" or delete
+    /// confirmation), and prompting was not allowed, or nobody answered within the prompt timeout.
+    public static let approvalRequired = Code("approvalRequired")
+    /// The user (or the provider) dismissed the prompt: the unlock or approval was refused.
+    public static let promptDismissed = Code("promptDismissed")
     /// The Secret Service did not answer within the configured timeout.
     public static let timedOut = Code("timedOut")
     /// The secret is larger than ``Keychain/maximumSecretSize``.

@@ -11,6 +11,8 @@ final class Deadline: @unchecked Sendable {
     // g_cancellable_cancel is thread-safe; the pointer is owned by this object.
     let cancellable: UnsafeMutablePointer<GCancellable>
     private let fired = Atomic<Bool>(false)
+    /// Bumped by every arm and by the end of the call; a timer fires only if none came after it.
+    private let generation = Atomic<Int>(0)
     private static let timerQueue = DispatchQueue(label: "securestore.keychain.deadline")
 
     private init() {
@@ -22,12 +24,28 @@ final class Deadline: @unchecked Sendable {
         timeout: Duration, _ body: (Deadline) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         let deadline = Deadline()
-        let work = DispatchWorkItem { [deadline] in deadline.fire() }
-        let (seconds, attoseconds) = timeout.components
-        let nanoseconds = Int(clamping: seconds) &* 1_000_000_000 &+ Int(attoseconds / 1_000_000_000)
-        timerQueue.asyncAfter(deadline: .now() + .nanoseconds(max(nanoseconds, 1)), execute: work)
-        defer { work.cancel() }
+        deadline.arm(timeout)
+        defer { deadline.disarm() }
         return try body(deadline)
+    }
+
+    /// Restarts the clock: the deadline now passes `timeout` from now (unless it already passed).
+    /// A prompt waits for a person with the prompt timeout, then the call goes on with its own.
+    func arm(_ timeout: Duration) {
+        let armed = generation.add(1, ordering: .sequentiallyConsistent).newValue
+        Self.timerQueue.asyncAfter(deadline: .now() + .nanoseconds(max(Self.nanoseconds(timeout), 1))) { [self] in
+            if generation.load(ordering: .sequentiallyConsistent) == armed { fire() }
+        }
+    }
+
+    private func disarm() {
+        generation.add(1, ordering: .sequentiallyConsistent)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000).overflow
+            ? Int.max : Int(clamping: seconds) &* 1_000_000_000 &+ Int(attoseconds / 1_000_000_000)
     }
 
     private func fire() {
@@ -177,40 +195,6 @@ final class SecretServiceConnection: @unchecked Sendable {
         return Secret(count: count) { Base64.decode(encoded, into: $0) }
     }
 
-    /// Creates an item in the collection at `collectionPath`, replacing one with the same attributes.
-    func createItem(
-        collectionPath: String, label: String, attributes: [(String, String)], secret: Secret,
-        deadline: Deadline
-    ) throws(KeychainError) -> String {
-        let properties = g_hash_table_new_full(g_str_hash, g_str_equal, g_free) { g_variant_unref(OpaquePointer($0)) }
-        defer { g_hash_table_unref(properties) }
-        g_hash_table_insert(
-            properties, g_strdup("org.freedesktop.Secret.Item.Label"),
-            UnsafeMutableRawPointer(g_variant_ref_sink(g_variant_new_string(label))))
-        g_hash_table_insert(
-            properties, g_strdup("org.freedesktop.Secret.Item.Attributes"),
-            UnsafeMutableRawPointer(g_variant_ref_sink(Self.attributeVariant(attributes))))
-
-        let value = StoredEncoding.value(for: secret)
-        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-        var error: UnsafeMutablePointer<GError>?
-        let path = secret_service_create_item_dbus_path_sync(
-            service, collectionPath, properties, value, SECRET_ITEM_CREATE_REPLACE, deadline.cancellable, &error)
-        if let error { throw Self.classify(GLibError(taking: error), deadline: deadline) }
-        guard let path else {
-            throw KeychainError(KeychainError.providerError, "the Secret Service did not create the item")
-        }
-        defer { g_free(path) }
-        return String(cString: path)
-    }
-
-    /// Deletes the item at `path`.
-    func deleteItem(at path: String, deadline: Deadline) throws(KeychainError) {
-        var error: UnsafeMutablePointer<GError>?
-        let ok = secret_service_delete_item_dbus_path_sync(service, path, deadline.cancellable, &error)
-        guard ok != 0 else { throw Self.classify(error.map(GLibError.init(taking:)), deadline: deadline) }
-    }
-
     /// The label and attributes of the item at `path`.
     func properties(at path: String, deadline: Deadline) throws(KeychainError) -> ItemProperties {
         var error: UnsafeMutablePointer<GError>?
@@ -239,6 +223,214 @@ final class SecretServiceConnection: @unchecked Sendable {
             }
         }
         return ItemProperties(label: label, attributes: attributes)
+    }
+
+    // MARK: - Locks and prompts
+    //
+    // These calls go to D-Bus directly rather than through libsecret's wrappers, because libsecret runs
+    // every prompt it is handed (so a call waits on a dialog nobody may see) and cannot tell a dismissed
+    // prompt from a completed one. Here the Keychain decides whether to run a prompt, and for how long.
+
+    /// Whether the collection at `path` is locked (its `Locked` property).
+    func isCollectionLocked(_ path: String, deadline: Deadline) throws(KeychainError) -> Bool {
+        let reply = try call(
+            path, "org.freedesktop.DBus.Properties", "Get",
+            tuple([g_variant_new_string("org.freedesktop.Secret.Collection"), g_variant_new_string("Locked")]),
+            reply: "(v)", deadline: deadline)
+        defer { g_variant_unref(reply) }
+        let boxed = g_variant_get_child_value(reply, 0)!
+        defer { g_variant_unref(boxed) }
+        let value = g_variant_get_variant(boxed)!
+        defer { g_variant_unref(value) }
+        return typeString(value) == "b" && g_variant_get_boolean(value) != 0
+    }
+
+    /// Asks the service to unlock `paths` (collections or items): the paths it unlocked at once, and
+    /// the path of the prompt that would unlock the rest ("/" when there is none).
+    func unlock(_ paths: [String], deadline: Deadline) throws(KeychainError) -> (unlocked: [String], prompt: String) {
+        let reply = try call(
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Unlock",
+            tuple([Self.objectPathArray(paths)]), reply: "(aoo)", deadline: deadline)
+        defer { g_variant_unref(reply) }
+        return (Self.objectPaths(child: 0, of: reply), Self.string(child: 1, of: reply))
+    }
+
+    /// Creates an item in the collection at `collectionPath`, replacing one with the same attributes:
+    /// the new item's path ("/" when the service asks for a prompt first) and the prompt's path.
+    func createItem(
+        collectionPath: String, label: String, attributes: [(String, String)], secret: Secret,
+        deadline: Deadline
+    ) throws(KeychainError) -> (item: String, prompt: String) {
+        let type = g_variant_type_new("a{sv}")
+        let builder = g_variant_builder_new(type)
+        g_variant_type_free(type)
+        defer { g_variant_builder_unref(builder) }
+        g_variant_builder_add_value(
+            builder,
+            g_variant_new_dict_entry(
+                g_variant_new_string("org.freedesktop.Secret.Item.Label"), g_variant_new_variant(g_variant_new_string(label))))
+        g_variant_builder_add_value(
+            builder,
+            g_variant_new_dict_entry(
+                g_variant_new_string("org.freedesktop.Secret.Item.Attributes"),
+                g_variant_new_variant(Self.attributeVariant(attributes))))
+        let properties = g_variant_builder_end(builder)
+
+        let value = StoredEncoding.value(for: secret)
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        // The session-encrypted (oayays) form; libsecret keeps the plaintext in memory it wipes.
+        guard let encoded = secret_service_encode_dbus_secret(service, value) else {
+            throw KeychainError(KeychainError.providerError, "the Secret Service session could not encode the secret")
+        }
+        let reply = try call(
+            collectionPath, "org.freedesktop.Secret.Collection", "CreateItem",
+            tuple([properties!, encoded, g_variant_new_boolean(1)]), reply: "(oo)", deadline: deadline)
+        defer { g_variant_unref(reply) }
+        return (Self.string(child: 0, of: reply), Self.string(child: 1, of: reply))
+    }
+
+    /// Deletes the item at `path`: the path of the prompt the service asks for first, or "/".
+    func deleteItem(at path: String, deadline: Deadline) throws(KeychainError) -> String {
+        let reply = try call(path, "org.freedesktop.Secret.Item", "Delete", tuple([]), reply: "(o)", deadline: deadline)
+        defer { g_variant_unref(reply) }
+        return Self.string(child: 0, of: reply)
+    }
+
+    /// How a prompt ended.
+    enum PromptOutcome {
+        /// The prompt completed; the object paths in its result (unlocked objects, a created item).
+        case completed([String])
+        /// The user (or the service) dismissed it.
+        case dismissed
+        /// Nobody answered within the time given; the prompt was dismissed.
+        case timedOut
+    }
+
+    /// Runs the prompt at `path` (the service shows its dialog, if it has one) and waits for its
+    /// `Completed` signal for at most `timeout`; the call's own deadline is restarted afterwards.
+    func runPrompt(_ path: String, timeout: Duration, callTimeout: Duration, deadline: Deadline)
+        throws(KeychainError) -> PromptOutcome
+    {
+        let context = g_main_context_new()
+        g_main_context_push_thread_default(context)
+        defer {
+            while g_main_context_iteration(context, 0) != 0 {}
+            g_main_context_pop_thread_default(context)
+            g_main_context_unref(context)
+        }
+        let waiter = PromptWaiter()
+        let box = Unmanaged.passRetained(waiter).toOpaque()
+        let subscription = g_dbus_connection_signal_subscribe(
+            busConnection, nil, "org.freedesktop.Secret.Prompt", "Completed", path, nil, G_DBUS_SIGNAL_FLAGS_NONE,
+            { _, _, _, _, _, parameters, box in
+                guard let box, let parameters else { return }
+                Unmanaged<PromptWaiter>.fromOpaque(box).takeUnretainedValue().complete(parameters)
+            },
+            box, { box in box.map { Unmanaged<PromptWaiter>.fromOpaque($0).release() } })
+        defer { g_dbus_connection_signal_unsubscribe(busConnection, subscription) }
+        // Wake the loop now and then to see whether the deadline passed.
+        let tick = g_timeout_source_new(50)!
+        g_source_set_callback(tick, { _ in 1 }, nil, nil)
+        g_source_attach(tick, context)
+        defer {
+            g_source_destroy(tick)
+            g_source_unref(tick)
+        }
+
+        deadline.arm(timeout)
+        let started = try call(path, "org.freedesktop.Secret.Prompt", "Prompt", tuple([g_variant_new_string("")]),
+            reply: "()", deadline: deadline, personWaiting: true)
+        g_variant_unref(started)
+        while !waiter.done && !deadline.didFire {
+            g_main_context_iteration(context, 1)
+        }
+        if !waiter.done {
+            // Take the dialog down: nobody answered it.
+            dismissPrompt(path)
+            return .timedOut
+        }
+        deadline.arm(callTimeout)
+        return waiter.dismissed ? .dismissed : .completed(waiter.paths)
+    }
+
+    /// Dismisses a prompt this client will not run, so the service can forget it. Best effort.
+    func dismissPrompt(_ path: String) {
+        var error: UnsafeMutablePointer<GError>?
+        let reply = g_dbus_connection_call_sync(
+            busConnection, busName, path, "org.freedesktop.Secret.Prompt", "Dismiss", tuple([]), nil,
+            G_DBUS_CALL_FLAGS_NO_AUTO_START, 1000, nil, &error)
+        if let reply { g_variant_unref(reply) }
+        if let error { g_error_free(error) }
+    }
+
+    /// The low-level D-Bus call: `method` of `interface` on the object at `path` of the service.
+    /// `parameters` is consumed (a floating GVariant); the reply is returned owned.
+    private func call(
+        _ path: String, _ interface: String, _ method: String, _ parameters: OpaquePointer, reply: String,
+        deadline: Deadline, personWaiting: Bool = false
+    ) throws(KeychainError) -> OpaquePointer {
+        let type = g_variant_type_new(reply)
+        defer { g_variant_type_free(type) }
+        var error: UnsafeMutablePointer<GError>?
+        let result = g_dbus_connection_call_sync(
+            busConnection, busName, path, interface, method, parameters, type, G_DBUS_CALL_FLAGS_NO_AUTO_START,
+            Int32.max, deadline.cancellable, &error)
+        if let error { throw Self.classify(GLibError(taking: error), deadline: deadline, personWaiting: personWaiting) }
+        guard let result else {
+            throw KeychainError(KeychainError.providerError, "the Secret Service gave no answer to \(method)")
+        }
+        return result
+    }
+
+    private var busConnection: OpaquePointer {
+        g_dbus_proxy_get_connection(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
+    }
+
+    private var busName: String {
+        g_dbus_proxy_get_name(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
+            .map { String(cString: $0) } ?? "org.freedesktop.secrets"
+    }
+
+    private func tuple(_ children: [OpaquePointer?]) -> OpaquePointer {
+        children.withUnsafeBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
+    }
+
+    private static func objectPathArray(_ paths: [String]) -> OpaquePointer? {
+        let children: [OpaquePointer?] = paths.map { g_variant_new_object_path($0) }
+        let type = g_variant_type_new("o")
+        defer { g_variant_type_free(type) }
+        return children.withUnsafeBufferPointer { g_variant_new_array(type, $0.baseAddress, gsize($0.count)) }
+    }
+
+    private static func string(child index: Int, of tuple: OpaquePointer) -> String {
+        guard let child = g_variant_get_child_value(tuple, gsize(index)) else { return "" }
+        defer { g_variant_unref(child) }
+        return g_variant_get_string(child, nil).map { String(cString: $0) } ?? ""
+    }
+
+    static func objectPaths(child index: Int, of tuple: OpaquePointer) -> [String] {
+        guard let child = g_variant_get_child_value(tuple, gsize(index)) else { return [] }
+        defer { g_variant_unref(child) }
+        return objectPaths(in: child)
+    }
+
+    /// The object paths in `value`: an `o`, an `ao`, or a variant holding one.
+    static func objectPaths(in value: OpaquePointer) -> [String] {
+        if typeString(value) == "v", let inner = g_variant_get_variant(value) {
+            defer { g_variant_unref(inner) }
+            return objectPaths(in: inner)
+        }
+        if typeString(value) == "o" {
+            return [g_variant_get_string(value, nil).map { String(cString: $0) } ?? "/"]
+        }
+        guard g_variant_is_container(value) != 0 else { return [] }
+        var paths: [String] = []
+        for index in 0..<g_variant_n_children(value) {
+            guard let child = g_variant_get_child_value(value, index) else { continue }
+            paths += objectPaths(in: child)
+            g_variant_unref(child)
+        }
+        return paths
     }
 
     // MARK: - Helpers
@@ -283,7 +475,7 @@ final class SecretServiceConnection: @unchecked Sendable {
         return classify(error.map(GLibError.init(taking:)), deadline: deadline)
     }
 
-    static func classify(_ error: GLibError?, deadline: Deadline) -> KeychainError {
+    static func classify(_ error: GLibError?, deadline: Deadline, personWaiting: Bool = false) -> KeychainError {
         guard let error else {
             return KeychainError(KeychainError.providerError, "the Secret Service failed without saying why")
         }
@@ -293,6 +485,11 @@ final class SecretServiceConnection: @unchecked Sendable {
             return KeychainError(
                 KeychainError.timedOut,
                 "the Secret Service did not answer in time; it may be waiting on an unlock prompt or be stuck (restart the keyring daemon, or raise the Keychain timeout)")
+        }
+        if error.isDBus(G_DBUS_ERROR_UNKNOWN_OBJECT) || error.isDBus(G_DBUS_ERROR_UNKNOWN_METHOD)
+            || error.remoteName == "org.freedesktop.Secret.Error.NoSuchObject"
+        {
+            return KeychainError(KeychainError.providerError, "the Secret Service reported an error: \(error.message)")
         }
         if error.isLocked {
             return KeychainError(
@@ -338,5 +535,30 @@ enum StoredEncoding {
             secret.withUnsafeBytes { Base64.encode($0, into: UnsafeMutableRawBufferPointer(rebasing: output[prefix.count...])) }
         }
         return secret_value_new(encoded.storage.pointer, gssize(encoded.count), "text/plain")
+    }
+}
+
+/// The GVariant type string of `value`, e.g. `b` or `(aoo)`.
+func typeString(_ value: OpaquePointer) -> String {
+    String(cString: g_variant_get_type_string(value))
+}
+
+/// Collects the `Completed` signal of one prompt. Touched only on the thread that runs the prompt
+/// (the signal is delivered through that thread's main context).
+final class PromptWaiter: @unchecked Sendable {
+    private(set) var done = false
+    private(set) var dismissed = false
+    private(set) var paths: [String] = []
+
+    func complete(_ parameters: OpaquePointer) {
+        guard !done, typeString(parameters).hasPrefix("("), g_variant_n_children(parameters) == 2
+        else { return }
+        let flag = g_variant_get_child_value(parameters, 0)!
+        dismissed = g_variant_get_boolean(flag) != 0
+        g_variant_unref(flag)
+        let result = g_variant_get_child_value(parameters, 1)!
+        paths = SecretServiceConnection.objectPaths(in: result)
+        g_variant_unref(result)
+        done = true
     }
 }

@@ -219,7 +219,9 @@ public final class KeyedDatabase: Sendable {
                 let queue = try DatabaseQueue(path: files.path, key: current, configuration: configuration)
                 // The file is under the current key: a rotation stopped before its rename. Undo it.
                 try files.removeRotationLeftovers()
-                if pending != nil { try items.deletePending() }
+                // A pending key that does not open the file is harmless; when removing it waits for the
+                // keyring's approval (KeePassXC), the next open removes it.
+                if pending != nil { try deferringApproval { _ = try items.deletePending() } }
                 return queue
             } catch DatabaseError.wrongKeyOrNotADatabase {
                 guard let pending, pending != current else { throw keyMismatchError(files: files, items: items) }
@@ -245,10 +247,33 @@ public final class KeyedDatabase: Sendable {
         configuration: DatabaseConfiguration
     ) throws -> DatabaseQueue {
         let queue = try DatabaseQueue(path: files.path, key: pending, configuration: configuration)
-        try items.storeCurrent(pending)
-        try items.deletePending()
+        // When the keyring wants a person's approval to replace the current key (KeePassXC), the rotation
+        // stays unfinished: the file opens with the pending key, which stays stored, and the next open that
+        // may prompt finishes it. rotateKey refuses to start another rotation meanwhile.
+        if try deferringApproval({ try items.storeCurrent(pending) }) { try items.deletePending() }
         try files.removeRotationLeftovers()
         return queue
+    }
+
+    /// Runs `body`; returns false instead of throwing when it failed only for want of a person's approval
+    /// in the keyring (``KeychainError/approvalRequired``, ``KeychainError/promptDismissed``).
+    @discardableResult
+    private static func deferringApproval(_ body: () throws -> Void) throws -> Bool {
+        do {
+            try body()
+            return true
+        } catch KeychainError.approvalRequired {
+            return false
+        } catch KeychainError.promptDismissed {
+            return false
+        }
+    }
+
+    /// What a person must do when promoting the pending key waits for the keyring's approval.
+    static func promotionHint(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems) -> String {
+        "until then the database opens with the pending key (keyring service '\(items.service)' account '\(items.pendingAccount)'); "
+            + "to finish, open it where the keyring can ask you (run a securestore command on a terminal, or with "
+            + "SECURESTORE_PROMPT=always) and approve the keyring's access request"
     }
 
     /// Refuses to create a database where files of one remain: a `-wal` may hold committed data, and a
@@ -358,6 +383,15 @@ public final class KeyedDatabase: Sendable {
                     path: files.path)
             }
             guard let oldKey = try items.current() else { throw Self.missingKeyError(files: files, items: items) }
+            // Left by a rotation whose promotion waits for the keyring's approval: the file may be under
+            // the pending key, so a new pending key must never be stored over it.
+            if try items.pending() != nil {
+                throw SecureStoreError(
+                    SecureStoreError.inUse,
+                    "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the pending key "
+                        + "and making it the current key needs the keyring's approval; "
+                        + Self.promotionHint(files: files, items: items) + ", then rotate again")
+            }
             try state.queue.checkpoint()
             try state.queue.close()
             var replaced = false
@@ -443,6 +477,13 @@ public final class KeyedDatabase: Sendable {
             progress(.promoted)
             try items.deletePending()
             progress(.finished)
+        } catch let error as KeychainError
+            where error.code == KeychainError.approvalRequired || error.code == KeychainError.promptDismissed
+        {
+            throw SecureStoreError(
+                SecureStoreError.verificationFailed,
+                "the database is now under the new key, stored as the pending key, but making it the current key needs "
+                    + "the keyring's approval (\(error.message)); " + Self.promotionHint(files: files, items: items))
         } catch {
             throw SecureStoreError(
                 SecureStoreError.verificationFailed,

@@ -23,7 +23,7 @@ func runKeyedDatabaseStress(_ arguments: [String]) -> Int32 {
     if arguments.first == "write", arguments.count == 6, let writer = Int(arguments[4]), let count = Int(arguments[5]) {
         do {
             let paths = try AppPaths(app: arguments[2], dataDirectory: URL(fileURLWithPath: arguments[1], isDirectory: true))
-            let database = try KeyedDatabase(paths: paths, name: arguments[3], keychain: Keychain())
+            let database = try KeyedDatabase(paths: paths, name: arguments[3], keychain: stressKeychain())
             try database.queue.write { db in
                 try db.execute("CREATE TABLE IF NOT EXISTS entry (writer INTEGER NOT NULL, n INTEGER NOT NULL)")
             }
@@ -47,7 +47,7 @@ func runKeyedDatabaseStress(_ arguments: [String]) -> Int32 {
     }
     do {
         let paths = try AppPaths(app: arguments[3], dataDirectory: URL(fileURLWithPath: arguments[2], isDirectory: true))
-        let database = try KeyedDatabase(paths: paths, name: arguments[4], keychain: Keychain())
+        let database = try KeyedDatabase(paths: paths, name: arguments[4], keychain: stressKeychain())
         try database.rotateKey { done in
             if done.rawValue == step { kill(getpid(), SIGKILL) }
         }

@@ -81,7 +81,9 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         switch error.code {
         case KeychainError.noSessionBus, KeychainError.serviceUnavailable, KeychainError.collectionNotFound:
             status = ExitStatus.unavailable
-        case KeychainError.locked: status = ExitStatus.denied
+        case KeychainError.locked, KeychainError.itemLocked, KeychainError.attributesHidden,
+            KeychainError.approvalRequired, KeychainError.promptDismissed:
+            status = ExitStatus.denied
         case KeychainError.timedOut: status = ExitStatus.temporaryFailure
         case KeychainError.secretTooLarge, KeychainError.invalidName, KeychainError.invalidSecret:
             status = ExitStatus.dataError

@@ -86,6 +86,17 @@ struct Context {
     init(_ invocation: Invocation) throws {
         let dataDirectory = invocation.global.dataDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         paths = try AppPaths(app: invocation.global.app, dataDirectory: dataDirectory)
-        keychain = Keychain()
+        keychain = Keychain(configuration: Keychain.Configuration(allowsPrompts: Context.allowsPrompts()))
+    }
+
+    /// A person on a terminal can answer the keyring's unlock or approval dialog; a pipe (git, a script,
+    /// a service) cannot, so it gets the locked or approval error at once. SECURESTORE_PROMPT=always or
+    /// never overrides that (a desktop launcher with no terminal; a script on one).
+    static func allowsPrompts() -> Bool {
+        switch ProcessInfo.processInfo.environment["SECURESTORE_PROMPT"] {
+        case "always": true
+        case "never": false
+        default: isatty(STDERR_FILENO) == 1
+        }
     }
 }

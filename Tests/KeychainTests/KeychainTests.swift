@@ -3,10 +3,13 @@ import Keychain
 import TestSupport
 import Testing
 
-/// The Keychain against a real gnome-keyring on the harness's private bus.
+/// The Keychain against a real provider on the harness's private bus: gnome-keyring (with-keyring) or
+/// KeePassXC with stock settings (with-keepassxc).
 @Suite(.serialized)
 struct KeychainTests {
-    let keychain = Keychain()
+    /// Under KeePassXC this test process must be approved for items other clients (secret-tool) made:
+    /// it may prompt, and the harness's stand-in user approves. KeePassXCApprovalTests covers the rest.
+    let keychain = Keychain(configuration: .init(allowsPrompts: Harness.isKeePassXC))
 
     init() throws { try Harness.require() }
 
@@ -97,12 +100,33 @@ struct KeychainTests {
         #expect(try keychain.items(service: service).map(\.label) == ["stored by secret-tool"])
 
         try keychain.set("from-securestore", service: service, account: "bob")
-        let search = try run(["secret-tool", "search", "--all", "service", service, "account", "bob"])
+        // --unlock: under KeePassXC secret-tool must be approved for the item this process stored.
+        let search = try run(["secret-tool", "search", "--all", "--unlock", "service", service, "account", "bob"])
         #expect(search.stdout.components(separatedBy: "secret = ").count - 1 == 1, "exactly one item remains")
         #expect(try run(["secret-tool", "lookup", "service", service, "account", "bob"]).stdout == "from-securestore")
     }
 
-    @Test func defaultCollectionSurvivesADaemonRestartAndSessionCollectionDoesNot() throws {
+    @Test func anotherApplicationsItemWithAttributesOfItsOwnIsNeverReplacedOrDeleted() throws {
+        let service = uniqueService()
+        let store = try run(
+            ["secret-tool", "store", "--label=Other client label", "service", service, "account", "api", "domain", "example.org"],
+            input: Data("theirs".utf8))
+        #expect(store.status == 0)
+        try keychain.set("mine", service: service, account: "api", label: "Mine")
+        #expect(try keychain.string(service: service, account: "api") == "mine", "ours is preferred")
+        #expect(try keychain.items(service: service).map(\.label) == ["Mine", "Other client label"])
+        let theirs = try run(["secret-tool", "lookup", "service", service, "account", "api", "domain", "example.org"])
+        #expect(theirs.stdout == "theirs", "their item, label and attributes are intact")
+
+        #expect(try keychain.delete(service: service, account: "api") == true)
+        #expect(try keychain.items(service: service).map(\.label) == ["Other client label"])
+        #expect(try run(["secret-tool", "lookup", "service", service, "account", "api", "domain", "example.org"]).stdout == "theirs")
+        // Still an item for (service, account), as secret-tool lookup would find it.
+        #expect(try keychain.string(service: service, account: "api") == "theirs")
+    }
+
+    @Test(.enabled(if: Harness.isGnomeKeyring, "KeePassXC has no session collection"))
+    func defaultCollectionSurvivesADaemonRestartAndSessionCollectionDoesNot() throws {
         let service = uniqueService()
         let session = Keychain(configuration: .init(collection: .session))
         try keychain.set("persistent", service: service, account: "a")
@@ -165,7 +189,8 @@ struct KeychainTests {
         #expect(try keychain.items(service: service).isEmpty, "nothing was stored")
     }
 
-    @Test func lockedCollectionIsAnErrorDistinctFromNotFoundAndChangesNothing() throws {
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
+    func lockedCollectionIsAnErrorDistinctFromNotFoundAndChangesNothing() throws {
         let service = uniqueService()
         try keychain.set("kept", service: service, account: "a")
         try Harness.keyringCtl("lock")
@@ -184,20 +209,66 @@ struct KeychainTests {
         #expect(try keychain.exists(service: service, account: "b") == false)
     }
 
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
+    func keyringLockedSinceTheDaemonStartedIsLockedEverywhereNeverAnEmptyList() throws {
+        let service = uniqueService()
+        try keychain.set("kept", service: service, account: "a")
+        try keychain.set(Data([0, 1, 2]), service: service, account: "b")
+        // As after an SSH login: the login keyring stays locked on disk and shows only hashed attributes.
+        try Harness.keyringCtl("restart-locked")
+        defer { _ = try? Harness.keyringCtl("unlock") }
+
+        let locked = "the keyring collection 'default' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again, or run where a prompt can ask you"
+        #expect(expectError(KeychainError.locked) { try keychain.items(service: service) }?.message == locked)
+        #expect(expectError(KeychainError.locked) { try keychain.accounts(service: service) }?.message == locked)
+        #expect(expectError(KeychainError.locked) { try keychain.secret(service: service, account: "a") }?.message == locked)
+        expectError(KeychainError.locked) { try keychain.delete(service: service, account: "a") }
+        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "a") }
+        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "c") }
+        #expect(try keychain.exists(service: service, account: "a") == true)
+        #expect(try keychain.secret(service: service, account: "never-stored") == nil)
+
+        try Harness.keyringCtl("unlock")
+        #expect(try keychain.items(service: service).map(\.account) == ["a", "b"])
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+        #expect(try keychain.data(service: service, account: "b") == Data([0, 1, 2]))
+        #expect(try keychain.exists(service: service, account: "c") == false)
+    }
+
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
+    func lockedCollectionWithPromptsAllowedButNobodyToAnswerFailsWithinThePromptTimeout() throws {
+        let service = uniqueService()
+        try keychain.set("kept", service: service, account: "a")
+        try Harness.keyringCtl("lock")
+        defer { _ = try? Harness.keyringCtl("unlock") }
+        // gnome-keyring's prompter has no display here: the prompt ends without an unlock.
+        let prompting = Keychain(configuration: .init(allowsPrompts: true, promptTimeout: .seconds(2)))
+        let started = ContinuousClock.now
+        let outcome = Result { try prompting.secret(service: service, account: "a") }
+        let error = try #require(outcome.failureValue as? KeychainError)
+        let code = error.code
+        #expect(code == KeychainError.locked || code == KeychainError.promptDismissed, "\(code): \(error.message)")
+        #expect(!error.message.contains("kept"))
+        #expect(ContinuousClock.now - started < .seconds(10), "bounded by the prompt timeout")
+        #expect(try Harness.keyringCtl("status").stdout == "locked\n")
+        try Harness.keyringCtl("unlock")
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+    }
+
     @Test func stuckServiceTimesOutInsteadOfBlockingForever() throws {
         let service = uniqueService()
         try keychain.set("kept", service: service, account: "a")
         let impatient = Keychain(configuration: .init(timeout: .milliseconds(300)))
-        try Harness.keyringCtl("freeze")
+        try Harness.providerCtl("freeze")
         // Thawed whatever happens: a daemon left stopped would hang every later test.
         var thawed = false
-        defer { if !thawed { _ = try? Harness.keyringCtl("thaw") } }
+        defer { if !thawed { _ = try? Harness.providerCtl("thaw") } }
         let started = ContinuousClock.now
         let error = expectError(KeychainError.timedOut) {
             try impatient.secret(service: service, account: "a")
         }
         let elapsed = ContinuousClock.now - started
-        try Harness.keyringCtl("thaw")
+        try Harness.providerCtl("thaw")
         thawed = true
         #expect(error?.message.contains("did not answer") == true)
         // Without the deadline the call would wait for GDBus's own 25 s reply timeout: a generous bound
@@ -261,3 +332,11 @@ struct KeychainTests {
 
 /// The built `securestore-stress` helper, beside the test bundle in .build/<config>.
 let stressTool = product("securestore-stress")
+
+extension Result {
+    /// The error, for a failure.
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

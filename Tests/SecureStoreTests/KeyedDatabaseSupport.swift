@@ -14,7 +14,8 @@ final class KDFixture {
     let app: String
     let directory: URL
     let paths: AppPaths
-    let keychain = Keychain()
+    /// Under KeePassXC this process must be approved for keys other processes stored (the stand-in user does).
+    let keychain = Keychain(configuration: .init(allowsPrompts: Harness.isKeePassXC))
     let name = "tasks"
 
     init(sourceLocation: SourceLocation = #_sourceLocation) throws {

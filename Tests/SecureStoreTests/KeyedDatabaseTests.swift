@@ -113,7 +113,7 @@ import Testing
         #expect(!message.contains("hunter2"))
     }
 
-    @Test func aLockedKeyringSurfacesAndNothingIsCreated() throws {
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring")) func aLockedKeyringSurfacesAndNothingIsCreated() throws {
         let fixture = try KDFixture()
         try Harness.keyringCtl("lock")
         defer { _ = try? kdRun(["keyring-ctl", "unlock"]) }

@@ -8,6 +8,35 @@ public import Testing
 public enum Harness {
     public static var root: String? { ProcessInfo.processInfo.environment["SECURESTORE_HARNESS_ROOT"] }
 
+    /// The Secret Service provider of this run: `gnome-keyring` (Tests/Harness/with-keyring) or
+    /// `keepassxc` (Tests/Harness/with-keepassxc).
+    public static var provider: String { ProcessInfo.processInfo.environment["SECURESTORE_PROVIDER"] ?? "gnome-keyring" }
+    /// Whether this run talks to gnome-keyring, which `keyring-ctl` controls.
+    public static var isGnomeKeyring: Bool { provider == "gnome-keyring" }
+    /// Whether this run talks to KeePassXC, which `keepassxc-ctl` controls.
+    public static var isKeePassXC: Bool { provider == "keepassxc" }
+
+    /// Whether KeePassXC runs with its access and delete confirmations off (SECURESTORE_KEEPASSXC_CONFIRM=off).
+    public static var keepassxcConfirmationsOff: Bool {
+        isKeePassXC && ProcessInfo.processInfo.environment["SECURESTORE_KEEPASSXC_CONFIRM"] == "off"
+    }
+
+    /// Runs `keepassxc-ctl COMMAND` (approve, deny, absent, dialogs, status).
+    @discardableResult
+    public static func keepassxcCtl(_ command: String) throws -> ProcessResult {
+        let result = try run(["keepassxc-ctl", command])
+        if result.status != 0 {
+            throw HarnessFailure(description: "keepassxc-ctl \(command) failed: \(result.stderr)")
+        }
+        return result
+    }
+
+    /// Runs COMMAND (freeze, thaw, status) through the control script of this run's provider.
+    @discardableResult
+    public static func providerCtl(_ command: String) throws -> ProcessResult {
+        isKeePassXC ? try keepassxcCtl(command) : try keyringCtl(command)
+    }
+
     /// Fails the test unless it runs inside `with-keyring` (`make test` does that).
     public static func require(sourceLocation: SourceLocation = #_sourceLocation) throws {
         try #require(root != nil, "run the tests with `make test` (inside Tests/Harness/with-keyring), never against your own keyring", sourceLocation: sourceLocation)

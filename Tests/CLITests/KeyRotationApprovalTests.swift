@@ -1,0 +1,62 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// A key rotation whose last step — storing the new key as the current key — needs the keyring's
+/// approval that does not come (KeePassXC with its confirmations off still asks before a process
+/// replaces an item another process made). The database must keep opening with the pending key, say
+/// what to do, refuse another rotation, and finish at the next open that may prompt.
+@Suite(.serialized, .enabled(if: Harness.keepassxcConfirmationsOff, "runs inside with-keepassxc, confirmations off"))
+struct KeyRotationApprovalTests {
+    init() throws { try Harness.require() }
+
+    private func tool(_ arguments: [String], app: String, prompt: String) throws -> ProcessResult {
+        var environment = ProcessInfo.processInfo.environment
+        environment["SECURESTORE_PROMPT"] = prompt
+        return try securestore(arguments, app: app, environment: environment)
+    }
+
+    /// The accounts of the database-key items in the keyring.
+    private func keyAccounts(_ app: String) throws -> [String] {
+        let search = try run(["secret-tool", "search", "--all", "service", "\(app).database-key"])
+        return (search.stdout + search.stderr).split(separator: "\n")
+            .filter { $0.hasPrefix("attribute.account = ") }
+            .map { String($0.dropFirst("attribute.account = ".count)) }
+            .sorted()
+    }
+
+    @Test func aRotationWhosePromotionIsNotApprovedKeepsOpeningAndFinishesLater() throws {
+        let app = uniqueApp()
+        #expect(try tool(["tasks", "add", "survives the rotation"], app: app, prompt: "never").status == 0)
+        try Harness.keepassxcCtl("absent")
+        defer { _ = try? Harness.keepassxcCtl("approve") }
+
+        let rotate = try tool(["db", "rotate-key"], app: app, prompt: "never")
+        #expect(rotate.status == 65)
+        #expect(rotate.stderr.contains("the database is now under the new key, stored as the pending key, but making it the current key needs the keyring's approval"))
+        #expect(rotate.stderr.contains("until then the database opens with the pending key (keyring service '\(app).database-key' account 'tasks.pending'); to finish, open it where the keyring can ask you"))
+        #expect(try keyAccounts(app) == ["tasks", "tasks.pending"])
+
+        // Opens (with the pending key) without waiting on anyone, again and again.
+        for _ in 0..<2 {
+            let started = ContinuousClock.now
+            let list = try tool(["tasks", "list"], app: app, prompt: "never")
+            #expect(list.status == 0, "\(list.stderr)")
+            #expect(list.stdout.contains("survives the rotation"))
+            #expect(ContinuousClock.now - started < .seconds(4))
+        }
+        // No second rotation over an unfinished one: its pending key is the one that opens the file.
+        let again = try tool(["db", "rotate-key"], app: app, prompt: "never")
+        #expect(again.status == 75)
+        #expect(again.stderr.contains("the previous key rotation of"))
+        #expect(try keyAccounts(app) == ["tasks", "tasks.pending"])
+
+        // Someone approves: the next open that may prompt finishes the rotation.
+        try Harness.keepassxcCtl("approve")
+        let finish = try tool(["tasks", "list"], app: app, prompt: "always")
+        #expect(finish.status == 0, "\(finish.stderr)")
+        #expect(finish.stdout.contains("survives the rotation"))
+        #expect(try keyAccounts(app) == ["tasks"])
+        #expect(try tool(["tasks", "list"], app: app, prompt: "never").stdout.contains("survives the rotation"))
+    }
+}
