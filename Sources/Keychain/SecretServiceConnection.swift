@@ -3,6 +3,7 @@
 internal import CLibSecret
 import Dispatch
 import Foundation
+import SecureStoreCore
 import Synchronization
 
 /// A GCancellable that cancels itself when the deadline passes, so that no libsecret call can block
@@ -518,24 +519,36 @@ final class SecretServiceConnection: @unchecked Sendable {
 enum StoredEncoding {
     static let prefix: [UInt8] = Array("base64:".utf8)
 
+    /// Whether `secret` is stored as it is: UTF-8 text without NUL that does not look encoded. Checked in
+    /// place: no `String` copy of the secret is made (it could not be wiped).
     static func isText(_ secret: Secret) -> Bool {
         secret.withUnsafeBytes { bytes in
-            !bytes.contains(0) && !bytes.starts(with: prefix)
-                && String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self) != nil
+            !bytes.contains(0) && !bytes.starts(with: prefix) && isValidUTF8(bytes)
         }
     }
 
     /// A SecretValue holding the stored form of `secret`. libsecret copies it into memory it wipes.
     static func value(for secret: Secret) -> OpaquePointer {
         if isText(secret) {
-            return secret_value_new(secret.storage.pointer, gssize(secret.count), "text/plain")
+            return secret.withUnsafeBytes { bytes in
+                secret_value_new(cString(bytes), gssize(bytes.count), "text/plain")
+            }
         }
         let encoded = Secret(count: prefix.count + Base64.encodedCount(secret.count)) { output in
             output.copyBytes(from: prefix)
             secret.withUnsafeBytes { Base64.encode($0, into: UnsafeMutableRawBufferPointer(rebasing: output[prefix.count...])) }
         }
-        return secret_value_new(encoded.storage.pointer, gssize(encoded.count), "text/plain")
+        return encoded.withUnsafeBytes { bytes in
+            secret_value_new(cString(bytes), gssize(bytes.count), "text/plain")
+        }
     }
+}
+
+/// The first byte of `bytes` as C sees it: never null, also for no bytes (libsecret reads `count` bytes). A
+/// ``Secret``'s buffer always has an address; the empty literal is only a fallback.
+private func cString(_ bytes: UnsafeRawBufferPointer) -> UnsafePointer<CChar> {
+    let base = bytes.baseAddress ?? UnsafeRawPointer(("" as StaticString).utf8Start)
+    return base.assumingMemoryBound(to: CChar.self)
 }
 
 /// The GVariant type string of `value`, e.g. `b` or `(aoo)`.

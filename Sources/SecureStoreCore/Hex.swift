@@ -40,3 +40,17 @@ package func readHex(_ text: UnsafeRawBufferPointer, into output: UnsafeMutableR
     }
     return true
 }
+
+/// Whether `bytes` are valid UTF-8, checked in place without making a `String` (for secrets, which must not
+/// be copied into memory that is never wiped).
+package func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    var iterator = bytes.makeIterator()
+    var decoder = UTF8()
+    while true {
+        switch decoder.decode(&iterator) {
+        case .scalarValue: continue
+        case .emptyInput: return true
+        case .error: return false
+        }
+    }
+}
