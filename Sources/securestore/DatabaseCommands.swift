@@ -46,9 +46,13 @@ let dbCommand = Command(
                 if invocation.global.json {
                     var object: [String: Any] = [
                         "name": info.name, "path": info.path, "exists": info.exists,
-                        "key": ["service": info.keyService, "account": info.keyAccount, "collection": info.keyCollection, "stored": info.hasKey],
+                        "key": [
+                            "service": info.keyService, "account": info.keyAccount ?? NSNull(), "collection": info.keyCollection,
+                            "stored": info.hasKey, "retired": info.retiredKeyAccounts,
+                        ] as [String: Any],
                         "rotationPending": info.rotationPending,
                     ]
+                    if let id = info.databaseID { object["databaseId"] = id }
                     if let size = info.fileSize { object["size"] = size }
                     if let wal = info.walSize { object["walSize"] = wal }
                     if let encryption { object["cipher"] = encryption.jsonObject }
