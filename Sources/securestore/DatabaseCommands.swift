@@ -79,8 +79,8 @@ let dbCommand = Command(
             discussion: """
                 A new key is stored as pending, the database is exported under it into a new file, verified,
                 renamed over the old one, and the key promoted. A crash at any step leaves a database that
-                opens; the next open finishes or undoes the rotation. Backups and recovery codes made before
-                need the old key afterwards.
+                opens; the next open finishes or undoes the rotation. The old key is kept as a retired key, so
+                backups and recovery codes made before still open ('securestore db keys list').
                 """,
             options: [nameOption],
             run: { invocation in
@@ -88,10 +88,20 @@ let dbCommand = Command(
                 let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
                 let steps = KeyedDatabase.RotationStep.allCases.count
-                try database.rotateKey { step in
+                let retired = try database.rotateKey { step in
                     Console.progress("rotating key (\(step))", done: step.rawValue, total: steps)
                 }
+                if invocation.global.json {
+                    try Console.json([
+                        "databaseId": database.databaseID, "retiredKey": retired.account,
+                        "retiredAt": keyDate(retired.date), "alsoOpens": retired.alsoOpens,
+                    ])
+                }
                 Console.err("rotated the key of database '\(database.name)'; make a new recovery code and new backups\n")
+                Console.err("the previous key is kept as the retired key '\(retired.account)': backups and recovery codes made before now need it; 'securestore db keys prune' deletes it when you say so\n")
+                for path in retired.alsoOpens {
+                    Console.err("the retired key is also the key of '\(path)', which keeps its own key item\n")
+                }
                 return ExitStatus.success
             }),
         Command(
@@ -105,6 +115,9 @@ let dbCommand = Command(
                 let target = URL(fileURLWithPath: invocation.argument(0) ?? "")
                 let report = try checking { try database.backup(to: target) }
                 try printVerification(report, invocation)
+                if !invocation.global.json {
+                    Console.err("the backup opens with the current key of database '\(database.name)' (keyring account '\(report.keyAccount)') and with its recovery code ('securestore db recovery-code'); after a rotation that key is kept as a retired key\n")
+                }
                 return ExitStatus.success
             }),
         Command(
@@ -142,6 +155,11 @@ let dbCommand = Command(
             }),
         Command(
             name: "recover", abstract: "Restore a lost key from its recovery code (read from stdin or a prompt).",
+            discussion: """
+                The code must open the database file. A different key stored for the same database is kept as a
+                retired key, never deleted. A copy of a database that still exists elsewhere is refused: the code
+                would otherwise take over that database's key.
+                """,
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
@@ -150,6 +168,78 @@ let dbCommand = Command(
                     paths: context.paths, name: databaseName(invocation), keychain: context.keychain, code: code)
                 defer { try? database.close() }
                 Console.err("the recovery code opens '\(database.url.path)'; its key is stored in the keyring again\n")
+                return ExitStatus.success
+            }),
+        keysCommand,
+    ])
+
+/// A date as key listings show it: `2026-11-23T16:15:02Z`.
+private func keyDate(_ date: Date) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime]
+    return formatter.string(from: date)
+}
+
+/// `--before DATE`: `YYYY-MM-DD` (midnight UTC) or an RFC 3339 date and time.
+private func parseBefore(_ text: String, _ invocation: Invocation) throws -> Date {
+    let full = ISO8601DateFormatter()
+    full.formatOptions = [.withInternetDateTime]
+    if let date = full.date(from: text) { return date }
+    let day = ISO8601DateFormatter()
+    day.formatOptions = [.withFullDate]
+    if let date = day.date(from: text) { return date }
+    throw UsageError("--before takes a date such as 2026-11-23 or 2026-11-23T16:15:02Z, not \(UsageError.quoted(text))", path: invocation.path)
+}
+
+/// `securestore db keys …`: the application's database key items.
+private let keysCommand = Command(
+    name: "keys", abstract: "List the database keys in the keyring, and prune retired ones.",
+    subcommands: [
+        Command(
+            name: "list", abstract: "Every database key item of the application (current, pending, retired, legacy); never a key.",
+            run: { invocation in
+                let context = try Context(invocation)
+                let keys = try KeyedDatabase.keys(paths: context.paths, keychain: context.keychain)
+                if invocation.global.json {
+                    try Console.json(keys.map { key -> [String: Any] in
+                        var object: [String: Any] = ["account": key.account, "role": key.role.rawValue]
+                        if let id = key.databaseID { object["databaseId"] = id }
+                        if let path = key.path { object["path"] = path; object["fileExists"] = key.fileExists }
+                        if let date = key.retiredAt { object["retiredAt"] = keyDate(date) }
+                        return object
+                    })
+                    return ExitStatus.success
+                }
+                for key in keys {
+                    let id = key.databaseID.map { String($0.prefix(8)) } ?? "-"
+                    let detail: String =
+                        switch key.role {
+                        case .current: (key.path ?? "") + (key.fileExists ? "" : " (no file there)")
+                        case .pending: "rotation under way; the next open finishes or undoes it"
+                        case .retired: "retired " + (key.retiredAt.map(keyDate) ?? "?") + "; opens older backups"
+                        case .legacy: "written by securestore 0.1 for '\(key.account)'; kept, it may open a folder not yet opened"
+                        }
+                    Console.out("\(key.role.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))  \(id)  \(detail)\n")
+                }
+                if keys.isEmpty, Console.stdoutIsTerminal { Console.err("(no database keys for this application)\n") }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "prune", abstract: "Delete retired keys retired before DATE (backups made under them stop opening).",
+            options: [OptionSpec(name: "before", valueName: "DATE", help: "Retired before this date: 2026-11-23 (UTC) or 2026-11-23T16:15:02Z. Required.")],
+            run: { invocation in
+                guard let text = invocation.value("before") else {
+                    throw UsageError("give --before DATE: retired keys are deleted only up to a date you choose", path: invocation.path)
+                }
+                let date = try parseBefore(text, invocation)
+                let context = try Context(invocation)
+                let deleted = try KeyedDatabase.pruneRetiredKeys(paths: context.paths, keychain: context.keychain, before: date)
+                if invocation.global.json {
+                    try Console.json(["deleted": deleted])
+                } else {
+                    for account in deleted { Console.out("deleted \(account)\n") }
+                    Console.err("deleted \(deleted.count) retired key(s); backups made under them no longer open\n")
+                }
                 return ExitStatus.success
             }),
     ])
