@@ -357,21 +357,33 @@ public final class KeyedDatabase: Sendable {
         path: String, id: String, catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems
     ) throws -> Bool {
         guard KeyedDatabaseFiles.exists(path) else { return false }
-        var configuration = DatabaseConfiguration()
-        configuration.readOnly = true
         for item in catalogue where item.databaseID == id {
             guard let key = try? items.key(account: item.account) else { continue }
             do {
-                let queue = try DatabaseQueue(path: path, key: key, configuration: configuration)
-                defer { try? queue.close() }
-                return try databaseID(in: queue) == id
-            } catch DatabaseError.wrongKeyOrNotADatabase {
-                continue
+                guard let recorded = try peek(path: path, key: key, { try databaseID(in: $0) }) else { continue }
+                return recorded == nil || recorded == id
             } catch {
                 return true
             }
         }
         return false
+    }
+
+    /// Runs `body` on the database file at `path` opened with `key`, or returns nil when `key` does not
+    /// open it. The file is opened as every handle opens it (read-only connections would leave `-wal` and
+    /// `-shm` files behind) and closed at once: reading leaves it byte-identical, with no file added. Its
+    /// lock file, when there is one, is held shared meanwhile, so no rotation of it runs in between.
+    static func peek<R>(path: String, key: DatabaseKey, _ body: (DatabaseQueue) throws -> R) throws -> R? {
+        let lock = KeyedDatabaseFiles.lockIfPresent(forDatabase: path)
+        defer { KeyedDatabaseFiles.unlock(lock) }
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: path, key: key)
+        } catch DatabaseError.wrongKeyOrNotADatabase {
+            return nil
+        }
+        defer { try? queue.close() }
+        return try body(queue)
     }
 
     /// Makes `key` the current key of database `id` at `items.path`: a different current key of `id` is

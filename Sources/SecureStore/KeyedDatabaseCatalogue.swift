@@ -90,20 +90,12 @@ extension KeyedDatabase {
         for item in catalogue {
             if case .current(_, let path) = item.role, KeyedDatabaseFiles.exists(path) { files.append(path) }
         }
-        var configuration = DatabaseConfiguration()
-        configuration.readOnly = true
         for item in doomed {
             guard let key = try items.key(account: item.account) else { continue }
-            for path in files {
-                do {
-                    let queue = try DatabaseQueue(path: path, key: key, configuration: configuration)
-                    try? queue.close()
-                    throw SecureStoreError(
-                        SecureStoreError.keyStillInUse,
-                        "the retired key '\(item.account)' still opens the database '\(path)'; nothing was deleted")
-                } catch DatabaseError.wrongKeyOrNotADatabase {
-                    continue
-                }
+            for path in files where try KeyedDatabase.peek(path: path, key: key, { _ in true }) == true {
+                throw SecureStoreError(
+                    SecureStoreError.keyStillInUse,
+                    "the retired key '\(item.account)' still opens the database '\(path)'; nothing was deleted")
             }
         }
         for item in doomed { try items.delete(account: item.account) }

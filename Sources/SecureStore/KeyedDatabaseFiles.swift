@@ -209,6 +209,23 @@ struct KeyedDatabaseFiles: Sendable {
         }
     }
 
+    /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never
+    /// created here), waiting up to a second. Returns the descriptor, or -1 when there is none or it
+    /// could not be locked in time.
+    static func lockIfPresent(forDatabase path: String) -> Int32 {
+        let directory = (path as NSString).deletingLastPathComponent
+        let lockPath = directory + "/." + (path as NSString).lastPathComponent + ".lock"
+        let descriptor = open(lockPath, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return -1 }
+        do {
+            try relock(descriptor, exclusive: false, timeoutMilliseconds: 1_000, path: path)
+            return descriptor
+        } catch {
+            close(descriptor)
+            return -1
+        }
+    }
+
     static func unlock(_ descriptor: Int32) {
         guard descriptor >= 0 else { return }
         close(descriptor)

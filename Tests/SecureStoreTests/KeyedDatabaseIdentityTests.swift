@@ -115,6 +115,7 @@ private func kdRecordedID(_ path: String, hex: String) throws -> String? {
 
         #expect(kdBytes(fixture.path) == original)
         #expect(kdBytes(copy) == copied)
+        #expect(try fixture.files() == ["restore", "tasks.db"], "no -wal or -shm was left beside the original")
         #expect(try fixture.accounts() == accounts)
         #expect(try fixture.storedHex() == hex)
         let live = try fixture.open()
