@@ -106,13 +106,16 @@ public final class KeyedDatabase: Sendable {
         let lock = try files.lock(exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
         do {
             let opened: (DatabaseQueue, String)
-            if let settled = try Self.openSettled(files: files, items: items, configuration: configuration) {
+            if let settled = try Self.openSettled(
+                files: files, items: items, configuration: configuration, hint: KeyedDatabaseFiles.readIDHint(lock))
+            {
                 opened = settled
             } else {
                 try KeyedDatabaseFiles.relock(
                     lock, exclusive: true, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
                 opened = try Self.openResolving(
                     files: files, items: items, configuration: configuration, create: createIfMissing)
+                KeyedDatabaseFiles.writeIDHint(opened.1, to: lock)
                 try KeyedDatabaseFiles.relock(
                     lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
             }
@@ -191,18 +194,31 @@ public final class KeyedDatabase: Sendable {
     }
 
     /// Under the shared lock: opens the database when nothing needs changing (the file exists, no
-    /// rotation leftovers, exactly one current item for this path, no pending key, and the file holds
-    /// the item's database id). Returns nil when the exclusive path must decide.
+    /// rotation leftovers, a current item for this path whose id has no pending key, and the file holds
+    /// that id). Returns nil when the exclusive path must decide.
+    ///
+    /// `hint` is the database id the lock file remembers from the last open: with it, the item is looked
+    /// up directly (two look-ups) instead of listing every key of the application. It is only a hint:
+    /// the id inside the encrypted file decides.
     private static func openSettled(
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration
+        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration, hint: String?
     ) throws -> (DatabaseQueue, String)? {
         guard KeyedDatabaseFiles.exists(files.path), files.rotationLeftovers().isEmpty else { return nil }
-        let catalogue = try items.catalogue()
-        // Usually one item; more only after a creation was killed before its file existed.
-        for item in catalogue where item.isCurrent(at: items.path) {
-            guard let id = item.databaseID, !catalogue.contains(where: { $0.role == .pending(id: id) }),
-                let key = try? items.key(account: item.account)
-            else { continue }
+        let candidates: [(id: String, account: String)]
+        if let hint, try !items.keychain.exists(service: items.service, account: items.pendingAccount(id: hint)) {
+            candidates = [(hint, items.currentAccount(id: hint))]
+        } else {
+            // Usually one item; more only after a creation was killed before its file existed.
+            let catalogue = try items.catalogue()
+            candidates = catalogue.compactMap { item in
+                guard item.isCurrent(at: items.path), let id = item.databaseID,
+                    !catalogue.contains(where: { $0.role == .pending(id: id) })
+                else { return nil }
+                return (id, item.account)
+            }
+        }
+        for (id, account) in candidates {
+            guard let key = try? items.key(account: account) else { continue }
             let queue: DatabaseQueue
             do {
                 queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
@@ -755,6 +771,7 @@ public final class KeyedDatabase: Sendable {
                 try? queue.close()
                 throw error
             }
+            KeyedDatabaseFiles.writeIDHint(id, to: lock)
             try KeyedDatabaseFiles.relock(
                 lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
             return KeyedDatabase(
@@ -815,6 +832,7 @@ public final class KeyedDatabase: Sendable {
                 try? queue.close()
                 throw error
             }
+            KeyedDatabaseFiles.writeIDHint(id, to: lock)
             try KeyedDatabaseFiles.relock(
                 lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
             return KeyedDatabase(

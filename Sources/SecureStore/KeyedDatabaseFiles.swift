@@ -209,6 +209,25 @@ struct KeyedDatabaseFiles: Sendable {
         }
     }
 
+    /// The database id the lock file remembers (written by ``writeIDHint(_:to:)``), or nil. A hint only:
+    /// the lock file is not encrypted and anyone may write it; the id inside the database decides.
+    static func readIDHint(_ descriptor: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 64, 0) }
+        guard count >= KeyedDatabaseKeyItem.idLength else { return nil }
+        let text = String(decoding: buffer.prefix(KeyedDatabaseKeyItem.idLength), as: UTF8.self)
+        return KeyedDatabaseKeyItem.isID(Substring(text)) ? text : nil
+    }
+
+    /// Records `id` in the lock file (held exclusively by the caller), so that the next open finds the key
+    /// item without listing every key. Failures are ignored: it is only a hint.
+    static func writeIDHint(_ id: String, to descriptor: Int32) {
+        guard readIDHint(descriptor) != id else { return }
+        let bytes = Array((id + "\n").utf8)
+        guard ftruncate(descriptor, 0) == 0 else { return }
+        _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+    }
+
     /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never
     /// created here), waiting up to a second. Returns the descriptor, or -1 when there is none or it
     /// could not be locked in time.

@@ -4,12 +4,12 @@ import Foundation
 import TestSupport
 import Testing
 
-/// Every file under `directory` with its contents, to compare before and after a refusal. The empty
-/// lock file (`.<name>.db.lock`, Docs/key-lifecycle.md) is left out: an open takes it before it can
-/// know whether it will refuse, and it holds nothing.
+/// Every file under `directory` with its contents, to compare before and after a refusal. The lock
+/// file (`.<name>.db.lock`, Docs/key-lifecycle.md) is left out: an open takes it before it can know
+/// whether it will refuse; it holds at most the id hint.
 func fileSnapshot(_ directory: String) -> [String: Data] {
     Dictionary(
-        filesUnder(directory).filter { !($0.path.hasSuffix(".lock") && $0.data.isEmpty) }.map { ($0.path, $0.data) },
+        filesUnder(directory).filter { !$0.path.hasSuffix(".lock") }.map { ($0.path, $0.data) },
         uniquingKeysWith: { first, _ in first })
 }
 
