@@ -8,23 +8,30 @@ private let nameOption = OptionSpec(name: "name", valueName: "NAME", help: "The 
 /// The database name of an invocation (`--name`, default `tasks`).
 func databaseName(_ invocation: Invocation) -> String { invocation.value("name") ?? "tasks" }
 
-/// Opens the keyed database of an invocation (created with its key on first use).
-func openDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedDatabase {
-    try KeyedDatabase(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+/// Opens the keyed database of an invocation. Only commands that write create it (with its key); every
+/// other command on a database that does not exist creates nothing — no file, no directory, no keyring
+/// item — and exits 66 with a hint naming the command that creates it: a typo in --app, --name or
+/// --data-dir must not make an empty database (and hand out a recovery code for it).
+func openDatabase(_ invocation: Invocation, _ context: Context, create: Bool = false) throws -> KeyedDatabase {
+    let name = databaseName(invocation)
+    do {
+        return try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
+    } catch let error as SecureStoreError where error.code == SecureStoreError.notFound && !create
+        && !FileManager.default.fileExists(atPath: context.paths.databaseURL(name: name).path)
+    {
+        throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(name))
+    }
 }
 
-/// Opens the keyed database of an invocation only if its file exists: maintenance commands (verify, backup,
-/// recovery code, rotation) must not create an empty database and key — a typo in --name, --app or a
-/// different XDG_DATA_HOME would otherwise hand out a recovery code for the wrong, empty database.
+/// What creates the database `name`, for the hint of a command that does not.
+func createHint(_ name: String) -> String {
+    name == "tasks"
+        ? "check --app and --data-dir; 'securestore tasks add TITLE' creates it"
+        : "check --app, --name and --data-dir; 'securestore tasks add --name \(name) TITLE' or 'securestore db import-plaintext --name \(name) FILE' creates it"
+}
+
 private func openExistingDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedDatabase {
-    let name = databaseName(invocation)
-    let info = try KeyedDatabase.info(paths: context.paths, name: name, keychain: context.keychain)
-    guard info.exists else {
-        throw CLIError(
-            status: ExitStatus.notFound, message: "there is no database \(UsageError.quoted(name)) at \(info.path)",
-            hint: "check --app, --name and --data-dir; 'securestore tasks add' creates the task database")
-    }
-    return try openDatabase(invocation, context)
+    try openDatabase(invocation, context, create: false)
 }
 
 /// `securestore db …`: the encrypted database and its key.
@@ -37,6 +44,11 @@ let dbCommand = Command(
             run: { invocation in
                 let context = try Context(invocation)
                 let info = try KeyedDatabase.info(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+                guard info.exists else {
+                    throw CLIError(
+                        status: ExitStatus.notFound, message: "there is no database '\(info.name)' at '\(info.path)'",
+                        hint: createHint(info.name))
+                }
                 var encryption: CipherInfo?
                 if info.exists && info.hasKey {
                     let database = try openDatabase(invocation, context)
