@@ -239,7 +239,7 @@ public final class KeyedDatabase: Sendable {
     /// Under the exclusive lock: creates the database, or finds the key that opens the file and settles
     /// the catalogue (finishes or undoes an interrupted rotation, upgrades a 0.1 item, follows a moved
     /// file, refuses a copy), and opens it.
-    private static func openResolving(
+    static func openResolving(
         files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration, create: Bool
     ) throws -> (DatabaseQueue, String) {
         let catalogue = try items.catalogue()

@@ -182,6 +182,54 @@ let dbCommand = Command(
                 Console.err("the recovery code opens '\(database.url.path)'; its key is stored in the keyring again\n")
                 return ExitStatus.success
             }),
+        Command(
+            name: "restore", abstract: "Install a backup as the database (the current one is kept aside).",
+            discussion: """
+                The backup is verified with its key: one in the keyring (current or retired), else the recovery
+                code of the key it was made under, asked for without echo (or read from standard input). It is
+                installed under a new key and database id, so it never takes over another database's key; the
+                database that was there is kept as <name>.before-restore-<time>.db and opens with --name. The
+                backup file is left unchanged.
+                """,
+            arguments: [ArgumentSpec(name: "BACKUP", help: "The backup file (made by 'securestore db backup').")],
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let backup = URL(fileURLWithPath: invocation.argument(0) ?? "")
+                let steps = KeyedDatabase.RestoreStep.allCases.count
+                func restore(_ code: Secret?) throws -> KeyedDatabaseRestoreReport {
+                    try KeyedDatabase.restore(
+                        from: backup, paths: context.paths, name: databaseName(invocation), keychain: context.keychain,
+                        code: code
+                    ) { step in Console.progress("restoring (\(step))", done: step.rawValue, total: steps) }
+                }
+                let report: KeyedDatabaseRestoreReport
+                do {
+                    report = try checking { try restore(nil) }
+                } catch let missing as SecureStoreError where missing.code == SecureStoreError.missingKey {
+                    // No stored key opens it (a lost keyring, or a pruned key): its recovery code may. Without
+                    // one on standard input, the refusal is the answer.
+                    let code: Secret
+                    do {
+                        code = try readSecret(prompt: "Recovery code of the backup's key: ", raw: false)
+                    } catch {
+                        throw missing
+                    }
+                    report = try checking { try restore(code) }
+                }
+                if invocation.global.json {
+                    var object: [String: Any] = [
+                        "backup": report.backupPath, "path": report.path, "databaseId": report.databaseID,
+                        "tables": report.tableCount, "rows": report.rowCount,
+                        "openedWith": report.openedWithAccount ?? "recovery code",
+                    ]
+                    if let aside = report.asidePath { object["keptAside"] = aside }
+                    try Console.json(object)
+                } else {
+                    Console.out(report.description + "\n")
+                }
+                return ExitStatus.success
+            }),
         keysCommand,
     ])
 
