@@ -786,8 +786,11 @@ public final class KeyedDatabase: Sendable {
     // MARK: Import
 
     /// Encrypts the plaintext SQLite database at `source` into the new keyed database `name` and opens
-    /// it. Every table, index, row, `user_version` and `application_id` is kept; `source` is opened
-    /// read-only and left as it was.
+    /// it. Every table, index, row, `user_version` and `application_id` is kept. `source` is left
+    /// byte-identical with nothing added beside it: SQLite reads a private copy (with the source's `-wal`,
+    /// if it has one) in a temporary directory (`$TMPDIR`, 0700) that is removed at once. The plaintext
+    /// source still exists afterwards: delete it when the import is checked. Do not import a database
+    /// another program is writing.
     ///
     /// The key is stored before the file is made (a key already stored for `name` with no file is reused).
     /// The new file is checked (it opens, `integrity_check`) before this returns.
@@ -823,7 +826,17 @@ public final class KeyedDatabase: Sendable {
             let id = KeyedDatabaseKeyItems.newDatabaseID()
             let key = DatabaseKey.random()
             try items.storeCurrent(key, id: id)
-            try DatabaseQueue.importPlaintext(from: source.path, to: files.path, key: key)
+            // SQLite opens the source only as a private copy (with its -wal, if it has one): a read-only
+            // connection would leave -wal and -shm files beside a WAL-mode source.
+            let scratch = try KeyedDatabaseFiles.makeScratchDirectory()
+            defer { KeyedDatabaseFiles.removeScratchDirectory(scratch) }
+            let copy = scratch + "/source.db"
+            try KeyedDatabaseFiles.copyNewFile(source.path, to: copy)
+            if (KeyedDatabaseFiles.size(source.path + "-wal") ?? 0) > 0 {
+                try KeyedDatabaseFiles.copyNewFile(source.path + "-wal", to: copy + "-wal")
+            }
+            try DatabaseQueue.importPlaintext(from: copy, to: files.path, key: key)
+            KeyedDatabaseFiles.removeScratchDirectory(scratch)
             let queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
             do {
                 try queue.integrityCheck()

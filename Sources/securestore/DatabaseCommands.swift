@@ -148,6 +148,7 @@ let dbCommand = Command(
                 defer { try? database.close() }
                 Console.progress("importing", done: 1, total: 1)
                 Console.err("imported \(source.path) into encrypted database '\(database.name)' at \(database.url.path)\n")
+                Console.err("the plaintext source \(source.path) still exists, unencrypted and unchanged: delete it once you have checked the import\n")
                 return ExitStatus.success
             }),
         Command(
