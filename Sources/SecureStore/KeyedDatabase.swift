@@ -314,6 +314,7 @@ public final class KeyedDatabase: Sendable {
         ordered += rest.filter { if case .current = $0.role { true } else { false } }
         ordered += rest.filter { if case .pending = $0.role { true } else { false } }
         ordered += rest.filter { if case .retired = $0.role { true } else { false } }.reversed()
+        ordered += rest.filter { $0.databaseID == nil }  // 0.1 items of other names: a renamed 0.1 file
         return ordered
     }
 

@@ -192,6 +192,19 @@ private func kdRecordedID(_ path: String, hex: String) throws -> String? {
         try again.close()
     }
 
+    /// A 0.1 file renamed before its first open (its item is named after the old name) still finds its key.
+    @Test func aRenamedZeroOneFileFindsItsKey() throws {
+        let fixture = try KDFixture()
+        let hex = String(repeating: "2f", count: 32)
+        try kdMakeLegacy(fixture, paths: fixture.paths, hex: hex)
+        let renamed = fixture.paths.databaseURL(name: "renamed").path
+        try FileManager.default.moveItem(atPath: fixture.path, toPath: renamed)
+        let database = try KeyedDatabase(paths: fixture.paths, name: "renamed", keychain: fixture.keychain)
+        try kdExpectRows(database.queue)
+        try database.close()
+        #expect(try fixture.storedHex(account: database.databaseID + "@" + kdCanonical(renamed)) == hex)
+    }
+
     /// A 0.1 rotation killed after its rename: the file is under the 0.1 pending key. The upgrade takes
     /// that key; the 0.1 pending item goes (its key now lives under the id), the 0.1 current item stays.
     @Test func aZeroOneRotationKilledAfterItsRenameIsUpgradedWithThePendingKey() throws {
