@@ -208,8 +208,10 @@ public final class KeyedDatabase: Sendable {
         if let hint, try !items.keychain.exists(service: items.service, account: items.pendingAccount(id: hint)) {
             candidates = [(hint, items.currentAccount(id: hint))]
         } else {
-            // Usually one item; more only after a creation was killed before its file existed.
+            // Usually one item; more only after a creation was killed before its file existed. A 0.1 pending
+            // item of this name may be a leftover of an upgrade killed before its end: the exclusive path decides.
             let catalogue = try items.catalogue()
+            if catalogue.contains(where: { $0.role == .legacyPending(name: items.databaseName) }) { return nil }
             candidates = catalogue.compactMap { item in
                 guard item.isCurrent(at: items.path), let id = item.databaseID,
                     !catalogue.contains(where: { $0.role == .pending(id: id) })
@@ -337,15 +339,26 @@ public final class KeyedDatabase: Sendable {
             id = KeyedDatabaseKeyItems.newDatabaseID()  // a 0.1 file: it gets its id now
         }
         try refuseCopy(id: id, key: key, catalogue: catalogue, files: files, items: items)
+        let upgrading = recorded == nil
         try adopt(key, id: id, catalogue: catalogue, items: items)
-        if recorded == nil { try recordDatabaseID(id, in: queue) }
+        if upgrading { UpgradeObserver.report(.itemStored) }
+        if upgrading {
+            try recordDatabaseID(id, in: queue)
+            UpgradeObserver.report(.idWritten)
+        }
         // The file opens under `key`: any rotation copy is a leftover, and a pending key of this database
         // either is `key` (now current) or never opened a file that stayed.
         try files.removeRotationLeftovers()
         if catalogue.contains(where: { $0.role == .pending(id: id) }) { try items.delete(account: items.pendingAccount(id: id)) }
-        // A 0.1 pending key is deleted only when it is the key of this file (now stored under the id):
-        // with a shared 0.1 key, it may belong to the same name in another folder.
-        if item.role == .legacyPending(name: items.databaseName) { try items.delete(account: items.legacyPendingAccount) }
+        // A 0.1 pending key is deleted only when it is the key of this file (now stored under the id) — also
+        // when an upgrade killed before this point left the file opening with the new item: with a shared
+        // 0.1 key, a pending key that is not this file's may belong to the same name in another folder.
+        if catalogue.contains(where: { $0.role == .legacyPending(name: items.databaseName) }),
+            let legacyPending = try? items.key(account: items.legacyPendingAccount), legacyPending == key
+        {
+            try items.delete(account: items.legacyPendingAccount)
+        }
+        if upgrading { UpgradeObserver.report(.finished) }
         return id
     }
 

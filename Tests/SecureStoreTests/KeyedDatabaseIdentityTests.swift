@@ -2,6 +2,7 @@
 // files, copies, the upgrade of items written by SecureStore 0.1 (account `<name>`), retired keys.
 import EncryptedDatabase
 import Foundation
+import Glibc
 import Keychain
 import SecureStore
 import TestSupport
@@ -203,6 +204,37 @@ private func kdRecordedID(_ path: String, hex: String) throws -> String? {
         try kdExpectRows(database.queue)
         try database.close()
         #expect(try fixture.storedHex(account: database.databaseID + "@" + kdCanonical(renamed)) == hex)
+    }
+
+    /// For every upgrade step, and for a 0.1 file under its current or (a 0.1 rotation killed after its
+    /// rename) its pending key: a child opens the 0.1 database and is killed by SIGKILL right after the
+    /// step. The next open succeeds with every row, one current item for the path holding the id in the file,
+    /// the 0.1 current item kept and a used 0.1 pending item gone.
+    @Test(arguments: [1, 2, 3], [false, true])
+    func anUpgradeKilledAfterAnyStepOpens(step: Int, fromPending: Bool) throws {
+        let fixture = try KDFixture()
+        let hex = String(repeating: fromPending ? "3e" : "5b", count: 32)
+        try kdMakeLegacy(fixture, paths: fixture.paths, hex: hex, storeItem: !fromPending)
+        if fromPending {
+            try fixture.keychain.set(String(repeating: "19", count: 32), service: fixture.service, account: "tasks")
+            try fixture.keychain.set(hex, service: fixture.service, account: "tasks.pending")
+        }
+        let child = try kdRun([
+            kdStressBinary, "keyed", "upgrade-crash", String(step), fixture.directory.path, fixture.app, "tasks",
+        ])
+        #expect(child.signal == SIGKILL, "the child should die by SIGKILL after upgrade step \(step): \(child.stderr)")
+
+        let database = try fixture.open()
+        try database.queue.integrityCheck()
+        try kdExpectRows(database.queue)
+        let id = database.databaseID
+        try database.close()
+        let current = try fixture.accounts().filter { $0.contains("@") }
+        #expect(current == [id + "@" + kdCanonical(fixture.path)])
+        #expect(try fixture.storedHex() == hex)
+        #expect(try kdRecordedID(fixture.path, hex: hex) == id)
+        #expect(try fixture.accounts().contains("tasks"), "the 0.1 item is kept")
+        #expect(try !fixture.accounts().contains("tasks.pending"), "a used 0.1 pending item is gone")
     }
 
     /// A 0.1 rotation killed after its rename: the file is under the 0.1 pending key. The upgrade takes
