@@ -402,9 +402,10 @@ public final class KeyedDatabase: Sendable {
     /// Runs `body` on the database file at `path` opened with `key`, or returns nil when `key` does not
     /// open it. The file is opened as every handle opens it (read-only connections would leave `-wal` and
     /// `-shm` files behind) and closed at once: reading leaves it byte-identical, with no file added. Its
-    /// lock file, when there is one, is held shared meanwhile, so no rotation of it runs in between.
+    /// lock file, when there is one, is held shared meanwhile, so no rotation of it runs in between; while
+    /// one runs, this throws ``SecureStoreError/inUse`` (callers then assume the file is still in use).
     static func peek<R>(path: String, key: DatabaseKey, _ body: (DatabaseQueue) throws -> R) throws -> R? {
-        let lock = KeyedDatabaseFiles.lockIfPresent(forDatabase: path)
+        let lock = try KeyedDatabaseFiles.lockIfPresent(forDatabase: path)
         defer { KeyedDatabaseFiles.unlock(lock) }
         let queue: DatabaseQueue
         do {

@@ -302,9 +302,11 @@ struct KeyedDatabaseFiles: Sendable {
     }
 
     /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never
-    /// created here), waiting up to a second. Returns the descriptor, or -1 when there is none or it
-    /// could not be locked in time.
-    static func lockIfPresent(forDatabase path: String) -> Int32 {
+    /// created here), waiting up to a second. Returns the descriptor, or -1 when there is no lock file.
+    ///
+    /// - Throws: ``SecureStoreError/inUse`` when the lock is held exclusively (a rotation, recovery or
+    ///   restore of that database is under way).
+    static func lockIfPresent(forDatabase path: String) throws -> Int32 {
         let directory = (path as NSString).deletingLastPathComponent
         let lockPath = directory + "/." + (path as NSString).lastPathComponent + ".lock"
         let descriptor = open(lockPath, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
@@ -314,7 +316,7 @@ struct KeyedDatabaseFiles: Sendable {
             return descriptor
         } catch {
             close(descriptor)
-            return -1
+            throw error
         }
     }
 

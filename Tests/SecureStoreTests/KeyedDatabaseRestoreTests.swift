@@ -114,6 +114,24 @@ private func kdAsideNames(_ fixture: KDFixture) throws -> [String] {
         #expect(kdBytes(backup.path) == bytes)
     }
 
+    /// The database is open in another handle: the restore is refused before anything is stored or linked.
+    @Test func aRestoreWhileTheDatabaseIsOpenIsRefusedAndChangesNothing() throws {
+        let fixture = try KDFixture()
+        let (backup, _) = try kdBackupThenChange(fixture)
+        defer { try? FileManager.default.removeItem(at: backup.deletingLastPathComponent()) }
+        let open = try fixture.open()
+        defer { try? open.close() }
+        let accounts = try fixture.accounts()
+        let files = try fixture.files()
+        let message = try #require(kdExpectError("inUse") {
+            try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
+        })
+        #expect(message.contains("is open in another process (or another handle)"))
+        #expect(try fixture.accounts() == accounts)
+        #expect(try fixture.files() == files)
+        #expect(try open.queue.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == kdRowCount + 1)
+    }
+
     /// For every step: a child restores and is killed by SIGKILL right after it. The database path then
     /// opens with either the old contents (before the rename) or the backup's (after), the backup is
     /// unchanged, the set-aside database opens under its own name, and a restore run again completes.
