@@ -27,6 +27,17 @@ public struct DatabaseMigrator: Sendable {
     /// Creates a migrator with no migrations.
     public init() {}
 
+    /// Decides which applied migrations that are not registered here belong to *another component* that
+    /// shares the database (they are left alone) rather than to a newer version of this program (refused
+    /// with ``DatabaseError/Code/unknownMigration``). By default every unregistered migration is refused.
+    ///
+    /// ```swift
+    /// var migrator = DatabaseMigrator()
+    /// migrator.registerMigration("notes v1") { db in … }
+    /// migrator.isOtherComponentsMigration = { !$0.hasPrefix("notes ") }   // the rest is not ours
+    /// ```
+    public var isOtherComponentsMigration: @Sendable (String) -> Bool = { _ in false }
+
     /// An identifier registered more than once, reported by ``migrate(_:)``.
     private var duplicateID: String?
 
@@ -80,7 +91,7 @@ public struct DatabaseMigrator: Sendable {
 
     private func checkKnown(_ applied: [String], path: String) throws {
         let known = Set(migrations.map(\.id))
-        let unknown = applied.filter { !known.contains($0) }
+        let unknown = applied.filter { !known.contains($0) && !isOtherComponentsMigration($0) }
         if !unknown.isEmpty {
             throw DatabaseError(
                 .unknownMigration,

@@ -16,8 +16,9 @@ internal import Synchronization
 /// ```
 ///
 /// The file is `<data directory>/<name>.db`; the key is the keychain item with service
-/// `<app>.database-key` and account `<name>` (and `<name>.pending` while a rotation is under way),
-/// stored as 64 lowercase hexadecimal digits.
+/// `<app>.database-key` and account `<id>@<path>` (`<id>` is the database's random id, also kept inside
+/// the file; `<id>.pending` while a rotation is under way, `<id>.retired.<date>` for keys replaced by a
+/// rotation or recovery), stored as 64 lowercase hexadecimal digits. Two databases never share an item.
 ///
 /// Guarantees (Docs/key-lifecycle.md shows why each holds at every crash point):
 /// - a key is stored before its database file is created, and a stored key is never replaced by a new
@@ -32,8 +33,11 @@ internal import Synchronization
 public final class KeyedDatabase: Sendable {
     /// The application's paths.
     public let paths: AppPaths
-    /// The database's name (the file is `<name>.db`, the keychain account is `<name>`).
+    /// The database's name (the file is `<name>.db`).
     public let name: String
+    /// The database's id: 32 random hexadecimal digits kept inside the encrypted file and in the account
+    /// of its key items (`<id>@<path>`, `<id>.pending`, `<id>.retired.<date>`).
+    public let databaseID: String
     /// The keychain that holds the key.
     public let keychain: Keychain
     /// The options the database is opened with.
@@ -68,42 +72,55 @@ public final class KeyedDatabase: Sendable {
 
     // MARK: Opening
 
-    /// Opens the database `name`, creating it (and its key) the first time.
+    /// Opens the database `name`, creating it (and its key) the first time unless `createIfMissing` is
+    /// false.
     ///
-    /// - The first open generates a random key (system CSPRNG) and stores it in the keychain *before*
-    ///   the file is created; if storing fails, no file is made.
+    /// - The first open generates a random key (system CSPRNG) and a random database id, and stores the
+    ///   key in the keychain (item account `<id>@<path>`) *before* the file is created; if storing fails,
+    ///   no file is made. The id is then written inside the encrypted file.
+    /// - A key belongs to one database: another folder, application or name gets its own key. A moved
+    ///   file finds its key again (the item follows it); a copy of a database that still exists at its
+    ///   recorded place does not take over its key (``SecureStoreError/copiedDatabase``).
     /// - A stored key that does not open the file is ``SecureStoreError/keyMismatch``; an existing file
     ///   without a stored key is ``SecureStoreError/missingKey``. Neither changes the file, and no new key
     ///   is ever made over an existing file (nor over an orphaned `-wal`).
-    /// - An interrupted key rotation is finished (the file opens with the pending key: it becomes
-    ///   current) or undone (the file opens with the current key: the pending key and the half-made copy
-    ///   are removed).
+    /// - An interrupted key rotation is finished or undone, and a key item written by SecureStore 0.1
+    ///   (account `<name>`) is upgraded; see Docs/key-lifecycle.md.
     ///
-    /// - Throws: ``SecureStoreError`` (`missingKey`, `keyMismatch`, `invalidArgument`, `inUse`,
-    ///   `notFound`, `fileSystem`), ``KeychainError`` (for example `locked`) and `DatabaseError` (for
-    ///   example `corrupt`) unchanged.
+    /// - Parameter createIfMissing: when false and there is no database file, throws
+    ///   ``SecureStoreError/notFound`` and creates nothing: no file, no directory, no keychain item.
+    /// - Throws: ``SecureStoreError`` (`missingKey`, `keyMismatch`, `copiedDatabase`, `invalidArgument`,
+    ///   `inUse`, `notFound`, `fileSystem`), ``KeychainError`` (for example `locked`) and `DatabaseError`
+    ///   (for example `corrupt`) unchanged.
     public convenience init(
         paths: AppPaths, name: String, keychain: Keychain,
-        configuration: DatabaseConfiguration = DatabaseConfiguration()
+        configuration: DatabaseConfiguration = DatabaseConfiguration(), createIfMissing: Bool = true
     ) throws {
         try Self.validate(name: name, keychain: keychain)
         let files = KeyedDatabaseFiles(paths: paths, name: name)
-        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
+        if !createIfMissing, !KeyedDatabaseFiles.exists(files.path) {
+            throw Self.noDatabaseError(name: name, files: files)
+        }
         try KeyedDatabaseFiles.makeDirectories(files.directory)
+        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         let lock = try files.lock(exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
         do {
-            let queue: DatabaseQueue
-            if let settled = try Self.openSettled(files: files, items: items, configuration: configuration) {
-                queue = settled
+            let opened: (DatabaseQueue, String)
+            if let settled = try Self.openSettled(
+                files: files, items: items, configuration: configuration, hint: KeyedDatabaseFiles.readIDHint(lock))
+            {
+                opened = settled
             } else {
                 try KeyedDatabaseFiles.relock(
                     lock, exclusive: true, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
-                queue = try Self.openResolving(files: files, items: items, configuration: configuration)
+                opened = try Self.openResolving(
+                    files: files, items: items, configuration: configuration, create: createIfMissing)
+                KeyedDatabaseFiles.writeIDHint(opened.1, to: lock)
                 try KeyedDatabaseFiles.relock(
                     lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
             }
             self.init(paths: paths, name: name, keychain: keychain, configuration: configuration,
-                      files: files, items: items, queue: queue, lock: lock)
+                      files: files, items: items, queue: opened.0, databaseID: opened.1, lock: lock)
         } catch {
             KeyedDatabaseFiles.unlock(lock)
             throw error
@@ -112,7 +129,7 @@ public final class KeyedDatabase: Sendable {
 
     private init(
         paths: AppPaths, name: String, keychain: Keychain, configuration: DatabaseConfiguration,
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, queue: DatabaseQueue, lock: Int32
+        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, queue: DatabaseQueue, databaseID: String, lock: Int32
     ) {
         self.paths = paths
         self.name = name
@@ -120,6 +137,7 @@ public final class KeyedDatabase: Sendable {
         self.configuration = configuration
         self.files = files
         self.items = items
+        self.databaseID = databaseID
         state = Mutex(State(queue: queue, lock: lock))
     }
 
@@ -158,7 +176,7 @@ public final class KeyedDatabase: Sendable {
     }
 
     /// Checks a database name: 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.` and not
-    /// ending with `.pending` (the suffix of the pending key's account).
+    /// ending with `.pending` (the suffix of a pending key's account).
     public static func validate(name: String) throws(SecureStoreError) {
         let allowed = name.utf8.allSatisfy { byte in
             (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
@@ -176,83 +194,179 @@ public final class KeyedDatabase: Sendable {
     }
 
     /// Under the shared lock: opens the database when nothing needs changing (the file exists, no
-    /// rotation leftovers, no pending key). Returns nil when the exclusive path must decide.
+    /// rotation leftovers, a current item for this path whose id has no pending key, and the file holds
+    /// that id). Returns nil when the exclusive path must decide.
+    ///
+    /// `hint` is the database id the lock file remembers from the last open: with it, the item is looked
+    /// up directly (two look-ups) instead of listing every key of the application. It is only a hint:
+    /// the id inside the encrypted file decides.
     private static func openSettled(
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration
-    ) throws -> DatabaseQueue? {
-        guard KeyedDatabaseFiles.exists(files.path), files.rotationLeftovers().isEmpty,
-            try !items.keychain.exists(service: items.service, account: items.pendingAccount)
-        else { return nil }
-        guard let current = try items.current() else { throw missingKeyError(files: files, items: items) }
-        do {
-            return try DatabaseQueue(path: files.path, key: current, configuration: configuration)
-        } catch DatabaseError.wrongKeyOrNotADatabase {
-            throw keyMismatchError(files: files, items: items)
+        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration, hint: String?
+    ) throws -> (DatabaseQueue, String)? {
+        guard KeyedDatabaseFiles.exists(files.path), files.rotationLeftovers().isEmpty else { return nil }
+        let candidates: [(id: String, account: String)]
+        if let hint, try !items.keychain.exists(service: items.service, account: items.pendingAccount(id: hint)) {
+            candidates = [(hint, items.currentAccount(id: hint))]
+        } else {
+            // Usually one item; more only after a creation was killed before its file existed. A 0.1 pending
+            // item of this name may be a leftover of an upgrade killed before its end: the exclusive path decides.
+            let catalogue = try items.catalogue()
+            if catalogue.contains(where: { $0.role == .legacyPending(name: items.databaseName) }) { return nil }
+            candidates = catalogue.compactMap { item in
+                guard item.isCurrent(at: items.path), let id = item.databaseID,
+                    !catalogue.contains(where: { $0.role == .pending(id: id) })
+                else { return nil }
+                return (id, item.account)
+            }
         }
+        for (id, account) in candidates {
+            guard let key = try? items.key(account: account) else { continue }
+            let queue: DatabaseQueue
+            do {
+                queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
+            } catch DatabaseError.wrongKeyOrNotADatabase {
+                continue
+            }
+            do {
+                if try databaseID(in: queue) == id { return (queue, id) }
+                try queue.close()
+            } catch {
+                try? queue.close()
+                throw error
+            }
+        }
+        return nil
     }
 
-    /// Under the exclusive lock: creates the database, or finishes or undoes an interrupted rotation,
-    /// and opens it.
-    private static func openResolving(
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration
-    ) throws -> DatabaseQueue {
-        let current = try items.current()
-        let pending = try items.pending()
+    /// Under the exclusive lock: creates the database, or finds the key that opens the file and settles
+    /// the catalogue (finishes or undoes an interrupted rotation, upgrades a 0.1 item, follows a moved
+    /// file, refuses a copy), and opens it.
+    static func openResolving(
+        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration, create: Bool
+    ) throws -> (DatabaseQueue, String) {
+        let catalogue = try items.catalogue()
         guard KeyedDatabaseFiles.exists(files.path) else {
+            guard create else { throw noDatabaseError(name: items.databaseName, files: files) }
             try refuseOrphans(files: files)
             // A creation killed before its link leaves a temporary file of its own; it holds no data.
             try files.removeCreationLeftovers()
-            // Create. A stored key without a file is reused, never replaced: it may open a backup.
-            let key: DatabaseKey
-            if let current {
-                key = current
-            } else {
-                key = DatabaseKey.random()
-                try items.storeCurrent(key)
-            }
+            // Create, always with a new id and key: a stored key without a file may belong to a database
+            // that moved away or to a backup, so it is never reused for another file.
+            let id = KeyedDatabaseKeyItems.newDatabaseID()
+            let key = DatabaseKey.random()
+            try items.storeCurrent(key, id: id)
             // The key is stored: only now may the file exist. DatabaseQueue builds it under a temporary
-            // name and links it into place, so it is never half made.
-            return try DatabaseQueue(path: files.path, key: key, configuration: configuration)
-        }
-        if let current {
+            // name and links it into place, so it is never half made; then the id is written inside it
+            // (a crash in between leaves a file without an id that this path's item opens: the next open
+            // writes the item's id).
+            let queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
             do {
-                let queue = try DatabaseQueue(path: files.path, key: current, configuration: configuration)
-                // The file is under the current key: a rotation stopped before its rename. Undo it.
-                try files.removeRotationLeftovers()
-                // A pending key that does not open the file is harmless; when removing it waits for the
-                // keyring's approval (KeePassXC), the next open removes it.
-                if pending != nil { try deferringApproval { _ = try items.deletePending() } }
-                return queue
+                try recordDatabaseID(id, in: queue)
+            } catch {
+                try? queue.close()
+                throw error
+            }
+            return (queue, id)
+        }
+        var undecodable: (any Error)?
+        var sawKey = false
+        var tried: [DatabaseKey] = []
+        for item in candidates(catalogue, items: items) {
+            let key: DatabaseKey
+            do {
+                guard let found = try items.key(account: item.account) else { continue }
+                key = found
+            } catch let error as SecureStoreError {
+                undecodable = undecodable ?? error
+                continue
+            }
+            sawKey = true
+            if tried.contains(where: { $0 == key }) { continue }
+            tried.append(key)
+            let queue: DatabaseQueue
+            do {
+                queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
             } catch DatabaseError.wrongKeyOrNotADatabase {
-                guard let pending, pending != current else { throw keyMismatchError(files: files, items: items) }
-                do {
-                    return try openPromoting(pending, files: files, items: items, configuration: configuration)
-                } catch DatabaseError.wrongKeyOrNotADatabase {
-                    throw keyMismatchError(files: files, items: items)
-                }
+                continue
+            }
+            do {
+                let id = try settle(
+                    queue: queue, key: key, openedWith: item, catalogue: catalogue, files: files, items: items)
+                return (queue, id)
+            } catch {
+                try? queue.close()
+                throw error
             }
         }
-        guard let pending else { throw missingKeyError(files: files, items: items) }
-        do {
-            return try openPromoting(pending, files: files, items: items, configuration: configuration)
-        } catch DatabaseError.wrongKeyOrNotADatabase {
-            throw missingKeyError(files: files, items: items)
-        }
+        if !sawKey, let undecodable { throw undecodable }
+        throw sawKey ? keyMismatchError(files: files, items: items) : missingKeyError(files: files, items: items)
     }
 
-    /// Opens the file with the pending key; when it opens, the rotation had replaced the file: the pending
-    /// key becomes current (stored as current first, then the pending item removed).
-    private static func openPromoting(
-        _ pending: DatabaseKey, files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems,
-        configuration: DatabaseConfiguration
-    ) throws -> DatabaseQueue {
-        let queue = try DatabaseQueue(path: files.path, key: pending, configuration: configuration)
-        // When the keyring wants a person's approval to replace the current key (KeePassXC), the rotation
-        // stays unfinished: the file opens with the pending key, which stays stored, and the next open that
-        // may prompt finishes it. rotateKey refuses to start another rotation meanwhile.
-        if try deferringApproval({ try items.storeCurrent(pending) }) { try items.deletePending() }
+    /// The key items that may open the file at `items.path`, most likely first: the current items of this
+    /// path and their pending keys, this name's 0.1 items, then every other database key of the
+    /// application (a moved file, a copy, an older version of the file under a retired key).
+    static func candidates(_ catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems) -> [KeyedDatabaseKeyItem] {
+        let here = catalogue.filter { $0.isCurrent(at: items.path) }
+        let hereIDs = Set(here.compactMap(\.databaseID))
+        var ordered = here
+        ordered += catalogue.filter { if case .pending(let id) = $0.role { hereIDs.contains(id) } else { false } }
+        ordered += catalogue.filter { $0.role == .legacy(name: items.databaseName) }
+        ordered += catalogue.filter { $0.role == .legacyPending(name: items.databaseName) }
+        let rest = catalogue.filter { item in !ordered.contains(item) }
+        ordered += rest.filter { if case .current = $0.role { true } else { false } }
+        ordered += rest.filter { if case .pending = $0.role { true } else { false } }
+        ordered += rest.filter { if case .retired = $0.role { true } else { false } }.reversed()
+        ordered += rest.filter { $0.databaseID == nil }  // 0.1 items of other names: a renamed 0.1 file
+        return ordered
+    }
+
+    /// The file at `items.path` opened with `key` (from `item`): makes the catalogue say so. Returns the
+    /// database id. Refuses a copy of a database that exists elsewhere; never deletes a key that may
+    /// open something (a replaced current key is retired first).
+    private static func settle(
+        queue: DatabaseQueue, key: DatabaseKey, openedWith item: KeyedDatabaseKeyItem,
+        catalogue: [KeyedDatabaseKeyItem], files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems
+    ) throws -> String {
+        let recorded = try databaseID(in: queue)
+        let id: String
+        if let recorded {
+            id = recorded
+        } else if case .current(let itemID, let path) = item.role, path == items.path {
+            id = itemID  // created or upgraded, killed before the id was written
+        } else if case .pending(let itemID) = item.role {
+            id = itemID
+        } else {
+            id = KeyedDatabaseKeyItems.newDatabaseID()  // a 0.1 file: it gets its id now
+        }
+        try refuseCopy(id: id, key: key, catalogue: catalogue, files: files, items: items)
+        let upgrading = recorded == nil
+        // When the keyring wants a person's approval to store the key as current (KeePassXC), the file stays
+        // open with the key that opened it, which stays stored (a pending key too), and the next open that may
+        // prompt finishes; rotateKey refuses to start another rotation meanwhile.
+        let adopted = try deferringApproval { try adopt(key, id: id, catalogue: catalogue, items: items) }
+        guard adopted else { return id }
+        if upgrading { UpgradeObserver.report(.itemStored) }
+        if upgrading {
+            try recordDatabaseID(id, in: queue)
+            UpgradeObserver.report(.idWritten)
+        }
+        // The file opens under `key`: any rotation copy is a leftover, and a pending key of this database
+        // either is `key` (now current) or never opened a file that stayed.
         try files.removeRotationLeftovers()
-        return queue
+        // Removing a pending key that waits for the keyring's approval is left to the next open.
+        if catalogue.contains(where: { $0.role == .pending(id: id) }) {
+            try deferringApproval { _ = try items.delete(account: items.pendingAccount(id: id)) }
+        }
+        // A 0.1 pending key is deleted only when it is the key of this file (now stored under the id) — also
+        // when an upgrade killed before this point left the file opening with the new item: with a shared
+        // 0.1 key, a pending key that is not this file's may belong to the same name in another folder.
+        if catalogue.contains(where: { $0.role == .legacyPending(name: items.databaseName) }),
+            let legacyPending = try? items.key(account: items.legacyPendingAccount), legacyPending == key
+        {
+            try items.delete(account: items.legacyPendingAccount)
+        }
+        if upgrading { UpgradeObserver.report(.finished) }
+        return id
     }
 
     /// Runs `body`; returns false instead of throwing when it failed only for want of a person's approval
@@ -270,10 +384,87 @@ public final class KeyedDatabase: Sendable {
     }
 
     /// What a person must do when promoting the pending key waits for the keyring's approval.
-    static func promotionHint(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems) -> String {
-        "until then the database opens with the pending key (keyring service '\(items.service)' account '\(items.pendingAccount)'); "
-            + "to finish, open it where the keyring can ask you (run a securestore command on a terminal, or with "
-            + "SECURESTORE_PROMPT=always) and approve the keyring's access request"
+    static func promotionHint(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, id: String) -> String {
+        "until then the database opens with the pending key (keyring service '\(items.service)' account "
+            + "'\(items.pendingAccount(id: id))'); to finish, open it where the keyring can ask you (run a "
+            + "securestore command on a terminal, or with SECURESTORE_PROMPT=always) and approve the keyring's "
+            + "access request"
+    }
+
+    /// Refuses when the database `id` is also at another recorded path whose file still holds it: the
+    /// file at `items.path` is then a copy, and a copy never takes over the original's key item.
+    static func refuseCopy(
+        id: String, key: DatabaseKey, catalogue: [KeyedDatabaseKeyItem], files: KeyedDatabaseFiles,
+        items: KeyedDatabaseKeyItems
+    ) throws {
+        for item in catalogue {
+            guard case .current(id, let other) = item.role, other != items.path else { continue }
+            if try fileHolds(path: other, id: id, catalogue: catalogue, items: items) {
+                throw SecureStoreError(
+                    SecureStoreError.copiedDatabase,
+                    "'\(files.path)' is a copy of the database at '\(other)' (database id \(id.prefix(8))); a copy never "
+                        + "takes over the original's key, and nothing was changed. Move the original away first, or "
+                        + "run `securestore db restore \(files.path)` to install the copy as a database of its own")
+            }
+        }
+    }
+
+    /// Whether the file at `path` exists and is the database `id` (opens read-only with one of its keys
+    /// and holds its id). A file that exists but cannot be checked (damaged, locked) counts as holding it:
+    /// a key is never taken from a database that might still need it.
+    static func fileHolds(
+        path: String, id: String, catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems
+    ) throws -> Bool {
+        guard KeyedDatabaseFiles.exists(path) else { return false }
+        for item in catalogue where item.databaseID == id {
+            guard let key = try? items.key(account: item.account) else { continue }
+            do {
+                guard let recorded = try peek(path: path, key: key, { try databaseID(in: $0) }) else { continue }
+                return recorded == nil || recorded == id
+            } catch {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Runs `body` on the database file at `path` opened with `key`, or returns nil when `key` does not
+    /// open it. The file is opened as every handle opens it (read-only connections would leave `-wal` and
+    /// `-shm` files behind) and closed at once: reading leaves it byte-identical, with no file added. Its
+    /// lock file, when there is one, is held shared meanwhile, so no rotation of it runs in between; while
+    /// one runs, this throws ``SecureStoreError/inUse`` (callers then assume the file is still in use).
+    static func peek<R>(path: String, key: DatabaseKey, _ body: (DatabaseQueue) throws -> R) throws -> R? {
+        let lock = try KeyedDatabaseFiles.lockIfPresent(forDatabase: path)
+        defer { KeyedDatabaseFiles.unlock(lock) }
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: path, key: key)
+        } catch DatabaseError.wrongKeyOrNotADatabase {
+            return nil
+        }
+        defer { try? queue.close() }
+        return try body(queue)
+    }
+
+    /// Makes `key` the current key of database `id` at `items.path`: a different current key of `id` is
+    /// retired first, then `key` is stored (read back), then current items of `id` at other paths (a
+    /// moved file's old place, already retired or equal) are removed. Crash-safe at every step: each
+    /// intermediate state still has `key` stored and the replaced key retired.
+    static func adopt(_ key: DatabaseKey, id: String, catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems) throws {
+        let currents = catalogue.filter { if case .current(id, _) = $0.role { true } else { false } }
+        var alreadyHere = false
+        for item in currents {
+            guard let stored = try items.key(account: item.account) else { continue }
+            if stored != key {
+                try items.retire(stored, id: id, catalogue: catalogue)
+            } else if item.account == items.currentAccount(id: id) {
+                alreadyHere = true
+            }
+        }
+        if !alreadyHere { try items.storeCurrent(key, id: id) }
+        for item in currents where item.account != items.currentAccount(id: id) {
+            try items.delete(account: item.account)
+        }
     }
 
     /// Refuses to create a database where files of one remain: a `-wal` may hold committed data, and a
@@ -295,11 +486,15 @@ public final class KeyedDatabase: Sendable {
         }
     }
 
+    static func noDatabaseError(name: String, files: KeyedDatabaseFiles) -> SecureStoreError {
+        SecureStoreError(SecureStoreError.notFound, "there is no database '\(name)' at '\(files.path)'")
+    }
+
     static func missingKeyError(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems) -> SecureStoreError {
         SecureStoreError(
             SecureStoreError.missingKey,
-            "no key for database '\(items.databaseName)' in the keyring (\(items.location)), but the file "
-                + "'\(files.path)' exists; if you kept a recovery code, run `securestore db recover --name "
+            "no key for database '\(items.databaseName)' in the keyring (\(items.location)) opens the file "
+                + "'\(files.path)'; if you kept a recovery code, run `securestore db recover --name "
                 + "\(items.databaseName)`, or restore the keyring from a backup. A new key is never created over "
                 + "existing data; the file was not changed")
     }
@@ -307,16 +502,40 @@ public final class KeyedDatabase: Sendable {
     static func keyMismatchError(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems) -> SecureStoreError {
         SecureStoreError(
             SecureStoreError.keyMismatch,
-            "the key stored for database '\(items.databaseName)' (\(items.location)) does not open '\(files.path)' "
-                + "(wrong key, or not a SecureStore database); the file was not changed. If you kept a recovery "
-                + "code, run `securestore db recover --name \(items.databaseName)`")
+            "the key stored for database '\(items.databaseName)' (\(items.location)) does not open '\(files.path)', "
+                + "nor does any other key of application '\(items.app)' (wrong key, damaged, or not a SecureStore "
+                + "database); the file was not changed. If you kept a recovery code, run `securestore db recover "
+                + "--name \(items.databaseName)`")
+    }
+
+    // MARK: The database id inside the file
+
+    /// The table that holds the database id inside the encrypted file.
+    static let identityTable = "securestore_identity"
+
+    /// The database id recorded in the file, or nil when it has none (written by SecureStore 0.1).
+    static func databaseID(in queue: DatabaseQueue) throws -> String? {
+        try queue.read { db in
+            guard try db.tableExists(identityTable) else { return nil }
+            return try db.scalar("SELECT database_id FROM \(identityTable) WHERE singleton = 0", as: String.self)
+        }
+    }
+
+    /// Records `id` in the file (one transaction).
+    static func recordDatabaseID(_ id: String, in queue: DatabaseQueue) throws {
+        try queue.write { db in
+            try db.execute(
+                "CREATE TABLE IF NOT EXISTS \(identityTable) (singleton INTEGER PRIMARY KEY CHECK (singleton = 0), "
+                    + "database_id TEXT NOT NULL)")
+            try db.execute("INSERT OR REPLACE INTO \(identityTable) (singleton, database_id) VALUES (0, ?)", [id])
+        }
     }
 
     // MARK: Rotation
 
     /// A step of ``rotateKey(progress:)``, reported when it is done.
     public enum RotationStep: Int, Sendable, CaseIterable, CustomStringConvertible {
-        /// The new key is stored in the keychain as the pending key (`<name>.pending`).
+        /// The new key is stored in the keychain as the pending key (`<id>.pending`).
         case pendingKeyStored = 1
         /// The database is copied under the new key into `.<name>.db.rotating` (`sqlcipher_export`).
         case exported
@@ -329,6 +548,9 @@ public final class KeyedDatabase: Sendable {
         case replaced
         /// The directory is flushed, so the rename survives a power loss.
         case directoryFlushed
+        /// The old key is kept as a retired key (`<id>.retired.<date>`), so backups made under it still
+        /// restore.
+        case retired
         /// The new key is stored as the current key.
         case promoted
         /// The pending key is removed; the rotation is complete.
@@ -343,6 +565,7 @@ public final class KeyedDatabase: Sendable {
             case .flushed: "flushed the copy to disk and closed the database"
             case .replaced: "replaced the database file with the copy"
             case .directoryFlushed: "flushed the directory"
+            case .retired: "kept the old key as a retired key"
             case .promoted: "stored the new key as the current key"
             case .finished: "removed the pending key; rotation complete"
             }
@@ -360,7 +583,8 @@ public final class KeyedDatabase: Sendable {
     ///
     /// - Parameter progress: called after each step, on the caller's thread. It must not use this
     ///   database.
-    public func rotateKey(progress: (RotationStep) -> Void = { _ in }) throws {
+    @discardableResult
+    public func rotateKey(progress: (RotationStep) -> Void = { _ in }) throws -> KeyedDatabaseRetiredKey {
         try state.withLock { state in
             guard state.lock >= 0 else {
                 throw SecureStoreError(SecureStoreError.invalidArgument, "the database '\(files.path)' is closed")
@@ -382,30 +606,35 @@ public final class KeyedDatabase: Sendable {
                     state.lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds,
                     path: files.path)
             }
-            guard let oldKey = try items.current() else { throw Self.missingKeyError(files: files, items: items) }
-            // Left by a rotation whose promotion waits for the keyring's approval: the file may be under
-            // the pending key, so a new pending key must never be stored over it.
-            if try items.pending() != nil {
+            // Left by a rotation whose promotion waits for the keyring's approval: the file may be under the
+            // pending key, so a new pending key must never be stored over it.
+            if try items.key(account: items.pendingAccount(id: databaseID)) != nil {
                 throw SecureStoreError(
                     SecureStoreError.inUse,
-                    "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the pending key "
-                        + "and making it the current key needs the keyring's approval; "
-                        + Self.promotionHint(files: files, items: items) + ", then rotate again")
+                    "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the "
+                        + "pending key and making it the current key needs the keyring's approval; "
+                        + Self.promotionHint(files: files, items: items, id: databaseID) + ", then rotate again")
+            }
+            guard let oldKey = try items.key(account: items.currentAccount(id: databaseID)) else {
+                throw Self.missingKeyError(files: files, items: items)
             }
             try state.queue.checkpoint()
             try state.queue.close()
             var replaced = false
             do {
-                let newKey = try rotate(from: oldKey, progress: progress, replaced: &replaced)
+                let (newKey, retired) = try rotate(from: oldKey, progress: progress, replaced: &replaced)
                 state.queue = try DatabaseQueue(path: files.path, key: newKey, configuration: configuration)
+                return retired
             } catch {
                 if !replaced {
                     // Undo: the file is still under the old key. Remove the copy, then the pending key.
                     try? files.removeRotationLeftovers()
-                    _ = try? items.deletePending()
+                    _ = try? items.delete(account: items.pendingAccount(id: databaseID))
                 }
                 // Reopen with whichever stored key opens the file now.
-                if let queue = try? Self.openResolving(files: files, items: items, configuration: configuration) {
+                if let (queue, _) = try? Self.openResolving(
+                    files: files, items: items, configuration: configuration, create: false)
+                {
                     state.queue = queue
                 }
                 throw error
@@ -414,7 +643,7 @@ public final class KeyedDatabase: Sendable {
     }
 
     private func rotate(from oldKey: DatabaseKey, progress: (RotationStep) -> Void, replaced: inout Bool) throws
-        -> DatabaseKey
+        -> (DatabaseKey, KeyedDatabaseRetiredKey)
     {
         // The old connection is closed; its -wal is gone unless another connection holds the file open.
         if KeyedDatabaseFiles.exists(files.walPath) {
@@ -426,7 +655,7 @@ public final class KeyedDatabase: Sendable {
         try files.removeRotationLeftovers()
 
         let newKey = DatabaseKey.random()
-        try items.storePending(newKey)
+        try items.storePending(newKey, id: databaseID)
         progress(.pendingKeyStored)
 
         let source = try DatabaseQueue(path: files.path, key: oldKey, configuration: configuration)
@@ -472,25 +701,47 @@ public final class KeyedDatabase: Sendable {
         KeyedDatabaseFiles.syncDirectory(files.directory)
         progress(.directoryFlushed)
 
+        let retired: KeyedDatabaseRetiredKey
         do {
-            try items.storeCurrent(newKey)
+            let catalogue = try items.catalogue()
+            let account = try items.retire(oldKey, id: databaseID, catalogue: catalogue)
+            progress(.retired)
+            try items.storeCurrent(newKey, id: databaseID)
             progress(.promoted)
-            try items.deletePending()
+            try items.delete(account: items.pendingAccount(id: databaseID))
             progress(.finished)
+            retired = KeyedDatabaseRetiredKey(
+                databaseID: databaseID, account: account,
+                date: KeyedDatabaseKeyItem(account: account, label: "").retiredDate ?? Date(),
+                alsoOpens: try Self.databases(openedBy: oldKey, except: items.path, catalogue: catalogue, items: items))
         } catch let error as KeychainError
             where error.code == KeychainError.approvalRequired || error.code == KeychainError.promptDismissed
         {
             throw SecureStoreError(
                 SecureStoreError.verificationFailed,
-                "the database is now under the new key, stored as the pending key, but making it the current key needs "
-                    + "the keyring's approval (\(error.message)); " + Self.promotionHint(files: files, items: items))
+                "the database is now under the new key, stored as the pending key, but making it the current key "
+                    + "needs the keyring's approval (\(error.message)); "
+                    + Self.promotionHint(files: files, items: items, id: databaseID))
         } catch {
             throw SecureStoreError(
                 SecureStoreError.verificationFailed,
                 "the database is now under the new key, which is stored as the pending key, but storing it as the "
                     + "current key failed (\(error)); the next open finishes the rotation")
         }
-        return newKey
+        return (newKey, retired)
+    }
+
+    /// The paths of the existing databases (current items of the application other than `except`) whose
+    /// current key is `key`: keys shared by SecureStore 0.1 between folders.
+    static func databases(
+        openedBy key: DatabaseKey, except path: String, catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems
+    ) throws -> [String] {
+        var paths: [String] = []
+        for item in catalogue {
+            guard case .current(_, let other) = item.role, other != path, KeyedDatabaseFiles.exists(other) else { continue }
+            if try items.key(account: item.account) == key { paths.append(other) }
+        }
+        return paths
     }
 
     /// Tables with their row counts, `user_version` and `application_id`: what a rotation must keep.
@@ -531,17 +782,22 @@ public final class KeyedDatabase: Sendable {
     /// ``RecoveryCode``). It *is* the key: show it once, never log or store it in plain text. A key
     /// rotation makes it obsolete.
     public func recoveryCode() throws -> Secret {
-        guard let key = try items.current() else { throw Self.missingKeyError(files: files, items: items) }
+        guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
+            throw Self.missingKeyError(files: files, items: items)
+        }
         return RecoveryCode.code(for: key)
     }
 
     /// Stores the key written in a recovery code as the current key of the existing database `name`,
     /// after checking that it opens the database, and opens it. Use it when the keyring item is lost.
     ///
-    /// Nothing is stored unless the code is well formed *and* opens the file.
+    /// Nothing is stored unless the code is well formed *and* opens the file. A key is never replaced
+    /// or deleted: a different current key of the same database is kept as a retired key first.
     ///
     /// - Throws: ``SecureStoreError/invalidRecoveryCode`` for a mistyped code or one that does not open
-    ///   the database; ``SecureStoreError/notFound`` when there is no database file.
+    ///   the database; ``SecureStoreError/notFound`` when there is no database file;
+    ///   ``SecureStoreError/copiedDatabase`` (nothing stored) when the file is a copy of a database that
+    ///   still exists at its recorded place: the code would otherwise take over that database's key.
     public static func recover(
         paths: AppPaths, name: String, keychain: Keychain, code: Secret,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
@@ -567,14 +823,21 @@ public final class KeyedDatabase: Sendable {
                     "the recovery code is well formed but does not open '\(files.path)': it belongs to another "
                         + "database, or to a key replaced by a rotation. Nothing was stored")
             }
-            try items.storeCurrent(key)
-            try items.deletePending()
-            try files.removeRotationLeftovers()
+            let id: String
+            do {
+                id = try settle(
+                    queue: queue, key: key, openedWith: KeyedDatabaseKeyItem(account: "", label: ""),
+                    catalogue: try items.catalogue(), files: files, items: items)
+            } catch {
+                try? queue.close()
+                throw error
+            }
+            KeyedDatabaseFiles.writeIDHint(id, to: lock)
             try KeyedDatabaseFiles.relock(
                 lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
             return KeyedDatabase(
                 paths: paths, name: name, keychain: keychain, configuration: configuration, files: files,
-                items: items, queue: queue, lock: lock)
+                items: items, queue: queue, databaseID: id, lock: lock)
         } catch {
             KeyedDatabaseFiles.unlock(lock)
             throw error
@@ -584,8 +847,11 @@ public final class KeyedDatabase: Sendable {
     // MARK: Import
 
     /// Encrypts the plaintext SQLite database at `source` into the new keyed database `name` and opens
-    /// it. Every table, index, row, `user_version` and `application_id` is kept; `source` is opened
-    /// read-only and left as it was.
+    /// it. Every table, index, row, `user_version` and `application_id` is kept. `source` is left
+    /// byte-identical with nothing added beside it: SQLite reads a private copy (with the source's `-wal`,
+    /// if it has one) in a temporary directory (`$TMPDIR`, 0700) that is removed at once. The plaintext
+    /// source still exists afterwards: delete it when the import is checked. Do not import a database
+    /// another program is writing.
     ///
     /// The key is stored before the file is made (a key already stored for `name` with no file is reused).
     /// The new file is checked (it opens, `integrity_check`) before this returns.
@@ -617,21 +883,35 @@ public final class KeyedDatabase: Sendable {
                         + "Choose another name")
             }
             try refuseOrphans(files: files)
-            let key: DatabaseKey
-            if let current = try items.current() {
-                key = current
-            } else {
-                key = DatabaseKey.random()
-                try items.storeCurrent(key)
+            // A new id and key, stored before the file exists (as for a creation).
+            let id = KeyedDatabaseKeyItems.newDatabaseID()
+            let key = DatabaseKey.random()
+            try items.storeCurrent(key, id: id)
+            // SQLite opens the source only as a private copy (with its -wal, if it has one): a read-only
+            // connection would leave -wal and -shm files beside a WAL-mode source.
+            let scratch = try KeyedDatabaseFiles.makeScratchDirectory()
+            defer { KeyedDatabaseFiles.removeScratchDirectory(scratch) }
+            let copy = scratch + "/source.db"
+            try KeyedDatabaseFiles.copyNewFile(source.path, to: copy)
+            if (KeyedDatabaseFiles.size(source.path + "-wal") ?? 0) > 0 {
+                try KeyedDatabaseFiles.copyNewFile(source.path + "-wal", to: copy + "-wal")
             }
-            try DatabaseQueue.importPlaintext(from: source.path, to: files.path, key: key)
+            try DatabaseQueue.importPlaintext(from: copy, to: files.path, key: key)
+            KeyedDatabaseFiles.removeScratchDirectory(scratch)
             let queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
-            try queue.integrityCheck()
+            do {
+                try queue.integrityCheck()
+                try recordDatabaseID(id, in: queue)
+            } catch {
+                try? queue.close()
+                throw error
+            }
+            KeyedDatabaseFiles.writeIDHint(id, to: lock)
             try KeyedDatabaseFiles.relock(
                 lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
             return KeyedDatabase(
                 paths: paths, name: name, keychain: keychain, configuration: configuration, files: files,
-                items: items, queue: queue, lock: lock)
+                items: items, queue: queue, databaseID: id, lock: lock)
         } catch {
             KeyedDatabaseFiles.unlock(lock)
             throw error

@@ -27,6 +27,9 @@ struct KeyedDatabaseFiles: Sendable {
         rotatingPath = directory + "/." + file + ".rotating"
     }
 
+    /// Where a restore builds the restored database under its new key.
+    var restoredPath: String { directory + "/." + (path as NSString).lastPathComponent + ".restored" }
+
     var walPath: String { path + "-wal" }
     var shmPath: String { path + "-shm" }
 
@@ -82,6 +85,76 @@ struct KeyedDatabaseFiles: Sendable {
             if unlink(leftover) != 0 && errno != ENOENT {
                 throw Self.errnoError(errno, "cannot remove the leftover of an interrupted creation '\(leftover)'")
             }
+        }
+    }
+
+    /// Removes what an interrupted restore leaves in the data directory (the unfinished restored file and
+    /// its `-wal`/`-shm`/`-journal`). They never hold the only copy of anything: the backup is untouched
+    /// and the database is replaced only by a rename of a finished file.
+    func removeRestoreLeftovers() throws {
+        for base in [restoredPath] {
+            for suffix in ["", "-wal", "-shm", "-journal"] where unlink(base + suffix) != 0 && errno != ENOENT {
+                throw Self.errnoError(errno, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
+            }
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let prefix = "." + (restoredPath as NSString).lastPathComponent + ".tmp-"
+        for name in names where name.hasPrefix(prefix) { unlink(directory + "/" + name) }
+    }
+
+    /// A new name for the database kept aside by a restore: `<name>.before-restore-<UTC time>.db`, with
+    /// `-2`, `-3`… when taken.
+    func asidePath(name: String) throws -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
+        let stamp = formatter.string(from: Date()).replacingOccurrences(of: ":", with: "")
+        var candidate = directory + "/\(name).before-restore-\(stamp).db"
+        var serial = 2
+        while Self.exists(candidate) {
+            candidate = directory + "/\(name).before-restore-\(stamp)-\(serial).db"
+            serial += 1
+        }
+        return candidate
+    }
+
+    /// A new private directory (0700) under `$TMPDIR` (or `/tmp`): `securestore-restore.<pid>.<random>`.
+    /// Directories of this kind left by a process that no longer runs (killed during a restore) and owned
+    /// by this user are removed first: they hold only an encrypted copy of a backup.
+    static func makeScratchDirectory() throws -> String {
+        var base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+        if !base.hasPrefix("/") { base = "/tmp" }
+        let prefix = "securestore-restore."
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? [] where name.hasPrefix(prefix) {
+            let parts = name.dropFirst(prefix.count).split(separator: ".")
+            var info = stat()
+            guard parts.count == 2, let pid = Int32(parts[0]), lstat(base + "/" + name, &info) == 0,
+                (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid(), kill(pid, 0) != 0, errno == ESRCH
+            else { continue }
+            removeScratchDirectory(base + "/" + name)
+        }
+        var template = Array((base + "/" + prefix + "\(getpid()).XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { throw errnoError(errno, "cannot create a temporary directory in '\(base)'") }
+        return String(cString: made)
+    }
+
+    /// Removes a directory made by ``makeScratchDirectory()`` and the files in it.
+    static func removeScratchDirectory(_ directory: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
+            unlink(directory + "/" + name)
+        }
+        rmdir(directory)
+    }
+
+    /// Whether `path` is a regular file (symbolic links followed).
+    static func isRegularFile(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+    }
+
+    /// Makes `destination` a new hard link to `source` (link(2): fails if `destination` exists).
+    static func link(_ source: String, to destination: String) throws {
+        guard Glibc.link(source, destination) == 0 else {
+            throw errnoError(errno, "cannot link '\(source)' to '\(destination)'")
         }
     }
 
@@ -206,6 +279,44 @@ struct KeyedDatabaseFiles: Sendable {
                         : "the database '\(path)' is busy with a key rotation, recovery or creation in another process; try again")
             }
             usleep(5_000)
+        }
+    }
+
+    /// The database id the lock file remembers (written by ``writeIDHint(_:to:)``), or nil. A hint only:
+    /// the lock file is not encrypted and anyone may write it; the id inside the database decides.
+    static func readIDHint(_ descriptor: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 64, 0) }
+        guard count >= KeyedDatabaseKeyItem.idLength else { return nil }
+        let text = String(decoding: buffer.prefix(KeyedDatabaseKeyItem.idLength), as: UTF8.self)
+        return KeyedDatabaseKeyItem.isID(Substring(text)) ? text : nil
+    }
+
+    /// Records `id` in the lock file (held exclusively by the caller), so that the next open finds the key
+    /// item without listing every key. Failures are ignored: it is only a hint.
+    static func writeIDHint(_ id: String, to descriptor: Int32) {
+        guard readIDHint(descriptor) != id else { return }
+        let bytes = Array((id + "\n").utf8)
+        guard ftruncate(descriptor, 0) == 0 else { return }
+        _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never
+    /// created here), waiting up to a second. Returns the descriptor, or -1 when there is no lock file.
+    ///
+    /// - Throws: ``SecureStoreError/inUse`` when the lock is held exclusively (a rotation, recovery or
+    ///   restore of that database is under way).
+    static func lockIfPresent(forDatabase path: String) throws -> Int32 {
+        let directory = (path as NSString).deletingLastPathComponent
+        let lockPath = directory + "/." + (path as NSString).lastPathComponent + ".lock"
+        let descriptor = open(lockPath, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return -1 }
+        do {
+            try relock(descriptor, exclusive: false, timeoutMilliseconds: 1_000, path: path)
+            return descriptor
+        } catch {
+            close(descriptor)
+            throw error
         }
     }
 

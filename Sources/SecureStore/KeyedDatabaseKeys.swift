@@ -1,5 +1,5 @@
-// The database key in the Keychain: items, their names and the hex text form, built and parsed in
-// zeroed buffers (never through String).
+// The database key in the Keychain: the catalogue of key items (current, pending, retired, legacy),
+// their names, and the hex text form, built and parsed in zeroed buffers (never through String).
 internal import EncryptedDatabase
 internal import Foundation
 internal import Keychain
@@ -9,57 +9,194 @@ internal import Glibc
 internal import Musl
 #endif
 
-/// The keychain items of one keyed database: the current key (account `<name>`) and, during a
-/// rotation, the pending key (account `<name>.pending`), under service `<app>.database-key`.
+/// One database key item of an application, as its account names it (Keys/README.md):
+///
+/// | account | role |
+/// | --- | --- |
+/// | `<id>@<path>` | the current key of database `<id>`, whose file is at `<path>` |
+/// | `<id>.pending` | the new key of an unfinished rotation of database `<id>` |
+/// | `<id>.retired.<date>` | a key the database `<id>` had until `<date>` (a rotation or a recovery replaced it) |
+/// | `<name>`, `<name>.pending` | an item written by SecureStore 0.1 (keyed by name only); upgraded on first open |
+///
+/// `<id>` is 32 lowercase hexadecimal digits, random, kept inside the encrypted file too.
+struct KeyedDatabaseKeyItem: Sendable, Hashable {
+    enum Role: Sendable, Hashable {
+        case current(id: String, path: String)
+        case pending(id: String)
+        case retired(id: String, date: String)
+        case legacy(name: String)
+        case legacyPending(name: String)
+    }
+
+    let account: String
+    let label: String
+    let role: Role
+
+    /// The database id the item belongs to, or nil for a legacy item.
+    var databaseID: String? {
+        switch role {
+        case .current(let id, _), .pending(let id), .retired(let id, _): id
+        case .legacy, .legacyPending: nil
+        }
+    }
+
+    /// Whether this is the current key of the database whose file is at `path`.
+    func isCurrent(at path: String) -> Bool {
+        if case .current(_, path) = role { true } else { false }
+    }
+
+    /// The date a retired key was retired, or nil for other items.
+    var retiredDate: Date? {
+        if case .retired(_, let date) = role { KeyedDatabaseKeyItems.parseRetiredDate(date) } else { nil }
+    }
+
+    init(account: String, label: String) {
+        self.account = account
+        self.label = label
+        role = Self.role(of: account)
+    }
+
+    static let idLength = 32
+
+    static func isID(_ text: Substring) -> Bool {
+        text.utf8.count == idLength
+            && text.utf8.allSatisfy { ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) }
+    }
+
+    static func role(of account: String) -> Role {
+        let id = account.prefix(idLength)
+        let rest = account.dropFirst(idLength)
+        if isID(id) {
+            if rest.hasPrefix("@/") { return .current(id: String(id), path: String(rest.dropFirst())) }
+            if rest == KeyedDatabaseKeyItems.pendingSuffix { return .pending(id: String(id)) }
+            if rest.hasPrefix(KeyedDatabaseKeyItems.retiredInfix) {
+                return .retired(id: String(id), date: String(rest.dropFirst(KeyedDatabaseKeyItems.retiredInfix.count)))
+            }
+        }
+        if account.hasSuffix(KeyedDatabaseKeyItems.pendingSuffix) {
+            return .legacyPending(name: String(account.dropLast(KeyedDatabaseKeyItems.pendingSuffix.count)))
+        }
+        return .legacy(name: account)
+    }
+}
+
+/// The key items of the keyed database `name` at `path` and, for look-ups across databases, every
+/// database key item of the application (service `<app>.database-key`).
 struct KeyedDatabaseKeyItems: Sendable {
     let keychain: Keychain
     let service: String
-    let account: String
-    let pendingAccount: String
-    let label: String
-    let pendingLabel: String
+    let app: String
     let databaseName: String
+    /// The database file's path as items record it: the data directory with symbolic links resolved.
+    let path: String
 
-    /// The suffix of the pending key's account.
+    /// The suffix of a pending key's account.
     static let pendingSuffix = ".pending"
+    /// What separates a retired key's database id from its date.
+    static let retiredInfix = ".retired."
 
     init(paths: AppPaths, name: String, keychain: Keychain) {
         self.keychain = keychain
         service = paths.databaseKeyService
-        account = name
-        pendingAccount = name + Self.pendingSuffix
-        label = "SecureStore database key: \(paths.app)/\(name)"
-        pendingLabel = "SecureStore database key (rotation pending): \(paths.app)/\(name)"
+        app = paths.app
         databaseName = name
+        path = Self.canonicalPath(paths.databaseURL(name: name).path)
     }
 
-    /// Where the key lives, for messages: service, account and collection. Never the key.
+    /// `path` with its directory's symbolic links resolved (the directory as given when it does not exist).
+    static func canonicalPath(_ path: String) -> String {
+        let directory = (path as NSString).deletingLastPathComponent
+        let file = (path as NSString).lastPathComponent
+        guard let resolved = realpath(directory, nil) else { return (URL(fileURLWithPath: path).standardizedFileURL.path) }
+        defer { free(resolved) }
+        let base = String(cString: resolved)
+        return (base == "/" ? "" : base) + "/" + file
+    }
+
+    /// A new random database id: 32 lowercase hexadecimal digits (128 bits from the system CSPRNG).
+    static func newDatabaseID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+
+    /// Where the keys live, for messages: service and collection. Never a key.
     var location: String {
-        "service '\(service)', account '\(account)', collection '\(keychain.configuration.collection.alias)'"
+        "service '\(service)', collection '\(keychain.configuration.collection.alias)'"
     }
 
-    func current() throws -> DatabaseKey? {
+    func currentAccount(id: String, path: String? = nil) -> String { "\(id)@\(path ?? self.path)" }
+    func pendingAccount(id: String) -> String { id + Self.pendingSuffix }
+    var legacyAccount: String { databaseName }
+    var legacyPendingAccount: String { databaseName + Self.pendingSuffix }
+
+    // MARK: The catalogue
+
+    /// Every database key item of the application, sorted by account. Reads no secret.
+    func catalogue() throws -> [KeyedDatabaseKeyItem] {
+        try keychain.items(service: service).map { KeyedDatabaseKeyItem(account: $0.account, label: $0.label) }
+    }
+
+    /// The key stored in the item with `account`, or nil when there is none.
+    func key(account: String) throws -> DatabaseKey? {
         try keychain.secret(service: service, account: account).map { try decode($0, account: account) }
     }
 
-    func pending() throws -> DatabaseKey? {
-        try keychain.secret(service: service, account: pendingAccount).map { try decode($0, account: pendingAccount) }
+    // MARK: Storing
+
+    /// Stores `key` as the current key of database `id` at ``path`` and reads it back: a provider that
+    /// does not return what it was given must be found out before any file depends on it.
+    func storeCurrent(_ key: DatabaseKey, id: String) throws {
+        try store(key, account: currentAccount(id: id), label: "SecureStore database key: \(app)/\(databaseName) at \(path)")
     }
 
-    /// Stores `key` as the current key and reads it back: a provider that does not return what it was
-    /// given must be found out before any file depends on it.
-    func storeCurrent(_ key: DatabaseKey) throws {
+    /// Stores `key` as the pending key of database `id` and reads it back.
+    func storePending(_ key: DatabaseKey, id: String) throws {
+        try store(key, account: pendingAccount(id: id), label: "SecureStore database key (rotation pending): \(app)/\(databaseName)")
+    }
+
+    /// Keeps `key` as a retired key of database `id` (dated now, UTC), unless a retired item of `id`
+    /// already holds it. Returns the retired item's account.
+    @discardableResult
+    func retire(_ key: DatabaseKey, id: String, catalogue: [KeyedDatabaseKeyItem]) throws -> String {
+        for item in catalogue {
+            if case .retired(let retiredID, _) = item.role, retiredID == id, try self.key(account: item.account) == key {
+                return item.account
+            }
+        }
+        let date = Self.retiredDate(Date())
+        var account = id + Self.retiredInfix + date
+        var serial = 2
+        let taken = Set(catalogue.map(\.account))
+        while taken.contains(account) {
+            account = id + Self.retiredInfix + date + ".\(serial)"
+            serial += 1
+        }
+        try store(key, account: account, label: "SecureStore database key (retired \(date)): \(app)/\(databaseName)")
+        return account
+    }
+
+    /// A retirement date as accounts carry it: `2026-11-23T16:15:02Z`.
+    static func retiredDate(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: date)
+    }
+
+    /// The date of a retired item's date text (its first 20 characters), or nil.
+    static func parseRetiredDate(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: String(text.prefix(20)))
+    }
+
+    private func store(_ key: DatabaseKey, account: String, label: String) throws {
+        if account.utf8.count > Keychain.maximumNameLength {
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument,
+                "the database path '\(path)' is too long to name its key item (at most \(Keychain.maximumNameLength - 33) bytes); use a shorter data directory")
+        }
         try keychain.set(Self.hexSecret(key), service: service, account: account, label: label)
-        try checkStored(key, account: account)
-    }
-
-    /// Stores `key` as the pending key and reads it back.
-    func storePending(_ key: DatabaseKey) throws {
-        try keychain.set(Self.hexSecret(key), service: service, account: pendingAccount, label: pendingLabel)
-        try checkStored(key, account: pendingAccount)
-    }
-
-    private func checkStored(_ key: DatabaseKey, account: String) throws {
         let stored = try keychain.secret(service: service, account: account).flatMap(Self.key(fromHex:))
         guard stored == key else {
             throw SecureStoreError(
@@ -71,8 +208,8 @@ struct KeyedDatabaseKeyItems: Sendable {
     }
 
     @discardableResult
-    func deletePending() throws -> Bool {
-        try keychain.delete(service: service, account: pendingAccount)
+    func delete(account: String) throws -> Bool {
+        try keychain.delete(service: service, account: account)
     }
 
     private func decode(_ secret: Secret, account: String) throws -> DatabaseKey {

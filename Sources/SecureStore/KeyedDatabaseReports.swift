@@ -15,17 +15,23 @@ public struct KeyedDatabaseInfo: Sendable, Hashable, CustomStringConvertible {
     public let walSize: Int?
     /// The keychain service of the key (`<app>.database-key`).
     public let keyService: String
-    /// The keychain account of the current key (the database name).
-    public let keyAccount: String
-    /// The keychain account of the pending key during a rotation (`<name>.pending`).
-    public let pendingKeyAccount: String
+    /// The keychain account of the current key recorded for this path (`<id>@<path>`), or nil when the
+    /// keychain has none (its value is not read).
+    public let keyAccount: String?
+    /// The database id in that account, or nil.
+    public let databaseID: String?
+    /// The keychain account of the pending key during a rotation (`<id>.pending`), or nil.
+    public let pendingKeyAccount: String?
+    /// The accounts of the retired keys of this database (`<id>.retired.<date>`), oldest first.
+    public let retiredKeyAccounts: [String]
     /// The keychain collection (alias) the key is looked up in.
     public let keyCollection: String
-    /// Whether the keychain has a current key item (its value is not read).
-    public let hasKey: Bool
     /// Whether a rotation was interrupted: a pending key or a rotation copy exists. The next open
     /// finishes or undoes it.
     public let rotationPending: Bool
+
+    /// Whether the keychain has a current key item recorded for this path.
+    public var hasKey: Bool { keyAccount != nil }
 
     /// Whether the database file exists.
     public var exists: Bool { fileSize != nil }
@@ -35,10 +41,13 @@ public struct KeyedDatabaseInfo: Sendable, Hashable, CustomStringConvertible {
         var lines = ["database: \(name)", "path: \(path)"]
         lines.append("size: " + (fileSize.map { "\($0) bytes" } ?? "no file"))
         if let walSize { lines.append("write-ahead log: \(walSize) bytes") }
+        if let databaseID { lines.append("database id: \(databaseID)") }
         lines.append(
-            "key: keyring service '\(keyService)', account '\(keyAccount)', collection '\(keyCollection)'"
-                + (hasKey ? "" : " (missing)"))
-        lines.append("rotation pending: " + (rotationPending ? "yes (account '\(pendingKeyAccount)'); the next open finishes it" : "no"))
+            "key: keyring service '\(keyService)', "
+                + (keyAccount.map { "account '\($0)'" } ?? "no item for this path")
+                + ", collection '\(keyCollection)'")
+        lines.append("retired keys: \(retiredKeyAccounts.count)")
+        lines.append("rotation pending: " + (rotationPending ? "yes; the next open finishes or undoes it" : "no"))
         return lines.joined(separator: "\n")
     }
 }
@@ -48,10 +57,12 @@ public struct KeyedDatabaseInfo: Sendable, Hashable, CustomStringConvertible {
 public struct KeyedDatabaseVerification: Sendable, Hashable, CustomStringConvertible {
     /// Which stored key opened the file.
     public enum KeyRole: String, Sendable, Hashable {
-        /// The current key (`<name>`).
+        /// The current key (`<id>@<path>`).
         case current
-        /// The pending key of an unfinished rotation (`<name>.pending`).
+        /// The pending key of an unfinished rotation (`<id>.pending`).
         case pending
+        /// A key retired by a rotation or recovery (`<id>.retired.<date>`).
+        case retired
     }
 
     /// The verified file.
@@ -76,6 +87,10 @@ public struct KeyedDatabaseVerification: Sendable, Hashable, CustomStringConvert
     public let rowCount: Int
     /// Which stored key opened it.
     public let key: KeyRole
+    /// The keychain account of that key.
+    public let keyAccount: String
+    /// The database id recorded in the file, or nil (a file written by SecureStore 0.1).
+    public let databaseID: String?
     /// The whole encryption profile: format, algorithms, SQLCipher and SQLite versions.
     public let encryption: CipherInfo
 
@@ -83,7 +98,7 @@ public struct KeyedDatabaseVerification: Sendable, Hashable, CustomStringConvert
     public var description: String {
         let head = ["path: \(path)", "size: \(size) bytes (\(pageCount) pages of \(pageSize) bytes)"]
         let tail = [
-            "key: opens with the stored \(key.rawValue) key", "integrity check: ok",
+            "key: opens with the stored \(key.rawValue) key (account '\(keyAccount)')", "integrity check: ok",
             "contents: \(tableCount) tables, \(rowCount) rows, user_version \(userVersion)",
         ]
         return (head + encryption.lines + tail).joined(separator: "\n")
@@ -98,13 +113,19 @@ extension KeyedDatabase {
         try validate(name: name)
         let files = KeyedDatabaseFiles(paths: paths, name: name)
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
-        let hasPending = try keychain.exists(service: items.service, account: items.pendingAccount)
+        let catalogue = try items.catalogue()
+        let current = catalogue.last { $0.isCurrent(at: items.path) }
+        let id = current?.databaseID
+        let pending = catalogue.first { id != nil && $0.role == .pending(id: id!) }
+        let retired = catalogue.filter { item in
+            if case .retired(let retiredID, _) = item.role { retiredID == id } else { false }
+        }
         return KeyedDatabaseInfo(
             name: name, path: files.path, fileSize: KeyedDatabaseFiles.size(files.path),
-            walSize: KeyedDatabaseFiles.size(files.walPath), keyService: items.service, keyAccount: items.account,
-            pendingKeyAccount: items.pendingAccount, keyCollection: keychain.configuration.collection.alias,
-            hasKey: try keychain.exists(service: items.service, account: items.account),
-            rotationPending: hasPending || !files.rotationLeftovers().isEmpty)
+            walSize: KeyedDatabaseFiles.size(files.walPath), keyService: items.service, keyAccount: current?.account,
+            databaseID: id, pendingKeyAccount: pending?.account, retiredKeyAccounts: retired.map(\.account),
+            keyCollection: keychain.configuration.collection.alias,
+            rotationPending: pending != nil || !files.rotationLeftovers().isEmpty)
     }
 
     /// Where this database and its key live. Reads no key.
@@ -119,7 +140,8 @@ extension KeyedDatabase {
     ///
     /// The copy is built under a temporary name beside `destination` and linked into place when
     /// complete: it is never half written and nothing is replaced. It opens with the key that is
-    /// current now; after a key rotation, keep the recovery code from before it to open the backup.
+    /// current now (the report's `keyAccount`) and carries the database id; after a key rotation that
+    /// key is kept as a retired key, so the backup still opens.
     ///
     /// - Throws: ``SecureStoreError/alreadyExists`` when `destination` exists.
     public func backup(to destination: URL) throws -> KeyedDatabaseVerification {
@@ -130,7 +152,9 @@ extension KeyedDatabase {
         }
         try withQueue { queue in
             // Under the handle's lock: no rotation of this handle can change the key in between.
-            guard let key = try items.current() else { throw Self.missingKeyError(files: files, items: items) }
+            guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
+                throw Self.missingKeyError(files: files, items: items)
+            }
             try queue.export(to: destination.path, key: key)
         }
         try KeyedDatabaseFiles.syncFile(destination.path)
@@ -143,27 +167,38 @@ extension KeyedDatabase {
     /// - Throws: ``SecureStoreError/verificationFailed`` with a message saying what is wrong (no stored
     ///   key opens it, damaged, not a database), ``SecureStoreError/notFound`` when it does not exist.
     public func verifyBackup(at url: URL) throws -> KeyedDatabaseVerification {
-        try Self.verify(path: url.path, items: items)
+        try Self.verify(path: url.path, id: databaseID, items: items)
     }
 
     /// Checks this database: see ``verifyBackup(at:)``.
     public func verify() throws -> KeyedDatabaseVerification {
-        try Self.verify(path: files.path, items: items)
+        try Self.verify(path: files.path, id: databaseID, items: items)
     }
 
-    static func verify(path: String, items: KeyedDatabaseKeyItems) throws -> KeyedDatabaseVerification {
+    /// Verifies the file at `path` with the keys of database `id` (current, pending, then retired, newest
+    /// first).
+    static func verify(path: String, id: String, items: KeyedDatabaseKeyItems) throws -> KeyedDatabaseVerification {
         guard let size = KeyedDatabaseFiles.size(path) else {
             throw SecureStoreError(SecureStoreError.notFound, "'\(path)' does not exist")
         }
-        var candidates: [(KeyedDatabaseVerification.KeyRole, DatabaseKey)] = []
-        if let current = try items.current() { candidates.append((.current, current)) }
-        if let pending = try items.pending() { candidates.append((.pending, pending)) }
+        let catalogue = try items.catalogue()
+        var candidates: [(KeyedDatabaseVerification.KeyRole, String, DatabaseKey)] = []
+        for item in catalogue where item.role == .current(id: id, path: items.path) {
+            if let key = try items.key(account: item.account) { candidates.append((.current, item.account, key)) }
+        }
+        for item in catalogue where item.role == .pending(id: id) {
+            if let key = try items.key(account: item.account) { candidates.append((.pending, item.account, key)) }
+        }
+        for item in catalogue.reversed() {
+            guard case .retired(id, _) = item.role, let key = try items.key(account: item.account) else { continue }
+            candidates.append((.retired, item.account, key))
+        }
         var configuration = DatabaseConfiguration()
         configuration.readOnly = true
-        var opened: (KeyedDatabaseVerification.KeyRole, DatabaseQueue)?
-        for (role, key) in candidates {
+        var opened: (KeyedDatabaseVerification.KeyRole, String, DatabaseQueue)?
+        for (role, account, key) in candidates {
             do {
-                opened = (role, try DatabaseQueue(path: path, key: key, configuration: configuration))
+                opened = (role, account, try DatabaseQueue(path: path, key: key, configuration: configuration))
                 break
             } catch DatabaseError.wrongKeyOrNotADatabase {
                 continue
@@ -172,7 +207,7 @@ extension KeyedDatabase {
                     SecureStoreError.verificationFailed, "'\(path)' failed verification: \(error.message)")
             }
         }
-        guard let (role, queue) = opened else {
+        guard let (role, account, queue) = opened else {
             throw SecureStoreError(
                 SecureStoreError.verificationFailed,
                 candidates.isEmpty
@@ -190,6 +225,9 @@ extension KeyedDatabase {
         }
         let summary = try contentSummary(queue)
         let encryption = try queue.cipherInfo()
+        let recordedID = try databaseID(in: queue)
+        // The id table is SecureStore's, not the user's: the counts show the user's tables.
+        let userTables = summary.tables.filter { $0.key != identityTable }
         return try queue.read { db in
             KeyedDatabaseVerification(
                 path: path, size: size, pageCount: try db.scalar("PRAGMA page_count", as: Int.self) ?? 0,
@@ -197,8 +235,9 @@ extension KeyedDatabase {
                 cipher: try db.scalar("PRAGMA cipher", as: String.self) ?? "unknown",
                 hmac: (try db.scalar("PRAGMA cipher_use_hmac", as: Int.self) ?? 0) != 0,
                 sqlcipherVersion: try db.scalar("PRAGMA cipher_version", as: String.self),
-                userVersion: summary.userVersion, tableCount: summary.tables.count,
-                rowCount: summary.tables.values.reduce(0, +), key: role, encryption: encryption)
+                userVersion: summary.userVersion, tableCount: userTables.count,
+                rowCount: userTables.values.reduce(0, +), key: role, keyAccount: account, databaseID: recordedID,
+                encryption: encryption)
         }
     }
 }
@@ -222,4 +261,18 @@ extension CipherInfo {
             "hmac": hmacAlgorithm != "none", "kdf": "none: raw 256-bit key",
         ]
     }
+}
+
+/// A key that a rotation replaced: kept in the keychain as a retired item, so that backups and recovery
+/// codes made before the rotation still open. Never contains the key.
+public struct KeyedDatabaseRetiredKey: Sendable, Hashable {
+    /// The database the key belonged to.
+    public let databaseID: String
+    /// The retired item's keychain account (`<id>.retired.<date>`).
+    public let account: String
+    /// When it was retired.
+    public let date: Date
+    /// Other existing databases whose current key is the same key (possible only for keys that
+    /// SecureStore 0.1 shared between folders): they keep opening with their own items.
+    public let alsoOpens: [String]
 }

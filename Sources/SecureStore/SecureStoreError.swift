@@ -54,6 +54,13 @@ extension SecureStoreError {
     public static let alreadyExists = Code("alreadyExists")
     /// The database is open in another process or handle, which an operation needs alone (key rotation).
     public static let inUse = Code("inUse")
+    /// A database file is a copy of a database that still exists at its recorded place; a copy never takes
+    /// over the original's key.
+    public static let copiedDatabase = Code("copiedDatabase")
+    /// A key would be deleted or replaced while it still opens an existing database; nothing was changed.
+    public static let keyStillInUse = Code("keyStillInUse")
+    /// A database is not a task list, and task commands never add tables to it.
+    public static let notATaskList = Code("notATaskList")
     /// A file-system call failed (permissions, disk full, input/output error); the message has the reason.
     public static let fileSystem = Code("fileSystem")
 }

@@ -27,18 +27,59 @@ public struct TaskList: Sendable {
     /// Opens the task list of `queue`, applying the task list's migrations (``migrationIDs``) that the database
     /// does not have yet.
     ///
-    /// This migrates with a ``DatabaseMigrator`` that knows only the task list's migrations, so it throws
-    /// `DatabaseError.unknownMigration` on a database that also holds other components' migrations: register
-    /// them all in one migrator with ``registerMigrations(in:)`` and use ``init(migratedQueue:)`` instead.
+    /// The task list owns the migrations ``migrationIDs`` and any whose id starts with `tasks ` (its future
+    /// ones); other migrations recorded in the database belong to the application that shares it and are left
+    /// alone, so an app's own migrations and the task list live side by side. A task-list migration this
+    /// version does not know (a newer version's) is refused with `DatabaseError.unknownMigration`.
+    ///
+    /// A database is never turned into a task list by accident: when it has no task list yet, the schema is
+    /// added only if `createIfMissing` is true *and* the database is empty or managed by migrations (an app that
+    /// registers migrations chose to share it); a database with tables of its own and no migrations — for
+    /// example one made by ``KeyedDatabase/importPlaintext(from:paths:name:keychain:configuration:)`` — is
+    /// refused with ``SecureStoreError/notATaskList`` and left unchanged.
     ///
     /// When the database is up to date this is one read transaction (no write lock is taken), so it works on
     /// a read-only queue and does not wait for another process that is writing.
-    public init(queue: DatabaseQueue) throws {
+    ///
+    /// - Throws: ``SecureStoreError/notATaskList``; ``SecureStoreError/notFound`` when the database has no task
+    ///   list and `createIfMissing` is false; `DatabaseError.unknownMigration` for a newer task list.
+    public init(queue: DatabaseQueue, createIfMissing: Bool = true) throws {
         let migrator = TaskList.migrator
-        if try migrator.appliedMigrations(queue) != TaskList.migrationIDs {
+        let applied = try migrator.appliedMigrations(queue)
+        let own = applied.filter(Self.ownsMigration)
+        if own != TaskList.migrationIDs {
+            if own.isEmpty {
+                let tables = try queue.read { db in try Self.ownTables(db) }
+                if applied.isEmpty, !tables.isEmpty {
+                    throw SecureStoreError(
+                        SecureStoreError.notATaskList,
+                        "the database '\(queue.path)' is not a task list (it holds "
+                            + tables.prefix(3).map { "'\($0)'" }.joined(separator: ", ") + (tables.count > 3 ? ", …" : "")
+                            + "); task commands never add tables to it, and nothing was changed")
+                }
+                guard createIfMissing else {
+                    throw SecureStoreError(
+                        SecureStoreError.notFound,
+                        "the database '\(queue.path)' has no task list yet; nothing was changed")
+                }
+            }
             try migrator.migrate(queue)
         }
         self.queue = queue
+    }
+
+    /// Whether the migration `id` is the task list's: one of ``migrationIDs``, or a later one (`tasks …`).
+    static func ownsMigration(_ id: String) -> Bool {
+        migrationIDs.contains(id) || id.hasPrefix("tasks ")
+    }
+
+    /// The database's tables other than SQLite's and SecureStore's own bookkeeping, sorted.
+    static func ownTables(_ db: Database) throws -> [String] {
+        try db.fetch(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                + "AND name NOT IN (?, ?) ORDER BY name",
+            [DatabaseMigrator.tableName, "securestore_identity"]
+        ) { try $0.string(at: 0) }
     }
 
     /// The task list of `queue`, which the caller has already migrated with ``registerMigrations(in:)``.

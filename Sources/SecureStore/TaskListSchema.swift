@@ -63,6 +63,8 @@ extension TaskList {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         registerMigrations(in: &migrator)
+        // Migrations that are not the task list's belong to the application sharing the database.
+        migrator.isOtherComponentsMigration = { !ownsMigration($0) }
         return migrator
     }
 

@@ -27,6 +27,27 @@
 //       tasks missing; `uncommitted`: tasks present that were never attempted; `partial`: interrupted batches
 //       present in part; `stale`: a committed done flag that reads back otherwise.
 //
+//   securestore-stress soak restore DATA_DIR APP BACKUP
+//       Restores BACKUP (a backup of a database of `item` rows, see `soak make-backup`) as the database `tasks`
+//       of APP in DATA_DIR, in a loop until killed: kills land at any moment of a restore.
+//
+//   securestore-stress soak make-backup DATA_DIR APP BACKUP ROWS
+//       Creates the database `tasks` of APP in DATA_DIR with ROWS rows in `item` and backs it up to BACKUP.
+//
+//   securestore-stress soak check-restore DATA_DIR APP BACKUP ROWS
+//       Opens the database `tasks` and the newest set-aside database (`tasks.before-restore-*`); each must open,
+//       pass integrity_check and hold ROWS rows (every version of it is a restore of the same backup). Prints
+//       `check-restore opened=0|1 asides=N lost=N` and exits 0 when all is well.
+//
+//   securestore-stress soak upgrade DATA_DIR APP
+//       In a loop until killed: writes a database as SecureStore 0.1 did (key item `<app>.database-key` /
+//       `uN`, file `uN.db` with 20 rows and no database id), marks it complete (`uN.ready`, fsynced), then opens
+//       it through KeyedDatabase, which upgrades its key item. Kills land inside the upgrade.
+//
+//   securestore-stress soak check-upgrade DATA_DIR APP
+//       Opens every complete `uN` database; each must open with its 20 rows and have exactly one current key
+//       item for its path. Prints `check-upgrade opened=0|1 databases=N lost=N` and exits 0 when all is well.
+//
 //   securestore-stress soak prefs DIR DOMAIN LOG
 //       Saves forever through Preferences: `counter` = n (n = 1, 2, …) plus a 10–40 KiB blob, logging `C n`
 //       after each save returned.
@@ -60,6 +81,30 @@ func runSoakStress(_ arguments: [String]) -> Int32 {
             while true { try database.rotateKey() }
         case ("check-tasks", 4):
             return soakCheckTasks(dataDirectory: arguments[1], app: arguments[2], log: arguments[3])
+        case ("restore", 4):
+            let paths = try AppPaths(app: arguments[2], dataDirectory: URL(fileURLWithPath: arguments[1], isDirectory: true))
+            while true {
+                try KeyedDatabase.restore(
+                    from: URL(fileURLWithPath: arguments[3]), paths: paths, name: "tasks", keychain: stressKeychain())
+            }
+        case ("make-backup", 5):
+            guard let rows = Int(arguments[4]) else { return soakUsage() }
+            let database = try soakOpen(dataDirectory: arguments[1], app: arguments[2])
+            try database.queue.write { db in
+                try db.execute("CREATE TABLE item (n INTEGER NOT NULL)")
+                for n in 0..<rows { try db.execute("INSERT INTO item (n) VALUES (?)", [n]) }
+            }
+            _ = try database.backup(to: URL(fileURLWithPath: arguments[3]))
+            try database.close()
+            return 0
+        case ("check-restore", 5):
+            guard let rows = Int(arguments[4]) else { return soakUsage() }
+            return soakCheckRestore(dataDirectory: arguments[1], app: arguments[2], rows: rows)
+        case ("upgrade", 3):
+            try soakUpgrade(dataDirectory: arguments[1], app: arguments[2])
+            return 0
+        case ("check-upgrade", 3):
+            return soakCheckUpgrade(dataDirectory: arguments[1], app: arguments[2])
         case ("prefs", 4):
             try soakPreferences(directory: arguments[1], domain: arguments[2], log: arguments[3])
             return 0
@@ -81,6 +126,11 @@ private func soakUsage() -> Int32 {
             usage: securestore-stress soak tasks DATA_DIR APP LOG [COUNT]
                    securestore-stress soak rotate DATA_DIR APP
                    securestore-stress soak check-tasks DATA_DIR APP LOG
+                   securestore-stress soak restore DATA_DIR APP BACKUP
+                   securestore-stress soak make-backup DATA_DIR APP BACKUP ROWS
+                   securestore-stress soak check-restore DATA_DIR APP BACKUP ROWS
+                   securestore-stress soak upgrade DATA_DIR APP
+                   securestore-stress soak check-upgrade DATA_DIR APP
                    securestore-stress soak prefs DIR DOMAIN LOG
                    securestore-stress soak check-prefs DIR DOMAIN LOG
 
@@ -113,7 +163,7 @@ private struct SoakLog {
 
 private func soakOpen(dataDirectory: String, app: String) throws -> KeyedDatabase {
     let paths = try AppPaths(app: app, dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true))
-    return try KeyedDatabase(paths: paths, name: "tasks", keychain: Keychain())
+    return try KeyedDatabase(paths: paths, name: "tasks", keychain: stressKeychain())
 }
 
 private func soakTasks(dataDirectory: String, app: String, log path: String, count: Int?) throws {
@@ -240,6 +290,91 @@ private func soakCheckTasks(dataDirectory: String, app: String, log path: String
         return 1
     }
     return 0
+}
+
+/// The rows of `item` in the database `name`, opened as a user would (never created).
+private func soakItemCount(_ paths: AppPaths, _ name: String) throws -> Int {
+    let database = try KeyedDatabase(paths: paths, name: name, keychain: stressKeychain(), createIfMissing: false)
+    defer { try? database.close() }
+    try database.queue.integrityCheck()
+    return try database.queue.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } ?? -1
+}
+
+private func soakCheckRestore(dataDirectory: String, app: String, rows: Int) -> Int32 {
+    do {
+        let paths = try AppPaths(app: app, dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true))
+        let asides = try FileManager.default.contentsOfDirectory(atPath: dataDirectory)
+            .filter { $0.hasPrefix("tasks.before-restore-") && $0.hasSuffix(".db") }.sorted()
+        var lost = 0
+        for name in ["tasks"] + asides.suffix(1).map({ String($0.dropLast(3)) }) {
+            let count = try soakItemCount(paths, name)
+            if count != rows {
+                lost += 1
+                FileHandle.standardError.write(Data("check-restore: \(name) holds \(count) rows, not \(rows)\n".utf8))
+            }
+        }
+        print("check-restore opened=1 asides=\(asides.count) lost=\(lost)")
+        return lost == 0 ? 0 : 1
+    } catch {
+        print("check-restore opened=0 asides=0 lost=0")
+        FileHandle.standardError.write(Data("check-restore: a database does not open: \(error)\n".utf8))
+        return 1
+    }
+}
+
+private func soakUpgrade(dataDirectory: String, app: String) throws {
+    let paths = try AppPaths(app: app, dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true))
+    try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+    let keychain = stressKeychain()
+    var n = 0
+    while FileManager.default.fileExists(atPath: dataDirectory + "/u\(n).db") { n += 1 }
+    while true {
+        let name = "u\(n)"
+        // As SecureStore 0.1 did: the key stored under the name, then the file made under it.
+        let key = DatabaseKey.random()
+        let hex = key.withUnsafeBytes { bytes in bytes.map { String(format: "%02x", $0) }.joined() }
+        try keychain.set(hex, service: paths.databaseKeyService, account: name)
+        let queue = try DatabaseQueue(path: paths.databaseURL(name: name).path, key: key)
+        try queue.write { db in
+            try db.execute("CREATE TABLE item (n INTEGER NOT NULL)")
+            for row in 0..<20 { try db.execute("INSERT INTO item (n) VALUES (?)", [row]) }
+        }
+        try queue.checkpoint()
+        try queue.close()
+        let ready = dataDirectory + "/\(name).ready"
+        _ = FileManager.default.createFile(atPath: ready, contents: Data())
+        let descriptor = open(ready, O_RDONLY)
+        if descriptor >= 0 { fsync(descriptor); close(descriptor) }
+        // The upgrade: the first open through KeyedDatabase.
+        try KeyedDatabase(paths: paths, name: name, keychain: keychain, createIfMissing: false).close()
+        n += 1
+    }
+}
+
+private func soakCheckUpgrade(dataDirectory: String, app: String) -> Int32 {
+    do {
+        let paths = try AppPaths(app: app, dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true))
+        let ready = ((try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? [])
+            .filter { $0.hasSuffix(".ready") }.map { String($0.dropLast(6)) }.sorted()
+        var lost = 0
+        for name in ready {
+            let count = try soakItemCount(paths, name)
+            let canonical = URL(fileURLWithPath: dataDirectory).resolvingSymlinksInPath().path + "/\(name).db"
+            let items = try KeyedDatabase.keys(paths: paths, keychain: stressKeychain())
+                .filter { $0.role == .current && $0.path == canonical }
+            if count != 20 || items.count != 1 {
+                lost += 1
+                FileHandle.standardError.write(
+                    Data("check-upgrade: \(name) holds \(count) rows and \(items.count) current key items\n".utf8))
+            }
+        }
+        print("check-upgrade opened=1 databases=\(ready.count) lost=\(lost)")
+        return lost == 0 ? 0 : 1
+    } catch {
+        print("check-upgrade opened=0 databases=0 lost=0")
+        FileHandle.standardError.write(Data("check-upgrade: a database does not open: \(error)\n".utf8))
+        return 1
+    }
 }
 
 private func soakLocation(_ directory: String, _ domain: String) throws -> PreferencesLocation {

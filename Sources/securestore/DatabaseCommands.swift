@@ -8,23 +8,30 @@ private let nameOption = OptionSpec(name: "name", valueName: "NAME", help: "The 
 /// The database name of an invocation (`--name`, default `tasks`).
 func databaseName(_ invocation: Invocation) -> String { invocation.value("name") ?? "tasks" }
 
-/// Opens the keyed database of an invocation (created with its key on first use).
-func openDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedDatabase {
-    try KeyedDatabase(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+/// Opens the keyed database of an invocation. Only commands that write create it (with its key); every
+/// other command on a database that does not exist creates nothing — no file, no directory, no keyring
+/// item — and exits 66 with a hint naming the command that creates it: a typo in --app, --name or
+/// --data-dir must not make an empty database (and hand out a recovery code for it).
+func openDatabase(_ invocation: Invocation, _ context: Context, create: Bool = false) throws -> KeyedDatabase {
+    let name = databaseName(invocation)
+    do {
+        return try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
+    } catch let error as SecureStoreError where error.code == SecureStoreError.notFound && !create
+        && !FileManager.default.fileExists(atPath: context.paths.databaseURL(name: name).path)
+    {
+        throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(name))
+    }
 }
 
-/// Opens the keyed database of an invocation only if its file exists: maintenance commands (verify, backup,
-/// recovery code, rotation) must not create an empty database and key — a typo in --name, --app or a
-/// different XDG_DATA_HOME would otherwise hand out a recovery code for the wrong, empty database.
+/// What creates the database `name`, for the hint of a command that does not.
+func createHint(_ name: String) -> String {
+    name == "tasks"
+        ? "check --app and --data-dir; 'securestore tasks add TITLE' creates it"
+        : "check --app, --name and --data-dir; 'securestore tasks add --name \(name) TITLE' or 'securestore db import-plaintext --name \(name) FILE' creates it"
+}
+
 private func openExistingDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedDatabase {
-    let name = databaseName(invocation)
-    let info = try KeyedDatabase.info(paths: context.paths, name: name, keychain: context.keychain)
-    guard info.exists else {
-        throw CLIError(
-            status: ExitStatus.notFound, message: "there is no database \(UsageError.quoted(name)) at \(info.path)",
-            hint: "check --app, --name and --data-dir; 'securestore tasks add' creates the task database")
-    }
-    return try openDatabase(invocation, context)
+    try openDatabase(invocation, context, create: false)
 }
 
 /// `securestore db …`: the encrypted database and its key.
@@ -37,6 +44,11 @@ let dbCommand = Command(
             run: { invocation in
                 let context = try Context(invocation)
                 let info = try KeyedDatabase.info(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+                guard info.exists else {
+                    throw CLIError(
+                        status: ExitStatus.notFound, message: "there is no database '\(info.name)' at '\(info.path)'",
+                        hint: createHint(info.name))
+                }
                 var encryption: CipherInfo?
                 if info.exists && info.hasKey {
                     let database = try openDatabase(invocation, context)
@@ -46,9 +58,13 @@ let dbCommand = Command(
                 if invocation.global.json {
                     var object: [String: Any] = [
                         "name": info.name, "path": info.path, "exists": info.exists,
-                        "key": ["service": info.keyService, "account": info.keyAccount, "collection": info.keyCollection, "stored": info.hasKey],
+                        "key": [
+                            "service": info.keyService, "account": info.keyAccount ?? NSNull(), "collection": info.keyCollection,
+                            "stored": info.hasKey, "retired": info.retiredKeyAccounts,
+                        ] as [String: Any],
                         "rotationPending": info.rotationPending,
                     ]
+                    if let id = info.databaseID { object["databaseId"] = id }
                     if let size = info.fileSize { object["size"] = size }
                     if let wal = info.walSize { object["walSize"] = wal }
                     if let encryption { object["cipher"] = encryption.jsonObject }
@@ -75,8 +91,8 @@ let dbCommand = Command(
             discussion: """
                 A new key is stored as pending, the database is exported under it into a new file, verified,
                 renamed over the old one, and the key promoted. A crash at any step leaves a database that
-                opens; the next open finishes or undoes the rotation. Backups and recovery codes made before
-                need the old key afterwards.
+                opens; the next open finishes or undoes the rotation. The old key is kept as a retired key, so
+                backups and recovery codes made before still open ('securestore db keys list').
                 """,
             options: [nameOption],
             run: { invocation in
@@ -84,10 +100,20 @@ let dbCommand = Command(
                 let database = try openExistingDatabase(invocation, context)
                 defer { try? database.close() }
                 let steps = KeyedDatabase.RotationStep.allCases.count
-                try database.rotateKey { step in
+                let retired = try database.rotateKey { step in
                     Console.progress("rotating key (\(step))", done: step.rawValue, total: steps)
                 }
+                if invocation.global.json {
+                    try Console.json([
+                        "databaseId": database.databaseID, "retiredKey": retired.account,
+                        "retiredAt": keyDate(retired.date), "alsoOpens": retired.alsoOpens,
+                    ])
+                }
                 Console.err("rotated the key of database '\(database.name)'; make a new recovery code and new backups\n")
+                Console.err("the previous key is kept as the retired key '\(retired.account)': backups and recovery codes made before now need it; 'securestore db keys prune' deletes it when you say so\n")
+                for path in retired.alsoOpens {
+                    Console.err("the retired key is also the key of '\(path)', which keeps its own key item\n")
+                }
                 return ExitStatus.success
             }),
         Command(
@@ -101,6 +127,9 @@ let dbCommand = Command(
                 let target = URL(fileURLWithPath: invocation.argument(0) ?? "")
                 let report = try checking { try database.backup(to: target) }
                 try printVerification(report, invocation)
+                if !invocation.global.json {
+                    Console.err("the backup opens with the current key of database '\(database.name)' (keyring account '\(report.keyAccount)') and with its recovery code ('securestore db recovery-code'); after a rotation that key is kept as a retired key\n")
+                }
                 return ExitStatus.success
             }),
         Command(
@@ -119,6 +148,7 @@ let dbCommand = Command(
                 defer { try? database.close() }
                 Console.progress("importing", done: 1, total: 1)
                 Console.err("imported \(source.path) into encrypted database '\(database.name)' at \(database.url.path)\n")
+                Console.err("the plaintext source \(source.path) still exists, unencrypted and unchanged: delete it once you have checked the import\n")
                 return ExitStatus.success
             }),
         Command(
@@ -138,6 +168,11 @@ let dbCommand = Command(
             }),
         Command(
             name: "recover", abstract: "Restore a lost key from its recovery code (read from stdin or a prompt).",
+            discussion: """
+                The code must open the database file. A different key stored for the same database is kept as a
+                retired key, never deleted. A copy of a database that still exists elsewhere is refused: the code
+                would otherwise take over that database's key.
+                """,
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
@@ -146,6 +181,126 @@ let dbCommand = Command(
                     paths: context.paths, name: databaseName(invocation), keychain: context.keychain, code: code)
                 defer { try? database.close() }
                 Console.err("the recovery code opens '\(database.url.path)'; its key is stored in the keyring again\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "restore", abstract: "Install a backup as the database (the current one is kept aside).",
+            discussion: """
+                The backup is verified with its key: one in the keyring (current or retired), else the recovery
+                code of the key it was made under, asked for without echo (or read from standard input). It is
+                installed under a new key and database id, so it never takes over another database's key; the
+                database that was there is kept as <name>.before-restore-<time>.db and opens with --name. The
+                backup file is left unchanged.
+                """,
+            arguments: [ArgumentSpec(name: "BACKUP", help: "The backup file (made by 'securestore db backup').")],
+            options: [nameOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let backup = URL(fileURLWithPath: invocation.argument(0) ?? "")
+                let steps = KeyedDatabase.RestoreStep.allCases.count
+                func restore(_ code: Secret?) throws -> KeyedDatabaseRestoreReport {
+                    try KeyedDatabase.restore(
+                        from: backup, paths: context.paths, name: databaseName(invocation), keychain: context.keychain,
+                        code: code
+                    ) { step in Console.progress("restoring (\(step))", done: step.rawValue, total: steps) }
+                }
+                let report: KeyedDatabaseRestoreReport
+                do {
+                    report = try checking { try restore(nil) }
+                } catch let missing as SecureStoreError where missing.code == SecureStoreError.missingKey {
+                    // No stored key opens it (a lost keyring, or a pruned key): its recovery code may. Without
+                    // one on standard input, the refusal is the answer.
+                    let code: Secret
+                    do {
+                        code = try readSecret(prompt: "Recovery code of the backup's key: ", raw: false)
+                    } catch {
+                        throw missing
+                    }
+                    report = try checking { try restore(code) }
+                }
+                if invocation.global.json {
+                    var object: [String: Any] = [
+                        "backup": report.backupPath, "path": report.path, "databaseId": report.databaseID,
+                        "tables": report.tableCount, "rows": report.rowCount,
+                        "openedWith": report.openedWithAccount ?? "recovery code",
+                    ]
+                    if let aside = report.asidePath { object["keptAside"] = aside }
+                    try Console.json(object)
+                } else {
+                    Console.out(report.description + "\n")
+                }
+                return ExitStatus.success
+            }),
+        keysCommand,
+    ])
+
+/// A date as key listings show it: `2026-11-23T16:15:02Z`.
+private func keyDate(_ date: Date) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime]
+    return formatter.string(from: date)
+}
+
+/// `--before DATE`: `YYYY-MM-DD` (midnight UTC) or an RFC 3339 date and time.
+private func parseBefore(_ text: String, _ invocation: Invocation) throws -> Date {
+    let full = ISO8601DateFormatter()
+    full.formatOptions = [.withInternetDateTime]
+    if let date = full.date(from: text) { return date }
+    let day = ISO8601DateFormatter()
+    day.formatOptions = [.withFullDate]
+    if let date = day.date(from: text) { return date }
+    throw UsageError("--before takes a date such as 2026-11-23 or 2026-11-23T16:15:02Z, not \(UsageError.quoted(text))", path: invocation.path)
+}
+
+/// `securestore db keys …`: the application's database key items.
+private let keysCommand = Command(
+    name: "keys", abstract: "List the database keys in the keyring, and prune retired ones.",
+    subcommands: [
+        Command(
+            name: "list", abstract: "Every database key item of the application (current, pending, retired, legacy); never a key.",
+            run: { invocation in
+                let context = try Context(invocation)
+                let keys = try KeyedDatabase.keys(paths: context.paths, keychain: context.keychain)
+                if invocation.global.json {
+                    try Console.json(keys.map { key -> [String: Any] in
+                        var object: [String: Any] = ["account": key.account, "role": key.role.rawValue]
+                        if let id = key.databaseID { object["databaseId"] = id }
+                        if let path = key.path { object["path"] = path; object["fileExists"] = key.fileExists }
+                        if let date = key.retiredAt { object["retiredAt"] = keyDate(date) }
+                        return object
+                    })
+                    return ExitStatus.success
+                }
+                for key in keys {
+                    let id = key.databaseID.map { String($0.prefix(8)) } ?? "-"
+                    let detail: String =
+                        switch key.role {
+                        case .current: (key.path ?? "") + (key.fileExists ? "" : " (no file there)")
+                        case .pending: "rotation under way; the next open finishes or undoes it"
+                        case .retired: "retired " + (key.retiredAt.map(keyDate) ?? "?") + "; opens older backups"
+                        case .legacy: "written by securestore 0.1 for '\(key.account)'; kept, it may open a folder not yet opened"
+                        }
+                    Console.out("\(key.role.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))  \(id)  \(detail)\n")
+                }
+                if keys.isEmpty, Console.stdoutIsTerminal { Console.err("(no database keys for this application)\n") }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "prune", abstract: "Delete retired keys retired before DATE (backups made under them stop opening).",
+            options: [OptionSpec(name: "before", valueName: "DATE", help: "Retired before this date: 2026-11-23 (UTC) or 2026-11-23T16:15:02Z. Required.")],
+            run: { invocation in
+                guard let text = invocation.value("before") else {
+                    throw UsageError("give --before DATE: retired keys are deleted only up to a date you choose", path: invocation.path)
+                }
+                let date = try parseBefore(text, invocation)
+                let context = try Context(invocation)
+                let deleted = try KeyedDatabase.pruneRetiredKeys(paths: context.paths, keychain: context.keychain, before: date)
+                if invocation.global.json {
+                    try Console.json(["deleted": deleted])
+                } else {
+                    for account in deleted { Console.out("deleted \(account)\n") }
+                    Console.err("deleted \(deleted.count) retired key(s); backups made under them no longer open\n")
+                }
                 return ExitStatus.success
             }),
     ])

@@ -11,7 +11,7 @@ let prefsCommand = Command(
             name: "get", abstract: "Print a preference's value.",
             arguments: [ArgumentSpec(name: "KEY", help: "The preference's key.")],
             run: { invocation in
-                let preferences = try openPreferences(invocation)
+                let preferences = try openPreferences(invocation, create: false)
                 let key = invocation.argument(0) ?? ""
                 guard let value = preferences.value(forKey: key) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
@@ -60,7 +60,7 @@ let prefsCommand = Command(
         Command(
             name: "list", abstract: "List preferences with their types and values.",
             run: { invocation in
-                let preferences = try openPreferences(invocation)
+                let preferences = try openPreferences(invocation, create: false)
                 let values = preferences.storedValues
                 if invocation.global.json {
                     var object: [String: Any] = [:]
@@ -78,7 +78,7 @@ let prefsCommand = Command(
             name: "audit",
             abstract: "Report sizes against the limits and values that look like secrets; exit 1 on a problem.",
             run: { invocation in
-                let preferences = try openPreferences(invocation)
+                let preferences = try openPreferences(invocation, create: false)
                 let report = preferences.audit()
                 Console.out(invocation.global.json ? report.renderJSON() + "\n" : report.renderText())
                 return report.shouldFail ? ExitStatus.checkFailed : ExitStatus.success
@@ -116,9 +116,18 @@ let prefsCommand = Command(
             }),
     ])
 
-private func openPreferences(_ invocation: Invocation) throws -> Preferences {
+/// Opens the preferences of an invocation. Commands that only read (`create: false`) on an application
+/// that has no preferences file create nothing — no file, no directory — and exit 66 with a hint.
+private func openPreferences(_ invocation: Invocation, create: Bool = true) throws -> Preferences {
     let context = try Context(invocation)
-    return try Preferences(location: PreferencesLocation(directory: context.paths.configDirectory))
+    let location = try PreferencesLocation(directory: context.paths.configDirectory)
+    if !create, !FileManager.default.fileExists(atPath: location.fileURL.path) {
+        throw CLIError(
+            status: ExitStatus.notFound,
+            message: "there are no preferences for application '\(context.paths.app)' (no file '\(location.fileURL.path)')",
+            hint: "check --app; 'securestore prefs set KEY VALUE' creates them")
+    }
+    return try Preferences(location: location)
 }
 
 private func parseValue(_ text: String, _ invocation: Invocation) throws -> PreferenceValue {

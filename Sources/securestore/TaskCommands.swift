@@ -9,16 +9,25 @@ private let statusOptions = [
 ]
 private let nameOption = OptionSpec(name: "name", valueName: "NAME", help: "The database (default: tasks).")
 
-/// Opens the task list in the keyed database of an invocation.
-private func openTasks(_ invocation: Invocation) throws -> (KeyedDatabase, TaskList) {
+/// Opens the task list in the keyed database of an invocation. Only `create` (`tasks add`) makes the
+/// database or the task list's tables; a database that is not a task list is refused either way.
+private func openTasks(_ invocation: Invocation, create: Bool) throws -> (KeyedDatabase, TaskList) {
     let context = try Context(invocation)
-    let database = try openDatabase(invocation, context)
-    return (database, try TaskList(queue: database.queue))
+    let database = try openDatabase(invocation, context, create: create)
+    do {
+        return (database, try TaskList(queue: database.queue, createIfMissing: create))
+    } catch let error as SecureStoreError where error.code == SecureStoreError.notFound {
+        try? database.close()
+        throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(database.name))
+    } catch {
+        try? database.close()
+        throw error
+    }
 }
 
 /// Runs `body` on the task list and closes the database afterwards.
-private func withTasks(_ invocation: Invocation, _ body: (TaskList) throws -> Int32) throws -> Int32 {
-    let (database, tasks) = try openTasks(invocation)
+private func withTasks(_ invocation: Invocation, create: Bool = false, _ body: (TaskList) throws -> Int32) throws -> Int32 {
+    let (database, tasks) = try openTasks(invocation, create: create)
     defer { try? database.close() }
     return try body(tasks)
 }
@@ -89,7 +98,7 @@ let tasksCommand = Command(
             arguments: [ArgumentSpec(name: "TITLE", help: "The task's title (at most 1000 characters).")],
             options: [nameOption],
             run: { invocation in
-                try withTasks(invocation) { tasks in
+                try withTasks(invocation, create: true) { tasks in
                     try printTask(try tasks.create(title: invocation.argument(0) ?? ""), invocation)
                     return ExitStatus.success
                 }

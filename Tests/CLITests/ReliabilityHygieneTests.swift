@@ -47,7 +47,7 @@ import Testing
         let marker = "SECRETMARKER" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
         #expect(try securestore(["token", "set", "t"], app: app, input: marker).status == 0)
         #expect(try securestore(["tasks", "add", "a task"], app: app).status == 0)
-        let key = try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "tasks"]).stdout
+        let key = try currentDatabaseKey(app, path: try #require(Harness.root) + "/data/\(app)/tasks.db")
         #expect(key.count == 64)
         let code = try securestore(["db", "recovery-code"], app: app).stdout
         #expect(code.count > 60)
@@ -82,7 +82,9 @@ import Testing
         try Harness.keyringCtl("unlock")
         // A wrong key planted: the error names the item, never the key that failed nor the real one.
         let wrong = String(repeating: "5a", count: 32)
-        #expect(try run(["secret-tool", "store", "--label=x", "service", "\(app).database-key", "account", "tasks"],
+        let databasePath = try #require(Harness.root) + "/data/\(app)/tasks.db"
+        let account = try #require(try currentKeyAccount(app, path: databasePath))
+        #expect(try run(["secret-tool", "store", "--label=x", "service", "\(app).database-key", "account", account],
             input: Data(wrong.utf8)).status == 0)
         record("wrong key", try securestore(["tasks", "list"], app: app))
         record("wrong key verify", try securestore(["db", "verify"], app: app))

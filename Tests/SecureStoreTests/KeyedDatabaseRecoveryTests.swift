@@ -61,7 +61,7 @@ import Testing
         let code = try database.recoveryCode()
         let hex = try fixture.storedHex()
         try database.close()
-        #expect(try fixture.keychain.delete(service: fixture.service, account: "tasks"))
+        #expect(try fixture.deleteCurrentKey())
         kdExpectError("missingKey") { try fixture.open() }
 
         let recovered = try KeyedDatabase.recover(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, code: code)
@@ -79,7 +79,7 @@ import Testing
         try kdFill(database)
         let code = try #require(try database.recoveryCode().stringValue())
         try database.close()
-        #expect(try fixture.keychain.delete(service: fixture.service, account: "tasks"))
+        #expect(try fixture.deleteCurrentKey())
         let before = try #require(kdBytes(fixture.path))
 
         // Well formed, but another key.

@@ -125,7 +125,8 @@ import Testing
         // As if killed inside sqlcipher_export: a pending key and a half-written temporary copy.
         let half = fixture.directory.appendingPathComponent("..tasks.db.rotating.tmp-1f2e3d").path
         #expect(FileManager.default.createFile(atPath: half, contents: Data(repeating: 7, count: 12288)))
-        try fixture.keychain.set(String(repeating: "0f", count: 32), service: fixture.service, account: "tasks.pending")
+        let id = try #require(try fixture.currentAccount()?.prefix(32))
+        try fixture.keychain.set(String(repeating: "0f", count: 32), service: fixture.service, account: id + ".pending")
         #expect(try KeyedDatabase.info(paths: fixture.paths, name: "tasks", keychain: fixture.keychain).rotationPending)
 
         let reopened = try fixture.open()
@@ -142,7 +143,9 @@ import Testing
         let database = try fixture.open()
         let oldHex = try fixture.storedHex()
         try database.rotateKey()
-        #expect(try database.queue.read { try $0.scalar("SELECT count(*) FROM sqlite_master", as: Int.self) } == 0)
+        #expect(try database.queue.read {
+            try $0.scalar("SELECT count(*) FROM sqlite_master WHERE name <> 'securestore_identity'", as: Int.self)
+        } == 0)
         try database.close()
         #expect(try fixture.storedHex() != oldHex)
         let reopened = try fixture.open()
@@ -154,14 +157,22 @@ import Testing
         try FileManager.default.createDirectory(at: fixture.directory, withIntermediateDirectories: true)
         // As if killed inside the creation: a stored key and the temporary file, never linked.
         let key = String(repeating: "3c", count: 32)
-        try fixture.keychain.set(key, service: fixture.service, account: "tasks")
+        let orphan = String(repeating: "ab", count: 16) + "@" + kdCanonical(fixture.path)
+        try fixture.keychain.set(key, service: fixture.service, account: orphan)
         let temporary = fixture.directory.appendingPathComponent(".tasks.db.tmp-00ff").path
         #expect(FileManager.default.createFile(atPath: temporary, contents: Data(repeating: 1, count: 4096)))
 
         let database = try fixture.open()
         try kdFill(database)
+        let id = database.databaseID
         try database.close()
         #expect(try fixture.files() == ["tasks.db"])
-        #expect(try fixture.storedHex() == key, "the stored key is reused, never replaced")
+        // A stored key without a file may be a moved database's: it is kept, never reused for a new file.
+        #expect(try fixture.storedHex(account: orphan) == key, "the stored key is neither replaced nor deleted")
+        let own = try #require(try fixture.storedHex(account: id + "@" + kdCanonical(fixture.path)))
+        #expect(own != key, "the new database has a key of its own")
+        let reopened = try fixture.open()
+        try kdExpectRows(reopened.queue)
+        try reopened.close()
     }
 }

@@ -29,8 +29,9 @@ final class KDFixture {
     }
 
     deinit {
-        _ = try? keychain.delete(service: service, account: name)
-        _ = try? keychain.delete(service: service, account: name + ".pending")
+        for account in (try? keychain.accounts(service: service)) ?? [] {
+            _ = try? keychain.delete(service: service, account: account)
+        }
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -41,10 +42,35 @@ final class KDFixture {
         try KeyedDatabase(paths: paths, name: name, keychain: keychain, configuration: configuration)
     }
 
-    /// The current key's hex text as `secret-tool` (another Secret Service client) sees it.
+    /// The account of the current key item of the database at `path` (`<id>@<path>`), or nil.
+    func currentAccount(path: String? = nil) throws -> String? {
+        let suffix = "@" + kdCanonical(path ?? self.path)
+        return try keychain.accounts(service: service).last { $0.hasSuffix(suffix) && $0.utf8.count == 32 + suffix.utf8.count }
+    }
+
+    /// Every database key account of the fixture's application, sorted.
+    func accounts() throws -> [String] {
+        try keychain.accounts(service: service)
+    }
+
+    /// The accounts of retired keys (`<id>.retired.<date>`).
+    func retiredAccounts() throws -> [String] {
+        try accounts().filter { $0.contains(".retired.") }
+    }
+
+    /// The current key's hex text as `secret-tool` (another Secret Service client) sees it; `account`
+    /// names another item.
     func storedHex(account: String? = nil) throws -> String? {
-        let result = try kdRun(["secret-tool", "lookup", "service", service, "account", account ?? name])
+        guard let account = try account ?? currentAccount() else { return nil }
+        let result = try kdRun(["secret-tool", "lookup", "service", service, "account", account])
         return result.status == 0 ? result.stdout : nil
+    }
+
+    /// Deletes the current key item of the database (as a lost keyring would).
+    @discardableResult
+    func deleteCurrentKey() throws -> Bool {
+        guard let account = try currentAccount() else { return false }
+        return try keychain.delete(service: service, account: account)
     }
 
     func storedKey(account: String? = nil) throws -> DatabaseKey? {
@@ -53,7 +79,7 @@ final class KDFixture {
     }
 
     func hasPendingKey() throws -> Bool {
-        try keychain.exists(service: service, account: name + ".pending")
+        try accounts().contains { $0.hasSuffix(".pending") }
     }
 
     /// Every file in the data directory except the lock file.
@@ -61,6 +87,12 @@ final class KDFixture {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         return names.filter { !$0.hasSuffix(".lock") }.sorted()
     }
+}
+
+/// `path` with its directory's symbolic links resolved, as key items record it.
+func kdCanonical(_ path: String) -> String {
+    let url = URL(fileURLWithPath: path)
+    return url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(url.lastPathComponent).path
 }
 
 /// The rows every test writes: `item(id, title)` plus `user_version = 7`.

@@ -21,11 +21,17 @@ import Testing
         // That key, and only it, opens the file, which is 0600.
         let queue = try DatabaseQueue(path: fixture.path, key: try kdKey(hex: hex))
         try kdExpectRows(queue)
+        let recorded = try queue.read { try $0.scalar("SELECT database_id FROM securestore_identity", as: String.self) }
         try queue.close()
         #expect(try kdMode(fixture.path) == 0o600)
         let items = try fixture.keychain.items(service: fixture.service)
-        #expect(items.map(\.account) == ["tasks"])
-        #expect(items.first?.label == "SecureStore database key: \(fixture.app)/tasks")
+        // One item, named by the database id (also inside the file) and the file's place.
+        #expect(items.count == 1)
+        let account = try #require(items.first?.account)
+        #expect(account.prefix(32).allSatisfy { "0123456789abcdef".contains($0) })
+        #expect(account.dropFirst(32) == "@" + kdCanonical(fixture.path))
+        #expect(items.first?.label == "SecureStore database key: \(fixture.app)/tasks at \(kdCanonical(fixture.path))")
+        #expect(recorded.map { String($0) } == String(account.prefix(32)))
     }
 
     @Test func reopeningReadsTheRowsWithTheStoredKey() throws {
@@ -56,7 +62,7 @@ import Testing
         let database = try fixture.open()
         try kdFill(database)
         try database.close()
-        #expect(try fixture.keychain.delete(service: fixture.service, account: "tasks"))
+        #expect(try fixture.deleteCurrentKey())
         let before = try #require(kdBytes(fixture.path))
         let filesBefore = try fixture.files()
 
@@ -92,7 +98,8 @@ import Testing
         try database.close()
         let before = try #require(kdBytes(fixture.path))
         let other = String(repeating: "5a", count: 32)
-        try fixture.keychain.set(other, service: fixture.service, account: "tasks")
+        let account = try #require(try fixture.currentAccount())
+        try fixture.keychain.set(other, service: fixture.service, account: account)
 
         let message = try #require(kdExpectError("keyMismatch") { try fixture.open() })
         #expect(message.contains("does not open"))
@@ -107,7 +114,8 @@ import Testing
         let fixture = try KDFixture()
         let database = try fixture.open()
         try database.close()
-        try fixture.keychain.set("hunter2", service: fixture.service, account: "tasks")
+        let account = try #require(try fixture.currentAccount())
+        try fixture.keychain.set("hunter2", service: fixture.service, account: account)
         let message = try #require(kdExpectError("keyMismatch") { try fixture.open() })
         #expect(message.contains("64 hexadecimal digits"))
         #expect(!message.contains("hunter2"))
@@ -147,13 +155,16 @@ import Testing
         #expect(info.exists)
         #expect((info.fileSize ?? 0) > 0)
         #expect(info.keyService == "\(fixture.app).database-key")
-        #expect(info.keyAccount == "tasks")
-        #expect(info.pendingKeyAccount == "tasks.pending")
+        let account = try #require(try fixture.currentAccount())
+        #expect(info.keyAccount == account)
+        #expect(info.databaseID == database.databaseID)
+        #expect(account == database.databaseID + "@" + kdCanonical(fixture.path))
+        #expect(info.pendingKeyAccount == nil)
         #expect(info.keyCollection == "default")
         #expect(info.hasKey)
         #expect(!info.rotationPending)
         let hex = try #require(try fixture.storedHex())
-        #expect(info.description.contains("service '\(fixture.app).database-key', account 'tasks'"))
+        #expect(info.description.contains("service '\(fixture.app).database-key', account '\(account)'"))
         #expect(!info.description.contains(hex))
         try database.close()
     }
@@ -185,7 +196,7 @@ import Testing
         for result in results.all {
             #expect(result?.status == 0, "\(result?.stderr ?? "spawn failed")")
         }
-        #expect(try fixture.keychain.accounts(service: fixture.service) == ["tasks"])
+        #expect(try fixture.keychain.accounts(service: fixture.service).count == 1, "one key item")
         let database = try fixture.open()
         #expect(try database.queue.read { try $0.scalar("SELECT count(*) FROM entry", as: Int.self) } == writers * rows)
         try database.close()

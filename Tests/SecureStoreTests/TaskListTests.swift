@@ -171,8 +171,61 @@ struct TaskListTests {
         try tasks.create(title: "Shared database")
         #expect(try tasks.count() == 1)
         #expect(try migrator.appliedMigrations(queue) == ["other component", "create tasks"])
-        // The task list alone does not know the other component's migration: it refuses rather than guesses.
-        #expect(throws: DatabaseError.self) { try TaskList(queue: queue) }
+        // The task list alone leaves the other component's migration alone (it is not the task list's).
+        #expect(try TaskList(queue: queue).count() == 1)
+        #expect(try migrator.appliedMigrations(queue) == ["other component", "create tasks"])
+    }
+
+    /// An app's own migrations first, the task list added later by `TaskList(queue:)`: both live side by
+    /// side, each migrator applies its own and leaves the other's alone; a newer task list is still refused.
+    @Test func anAppsOwnMigrationsAndTheTaskListLiveSideBySide() throws {
+        let store = try TLStore()
+        let queue = try DatabaseQueue(path: store.directory + "/app.db", key: DatabaseKey.random())
+        defer { try? queue.close() }
+        var app = DatabaseMigrator()
+        app.registerMigration("notes v1") { db in try db.execute("CREATE TABLE notes (text TEXT NOT NULL)") }
+        app.isOtherComponentsMigration = { !$0.hasPrefix("notes ") }
+        try app.migrate(queue)
+        try queue.write { db in try db.execute("INSERT INTO notes (text) VALUES (?)", ["kept"]) }
+
+        let tasks = try TaskList(queue: queue)
+        try tasks.create(title: "beside the notes")
+        #expect(try app.appliedMigrations(queue) == ["notes v1", "create tasks"])
+        app.registerMigration("notes v2") { db in try db.execute("ALTER TABLE notes ADD COLUMN done INTEGER") }
+        try app.migrate(queue)
+        #expect(try TaskList(queue: queue).count() == 1)
+        #expect(try queue.read { try $0.scalar("SELECT text FROM notes", as: String.self) } == "kept")
+
+        try queue.write { db in
+            try db.execute("INSERT INTO securestore_migrations (id, applied_at) VALUES ('tasks v99 from the future', 0)")
+        }
+        let error = try #require(throws: DatabaseError.self) { try TaskList(queue: queue) }
+        #expect(error.message.contains("'tasks v99 from the future'"))
+        #expect(!error.message.contains("notes v"), "the app's migrations are not called unknown")
+    }
+
+    /// A database with tables of its own and no migrations (an imported one) never gets the task tables.
+    @Test func aDatabaseThatIsNotATaskListIsRefusedAndLeftAlone() throws {
+        let store = try TLStore()
+        let path = store.directory + "/imported.db"
+        let queue = try DatabaseQueue(path: path, key: DatabaseKey.random())
+        defer { try? queue.close() }
+        try queue.write { db in try db.execute("CREATE TABLE recipes (name TEXT)") }
+        try queue.checkpoint()
+        let before = FileManager.default.contents(atPath: path)
+        let error = try #require(throws: SecureStoreError.self) { try TaskList(queue: queue) }
+        #expect(error.code == SecureStoreError.notATaskList)
+        #expect(error.message == "the database '\(path)' is not a task list (it holds 'recipes'); task commands never add tables to it, and nothing was changed")
+        try queue.checkpoint()
+        #expect(FileManager.default.contents(atPath: path) == before)
+        #expect(try queue.read { try $0.tableExists("tasks") } == false)
+
+        let empty = try DatabaseQueue(path: store.directory + "/empty.db", key: DatabaseKey.random())
+        defer { try? empty.close() }
+        let missing = try #require(throws: SecureStoreError.self) { try TaskList(queue: empty, createIfMissing: false) }
+        #expect(missing.code == SecureStoreError.notFound)
+        #expect(try empty.read { try $0.tableExists("tasks") } == false)
+        #expect(try TaskList(queue: empty).count() == 0, "an empty database may become a task list")
     }
 
     @Test func countsStayExactThroughRollbacksBatchesAndDirectSQL() throws {

@@ -1,0 +1,269 @@
+// Restoring a backup: verify it with its key (found in the keyring, or from a recovery code), keep the
+// current database aside, and install the backup as a database of its own (new id, new key).
+public import EncryptedDatabase
+public import Foundation
+public import Keychain
+
+/// What ``KeyedDatabase/restore(from:paths:name:keychain:code:configuration:progress:)`` did. Never
+/// contains a key.
+public struct KeyedDatabaseRestoreReport: Sendable, Hashable, CustomStringConvertible {
+    /// The backup file (left byte-identical, nothing added beside it).
+    public let backupPath: String
+    /// The database file now holding the backup's contents.
+    public let path: String
+    /// Where the database that was at ``path`` before was kept, or nil when there was none.
+    public let asidePath: String?
+    /// Which key opened the backup: the keyring account, or nil when it was the recovery code.
+    public let openedWithAccount: String?
+    /// The restored database's new id (a restore never takes over another database's identity).
+    public let databaseID: String
+    /// The user's tables and rows in the restored database.
+    public let tableCount: Int
+    /// The total number of rows in them.
+    public let rowCount: Int
+
+    /// Several lines for a person.
+    public var description: String {
+        var lines = [
+            "restored: \(backupPath)",
+            "into: \(path) (database id \(databaseID.prefix(8)), under a new key)",
+            "opened with: " + (openedWithAccount.map { "the stored key '\($0)'" } ?? "the recovery code"),
+            "contents: \(tableCount) tables, \(rowCount) rows, integrity check ok",
+        ]
+        if let asidePath { lines.append("the database that was there is kept at: \(asidePath)") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension KeyedDatabase {
+    /// A step of a restore, reported when it is done (the crash tests die right after one).
+    public enum RestoreStep: Int, Sendable, CaseIterable, CustomStringConvertible {
+        /// The backup is copied into a private temporary directory (the backup itself is never opened).
+        case copied = 1
+        /// A key opened the copy and it passed `integrity_check`.
+        case verified
+        /// A new key is stored (read back) for the restored database's new id and path.
+        case keyStored
+        /// The copy is exported under the new key with the new id, flushed and closed.
+        case exported
+        /// The current database's key is stored for a new name, and the file hard-linked there (the
+        /// database path never lacks it).
+        case keptAside
+        /// The restored file is renamed over the database path (atomic), the directory flushed.
+        case installed
+        /// The set-aside database's key item for the old place is removed.
+        case itemMoved
+        /// The private copy is removed.
+        case finished
+
+        /// What the step did, for a person.
+        public var description: String {
+            switch self {
+            case .copied: "copied the backup into a private file"
+            case .verified: "opened and checked the copy"
+            case .keyStored: "stored a new key for the restored database"
+            case .exported: "wrote the restored database under the new key"
+            case .keptAside: "kept the current database aside"
+            case .installed: "installed the restored database"
+            case .itemMoved: "removed the set-aside database's key item for the old place"
+            case .finished: "removed the private copy; restore complete"
+            }
+        }
+    }
+
+    /// Restores the backup at `backup` as the database `name`.
+    ///
+    /// 1. The backup is copied into a private temporary directory (`$TMPDIR`, 0700) and only that copy is
+    ///    opened: the backup stays byte-identical, with nothing added beside it, and a refusal leaves the
+    ///    target folder as it was.
+    /// 2. Its key is found among the application's stored keys (current, pending, retired, 0.1), or is the
+    ///    key of `code` (its recovery code); the copy must open and pass `integrity_check`.
+    /// 3. It is installed under a **new key and a new database id**: a restore never takes over another
+    ///    database's key (the backup's database may still exist), and the backup's own key keeps opening
+    ///    the backup.
+    /// 4. The database that was at the path is kept aside as `<name>.before-restore-<UTC time>.db` (never
+    ///    overwritten), with its key item, and opens under that name.
+    ///
+    /// A kill at any step leaves a database that opens at the path (the old one before step 6, the restored
+    /// one after), the backup untouched and nothing lost; see Docs/key-lifecycle.md.
+    ///
+    /// - Throws: ``SecureStoreError/missingKey`` when no stored key opens the backup and no `code` was
+    ///   given (ask for the recovery code and call again); ``SecureStoreError/invalidRecoveryCode``;
+    ///   ``SecureStoreError/verificationFailed`` for a damaged backup; ``SecureStoreError/notFound`` when
+    ///   there is no backup; ``SecureStoreError/inUse`` while the database is open elsewhere. Nothing is
+    ///   changed by a refusal.
+    @discardableResult
+    public static func restore(
+        from backup: URL, paths: AppPaths, name: String, keychain: Keychain, code: Secret? = nil,
+        configuration: DatabaseConfiguration = DatabaseConfiguration(), progress: (RestoreStep) -> Void = { _ in }
+    ) throws -> KeyedDatabaseRestoreReport {
+        try validate(name: name, keychain: keychain)
+        let codeKey = try code.map { try RecoveryCode.key(from: $0) }
+        guard KeyedDatabaseFiles.isRegularFile(backup.path) else {
+            throw SecureStoreError(SecureStoreError.notFound, "there is no backup file '\(backup.path)'")
+        }
+        let files = KeyedDatabaseFiles(paths: paths, name: name)
+        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
+        if KeyedDatabaseKeyItems.canonicalPath(backup.path) == items.path {
+            throw SecureStoreError(
+                SecureStoreError.invalidArgument,
+                "'\(backup.path)' is the database itself; restore a backup of it (made with `securestore db backup`)")
+        }
+        // 1. A private copy in a private temporary directory (0700): the backup itself is never opened, and
+        //    a refusal below leaves the target folder as it was.
+        let scratch = try KeyedDatabaseFiles.makeScratchDirectory()
+        defer { KeyedDatabaseFiles.removeScratchDirectory(scratch) }
+        let copyPath = scratch + "/backup.db"
+        try KeyedDatabaseFiles.copyNewFile(backup.path, to: copyPath)
+        progress(.copied)
+
+        // 2. Its key, and a check.
+        let (copy, oldKeyAccount) = try openBackupCopy(path: copyPath, items: items, codeKey: codeKey)
+        defer { try? copy.close() }
+        let summary: ContentSummary
+        do {
+            do {
+                try copy.integrityCheck()
+            } catch let error as DatabaseError {
+                throw SecureStoreError(
+                    SecureStoreError.verificationFailed,
+                    "the backup '\(backup.path)' failed the integrity check (\(error.message)); nothing was restored")
+            }
+            summary = try contentSummary(copy)
+        }
+        progress(.verified)
+
+        try KeyedDatabaseFiles.makeDirectories(files.directory)
+        let lock = try files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
+        defer { KeyedDatabaseFiles.unlock(lock) }
+        try files.removeRestoreLeftovers()
+        try foldCurrentLog(files: files, items: items, configuration: configuration)
+        defer { try? files.removeRestoreLeftovers() }
+
+        // 3. A new key and id, stored before any file depends on them.
+        let id = KeyedDatabaseKeyItems.newDatabaseID()
+        let key = DatabaseKey.random()
+        try items.storeCurrent(key, id: id)
+        progress(.keyStored)
+
+        // 4. The restored file under the new key, with the new id.
+        try copy.export(to: files.restoredPath, key: key)
+        try copy.close()
+        let restored = try DatabaseQueue(path: files.restoredPath, key: key, configuration: configuration)
+        do {
+            try recordDatabaseID(id, in: restored)
+            guard try contentSummary(restored).tables.filter({ $0.key != identityTable })
+                == summary.tables.filter({ $0.key != identityTable })
+            else {
+                throw SecureStoreError(
+                    SecureStoreError.verificationFailed,
+                    "the restored copy does not match the backup '\(backup.path)'; nothing was restored")
+            }
+            try restored.checkpoint()
+            try restored.close()
+        } catch {
+            try? restored.close()
+            throw error
+        }
+        try KeyedDatabaseFiles.syncFile(files.restoredPath)
+        progress(.exported)
+
+        // 5. The current database kept aside: its key item is stored for the new name first, then the file
+        //    is hard-linked there, so neither the path nor the new name ever lacks a database or its key.
+        var aside: String?
+        var staleAccounts: [String] = []
+        if KeyedDatabaseFiles.exists(files.path) {
+            let asidePath = try files.asidePath(name: name)
+            let asideItems = KeyedDatabaseKeyItems(
+                paths: paths, name: ((asidePath as NSString).lastPathComponent as NSString).deletingPathExtension,
+                keychain: keychain)
+            for item in try items.catalogue() where item.isCurrent(at: items.path) && item.databaseID != id {
+                guard let itemID = item.databaseID, let itemKey = try items.key(account: item.account) else { continue }
+                try asideItems.storeCurrent(itemKey, id: itemID)
+                staleAccounts.append(item.account)
+            }
+            try KeyedDatabaseFiles.link(files.path, to: asidePath)
+            KeyedDatabaseFiles.syncDirectory(files.directory)
+            aside = asidePath
+        }
+        progress(.keptAside)
+
+        // 6. Installed: one atomic rename.
+        try KeyedDatabaseFiles.rename(files.restoredPath, over: files.path)
+        KeyedDatabaseFiles.syncDirectory(files.directory)
+        KeyedDatabaseFiles.writeIDHint(id, to: lock)
+        progress(.installed)
+
+        // 7. The set-aside database's items for the old place go: the path holds the restored database now.
+        for account in staleAccounts { try items.delete(account: account) }
+        progress(.itemMoved)
+
+        try files.removeRestoreLeftovers()
+        KeyedDatabaseFiles.removeScratchDirectory(scratch)
+        progress(.finished)
+        let userTables = summary.tables.filter { $0.key != identityTable }
+        return KeyedDatabaseRestoreReport(
+            backupPath: backup.path, path: files.path, asidePath: aside, openedWithAccount: oldKeyAccount,
+            databaseID: id, tableCount: userTables.count, rowCount: userTables.values.reduce(0, +))
+    }
+
+    /// The current database must not have a write-ahead log when it is set aside (its frames would be lost
+    /// with the log left beside the restored file): open it with its key and checkpoint. A log that no
+    /// stored key can fold is refused.
+    private static func foldCurrentLog(
+        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration
+    ) throws {
+        guard KeyedDatabaseFiles.exists(files.path), KeyedDatabaseFiles.exists(files.walPath) else { return }
+        if let (queue, _) = try? openResolving(files: files, items: items, configuration: configuration, create: false) {
+            try? queue.checkpoint()
+            try? queue.close()
+        }
+        if KeyedDatabaseFiles.exists(files.walPath) {
+            throw SecureStoreError(
+                SecureStoreError.inUse,
+                "the current database '\(files.path)' has a write-ahead log that could not be folded into it (open "
+                    + "elsewhere, or no stored key opens it); nothing was restored")
+        }
+    }
+
+    /// Opens the private copy with the first key that opens it: `codeKey`, else the application's stored
+    /// keys (current, pending, retired newest first, 0.1). Returns the queue and the key's account.
+    private static func openBackupCopy(
+        path: String, items: KeyedDatabaseKeyItems, codeKey: DatabaseKey?
+    ) throws -> (DatabaseQueue, String?) {
+        func open(_ key: DatabaseKey) throws -> DatabaseQueue? {
+            do {
+                return try DatabaseQueue(path: path, key: key)
+            } catch DatabaseError.wrongKeyOrNotADatabase {
+                return nil
+            } catch let error as DatabaseError {
+                throw SecureStoreError(
+                    SecureStoreError.verificationFailed, "the backup failed verification: \(error.message); nothing was restored")
+            }
+        }
+        if let codeKey {
+            guard let queue = try open(codeKey) else {
+                throw SecureStoreError(
+                    SecureStoreError.invalidRecoveryCode,
+                    "the recovery code is well formed but does not open the backup: it belongs to another database or "
+                        + "another key. Nothing was restored")
+            }
+            return (queue, nil)
+        }
+        let catalogue = try items.catalogue()
+        var ordered = catalogue.filter { if case .current = $0.role { true } else { false } }
+        ordered += catalogue.filter { if case .pending = $0.role { true } else { false } }
+        ordered += catalogue.filter { if case .retired = $0.role { true } else { false } }.reversed()
+        ordered += catalogue.filter { $0.databaseID == nil }
+        var tried: [DatabaseKey] = []
+        for item in ordered {
+            guard let key = try? items.key(account: item.account), !tried.contains(where: { $0 == key }) else { continue }
+            tried.append(key)
+            if let queue = try open(key) { return (queue, item.account) }
+        }
+        throw SecureStoreError(
+            SecureStoreError.missingKey,
+            "no key in the keyring (\(items.location)) opens the backup; give the recovery code of the key it "
+                + "was made under. Nothing was restored")
+    }
+}
