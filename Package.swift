@@ -17,7 +17,7 @@ let package = Package(
         .library(name: "EncryptedDatabase", targets: ["EncryptedDatabase"]),
         .library(name: "Preferences", targets: ["Preferences"]),
         .library(name: "SecureStore", targets: ["SecureStore"]),
-        .executable(name: "securestore", targets: ["securestore"]),
+        .executable(name: "securestore", targets: ["SecureStoreTool"]),
     ],
     targets: [
         // C libraries: a module map and a shim header each, nothing else.
@@ -45,11 +45,14 @@ let package = Package(
             dependencies: ["Keychain", "EncryptedDatabase", "Preferences"],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "securestore",
-            dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences"],
+        // The tool: its command tree, parser and commands in a library that tests and the fuzzer import, and a
+        // thin executable (the product keeps the name `securestore`; no target differs from a module by case).
+        .target(
+            name: "SecureStoreCommands",
+            dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore"],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(name: "SecureStoreTool", dependencies: ["SecureStoreCommands"], swiftSettings: swiftSettings),
         // A helper the crash, concurrency and soak tests run as a separate process (kill -9 at random
         // moments, several writers at once). Not installed.
         .executableTarget(
@@ -70,6 +73,8 @@ let package = Package(
         .testTarget(
             name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
             swiftSettings: swiftSettings),
-        .testTarget(name: "CLITests", dependencies: ["securestore", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CLITests", dependencies: ["SecureStoreTool", "SecureStoreCommands", "TestSupport"],
+            swiftSettings: swiftSettings),
     ]
 )

@@ -2,7 +2,7 @@
 import Foundation
 import TestSupport
 import Testing
-@testable import securestore
+@testable import SecureStoreCommands
 
 /// The fuzz target's property: a usage error is one line of printable text, so an argument it repeats
 /// cannot bring a newline or a terminal escape sequence with it.

@@ -38,25 +38,40 @@ sources_of() {
         echo "$here/PreferencesReader/FuzzPreferencesReader.swift"
         ;;
     argument-parser)
-        echo "$repo/Sources/securestore/ArgumentParser.swift"
+        echo "$repo/Sources/SecureStoreCommands/ArgumentParser.swift"
         echo "$here/ArgumentParser/FuzzArgumentParser.swift"
         ;;
     *) echo "run-fuzz.sh: unknown target '$1' (preferences-reader, argument-parser)" >&2; return 64 ;;
     esac
 }
 
+# The product's internal core module, built once as a static library the targets link (its declarations are
+# `package`: every module of the build gets the same -package-name).
+core_sources=$(find "$repo/Sources/SecureStoreCore" -name '*.swift' | sort)
+build_core() {
+    local library=$out/libSecureStoreCore.a
+    # shellcheck disable=SC2086
+    if [ -f "$library" ] && [ -z "$(find $core_sources "$0" -newer "$library" 2>/dev/null)" ]; then return 0; fi
+    echo "run-fuzz.sh: building the core module" >&2
+    # shellcheck disable=SC2086
+    (cd "$out" && timeout 900 "$swiftc" "${flags[@]}" -package-name SecureStore -module-name SecureStoreCore \
+        -emit-module -emit-module-path "$out/SecureStoreCore.swiftmodule" -emit-library -static \
+        $core_sources -o "$library") || { echo "run-fuzz.sh: the core module does not build" >&2; return 2; }
+}
+
 build() {
     local target=$1 binary=$out/fuzz-$1 sources
     sources=$(sources_of "$target") || exit 64
     # Rebuild only when a source, this script or the compiler is newer than the binary.
-    if [ -x "$binary" ] && [ -z "$(find $sources "$0" "$(command -v "$swiftc")" -newer "$binary" 2>/dev/null)" ]; then
+    if [ -x "$binary" ] && [ -z "$(find $sources "$out/libSecureStoreCore.a" "$0" "$(command -v "$swiftc")" -newer "$binary" 2>/dev/null)" ]; then
         return 0
     fi
     echo "run-fuzz.sh: building $target" >&2
     local module
     module=$(echo "$target" | tr -d '-')
     # shellcheck disable=SC2086
-    if ! (cd "$out" && timeout 900 "$swiftc" "${flags[@]}" -module-name "Fuzz$module" $sources -o "$binary.new"); then
+    if ! (cd "$out" && timeout 900 "$swiftc" "${flags[@]}" -package-name SecureStore -module-name "Fuzz$module" \
+            -I "$out" -L "$out" -lSecureStoreCore $sources -o "$binary.new"); then
         echo "run-fuzz.sh: $target does not build with -sanitize=fuzzer" >&2
         return 2
     fi
@@ -64,6 +79,7 @@ build() {
 }
 
 status=0
+build_core || exit $?
 for target in "${targets[@]}"; do
     build "$target" || exit $?
 done

@@ -1,4 +1,5 @@
-// securestore: the command-line tool. Parsing and printing only; the work is in the library modules.
+// The securestore tool's entry point: the command tree, parsed and run. The executable (Sources/SecureStoreTool)
+// only calls ``runSecureStoreTool()``; tests and the fuzzer import this module.
 import Foundation
 import Glibc
 
@@ -22,7 +23,8 @@ func validatedArguments() throws -> [String] {
     return arguments
 }
 
-@MainActor func main() -> Int32 {
+/// Runs the tool with the process's arguments and returns its exit status (Docs/cli.md).
+@MainActor package func runSecureStoreTool() -> Int32 {
     do {
         var arguments = try validatedArguments()
         // Installed as git-credential-securestore, git runs it as `git-credential-securestore get`.
@@ -43,4 +45,3 @@ func validatedArguments() throws -> [String] {
     }
 }
 
-exit(main())
