@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "EncryptedDatabase", targets: ["EncryptedDatabase"]),
         .library(name: "Preferences", targets: ["Preferences"]),
         .library(name: "SecureStore", targets: ["SecureStore"]),
+        .library(name: "Tasks", targets: ["Tasks"]),
         .executable(name: "securestore", targets: ["SecureStoreTool"]),
     ],
     targets: [
@@ -45,11 +46,15 @@ let package = Package(
             dependencies: ["Keychain", "EncryptedDatabase", "Preferences"],
             swiftSettings: swiftSettings
         ),
+        // The task list: one application of the keyed database, in a module of its own.
+        .target(
+            name: "Tasks", dependencies: ["SecureStore", "EncryptedDatabase", "SecureStoreCore"],
+            swiftSettings: swiftSettings),
         // The tool: its command tree, parser and commands in a library that tests and the fuzzer import, and a
         // thin executable (the product keeps the name `securestore`; no target differs from a module by case).
         .target(
             name: "SecureStoreCommands",
-            dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore"],
+            dependencies: ["SecureStore", "Tasks", "Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "SecureStoreTool", dependencies: ["SecureStoreCommands"], swiftSettings: swiftSettings),
@@ -57,7 +62,7 @@ let package = Package(
         // moments, several writers at once). Not installed.
         .executableTarget(
             name: "securestore-stress",
-            dependencies: ["SecureStore", "Keychain", "EncryptedDatabase", "Preferences"],
+            dependencies: ["SecureStore", "Tasks", "Keychain", "EncryptedDatabase", "Preferences"],
             swiftSettings: swiftSettings
         ),
         // Tests: one target per module, plus end-to-end tests of the built tool, and the helpers they share
@@ -70,6 +75,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "PreferencesTests", dependencies: ["Preferences"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TasksTests", dependencies: ["Tasks", "SecureStore", "EncryptedDatabase"], swiftSettings: swiftSettings),
         .testTarget(
             name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
             swiftSettings: swiftSettings),

@@ -1,5 +1,6 @@
 import Foundation
 import SecureStore
+import Tasks
 
 private let statusOptions = [
     OptionSpec(name: "all", help: "Every task (the default)."),

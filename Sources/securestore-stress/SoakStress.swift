@@ -60,6 +60,7 @@ import Foundation
 import Keychain
 import Preferences
 import SecureStore
+import Tasks
 
 #if canImport(Glibc)
 import Glibc

@@ -22,6 +22,7 @@
 import EncryptedDatabase
 import Foundation
 import SecureStore
+import Tasks
 
 #if canImport(Glibc)
 import Glibc

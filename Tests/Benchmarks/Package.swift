@@ -24,6 +24,7 @@ let package = Package(
             name: "securestore-bench",
             dependencies: [
                 .product(name: "SecureStore", package: "SecureStore"),
+                .product(name: "Tasks", package: "SecureStore"),
                 .product(name: "Keychain", package: "SecureStore"),
                 .product(name: "EncryptedDatabase", package: "SecureStore"),
                 .product(name: "Preferences", package: "SecureStore"),

@@ -16,6 +16,7 @@ import Foundation
 import Keychain
 import Preferences
 import SecureStore
+import Tasks
 
 let benchApp = "securestore-bench"
 let launchName = "launch"

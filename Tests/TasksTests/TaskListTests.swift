@@ -2,6 +2,7 @@
 import EncryptedDatabase
 import Foundation
 import SecureStore
+import Tasks
 import Testing
 
 @Suite("TaskList: tasks")

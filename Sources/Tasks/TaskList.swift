@@ -1,5 +1,6 @@
 // The encrypted task list: create, read, list, filter, count, change and delete tasks in SQL.
 public import EncryptedDatabase
+internal import SecureStore
 public import Foundation
 
 /// A to-do list stored in an encrypted database: fast and small at a million tasks.

@@ -1,5 +1,6 @@
 // Checks of what a person types: task titles and ID prefixes.
 internal import Foundation
+internal import SecureStore
 
 extension TaskList {
     /// The longest title, in characters (grapheme clusters), after trimming.

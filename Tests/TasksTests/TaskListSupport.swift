@@ -2,6 +2,7 @@
 import EncryptedDatabase
 import Foundation
 import SecureStore
+import Tasks
 import Testing
 
 /// A task list in a fresh encrypted file under a temporary directory, removed when released.
