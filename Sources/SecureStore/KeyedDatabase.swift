@@ -383,12 +383,11 @@ public final class KeyedDatabase: Sendable {
         }
     }
 
-    /// What a person must do when promoting the pending key waits for the keyring's approval.
-    static func promotionHint(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, id: String) -> String {
+    /// What stays true while promoting the pending key waits for the keyring's approval.
+    static func promotionState(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, id: String) -> String {
         "until then the database opens with the pending key (keyring service '\(items.service)' account "
-            + "'\(items.pendingAccount(id: id))'); to finish, open it where the keyring can ask you (run a "
-            + "securestore command on a terminal, or with SECURESTORE_PROMPT=always) and approve the keyring's "
-            + "access request"
+            + "'\(items.pendingAccount(id: id))'), and the next open that may ask for the keyring's approval "
+            + "finishes the rotation"
     }
 
     /// Refuses when the database `id` is also at another recorded path whose file still holds it: the
@@ -404,7 +403,8 @@ public final class KeyedDatabase: Sendable {
                     SecureStoreError.copiedDatabase,
                     "'\(files.path)' is a copy of the database at '\(other)' (database id \(id.prefix(8))); a copy never "
                         + "takes over the original's key, and nothing was changed. Move the original away first, or "
-                        + "run `securestore db restore \(files.path)` to install the copy as a database of its own")
+                        + "restore the copy as a database of its own",
+                    databaseName: items.databaseName, path: files.path)
             }
         }
     }
@@ -494,9 +494,9 @@ public final class KeyedDatabase: Sendable {
         SecureStoreError(
             SecureStoreError.missingKey,
             "no key for database '\(items.databaseName)' in the keyring (\(items.location)) opens the file "
-                + "'\(files.path)'; if you kept a recovery code, run `securestore db recover --name "
-                + "\(items.databaseName)`, or restore the keyring from a backup. A new key is never created over "
-                + "existing data; the file was not changed")
+                + "'\(files.path)'; a recovery code of its key, or the keyring restored from a backup, brings it "
+                + "back. A new key is never created over existing data; the file was not changed",
+            databaseName: items.databaseName, path: files.path)
     }
 
     static func keyMismatchError(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems) -> SecureStoreError {
@@ -504,8 +504,8 @@ public final class KeyedDatabase: Sendable {
             SecureStoreError.keyMismatch,
             "the key stored for database '\(items.databaseName)' (\(items.location)) does not open '\(files.path)', "
                 + "nor does any other key of application '\(items.app)' (wrong key, damaged, or not a SecureStore "
-                + "database); the file was not changed. If you kept a recovery code, run `securestore db recover "
-                + "--name \(items.databaseName)`")
+                + "database); the file was not changed. A recovery code of its key can open it",
+            databaseName: items.databaseName, path: files.path)
     }
 
     // MARK: The database id inside the file
@@ -610,10 +610,12 @@ public final class KeyedDatabase: Sendable {
             // pending key, so a new pending key must never be stored over it.
             if try items.key(account: items.pendingAccount(id: databaseID)) != nil {
                 throw SecureStoreError(
-                    SecureStoreError.inUse,
+                    SecureStoreError.approvalPending,
                     "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the "
                         + "pending key and making it the current key needs the keyring's approval; "
-                        + Self.promotionHint(files: files, items: items, id: databaseID) + ", then rotate again")
+                        + Self.promotionState(files: files, items: items, id: databaseID)
+                        + "; nothing was changed",
+                    databaseName: items.databaseName, path: files.path)
             }
             guard let oldKey = try items.key(account: items.currentAccount(id: databaseID)) else {
                 throw Self.missingKeyError(files: files, items: items)
@@ -718,10 +720,11 @@ public final class KeyedDatabase: Sendable {
             where error.code == KeychainError.approvalRequired || error.code == KeychainError.promptDismissed
         {
             throw SecureStoreError(
-                SecureStoreError.verificationFailed,
+                SecureStoreError.approvalPending,
                 "the database is now under the new key, stored as the pending key, but making it the current key "
                     + "needs the keyring's approval (\(error.message)); "
-                    + Self.promotionHint(files: files, items: items, id: databaseID))
+                    + Self.promotionState(files: files, items: items, id: databaseID),
+                databaseName: items.databaseName, path: files.path)
         } catch {
             throw SecureStoreError(
                 SecureStoreError.verificationFailed,

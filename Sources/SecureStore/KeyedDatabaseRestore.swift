@@ -107,7 +107,7 @@ extension KeyedDatabase {
         if KeyedDatabaseKeyItems.canonicalPath(backup.path) == items.path {
             throw SecureStoreError(
                 SecureStoreError.invalidArgument,
-                "'\(backup.path)' is the database itself; restore a backup of it (made with `securestore db backup`)")
+                "'\(backup.path)' is the database itself; restore a backup of it instead")
         }
         // 1. A private copy in a private temporary directory (0700): the backup itself is never opened, and
         //    a refusal below leaves the target folder as it was.

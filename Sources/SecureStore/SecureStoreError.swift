@@ -19,13 +19,21 @@ public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
 
     /// What went wrong.
     public let code: Code
-    /// A sentence a person can act on. Never contains a secret or a key.
+    /// A sentence that states what happened and what was (not) changed. Never contains a secret or a key, and
+    /// names no command: a program that embeds the library turns ``code`` and the facts below into its own
+    /// advice (the `securestore` tool adds a hint).
     public let message: String
+    /// The keyed database the error is about, when there is one (for example `tasks`).
+    public let databaseName: String?
+    /// The file the error is about, when there is one.
+    public let path: String?
 
-    /// An error with `code` and `message`.
-    public init(_ code: Code, _ message: String) {
+    /// An error with `code`, `message` and, where known, the database and file it is about.
+    public init(_ code: Code, _ message: String, databaseName: String? = nil, path: String? = nil) {
         self.code = code
         self.message = message
+        self.databaseName = databaseName
+        self.path = path
     }
 
     /// The message.
@@ -61,6 +69,10 @@ extension SecureStoreError {
     public static let keyStillInUse = Code("keyStillInUse")
     /// A database is not a task list, and task commands never add tables to it.
     public static let notATaskList = Code("notATaskList")
+    /// A step that needs a person's approval in the keyring (KeePassXC's access requests) did not get it; the
+    /// database keeps working meanwhile (a key rotation's new key stays the pending key) and the next open that
+    /// may prompt finishes it.
+    public static let approvalPending = Code("approvalPending")
     /// A file-system call failed (permissions, disk full, input/output error); the message has the reason.
     public static let fileSystem = Code("fileSystem")
 }

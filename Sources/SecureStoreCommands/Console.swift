@@ -114,6 +114,7 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         return (status, error.message, hint)
     case let error as SecureStoreError:
         let status: Int32
+        let hint = advice(for: error)
         switch error.code {
         case SecureStoreError.invalidArgument, SecureStoreError.ambiguous: status = ExitStatus.usage
         case SecureStoreError.notFound, SecureStoreError.missingKey: status = ExitStatus.notFound
@@ -122,9 +123,10 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         case SecureStoreError.alreadyExists: status = ExitStatus.cannotCreate
         case SecureStoreError.inUse: status = ExitStatus.temporaryFailure
         case SecureStoreError.fileSystem: status = ExitStatus.ioError
+        case SecureStoreError.approvalPending: status = ExitStatus.denied
         default: status = ExitStatus.dataError
         }
-        return (status, error.message, nil)
+        return (status, error.message, hint)
     default:
         return (ExitStatus.software, "unexpected error: \(type(of: error))", nil)
     }
@@ -183,4 +185,21 @@ func readSecret(prompt: String, raw: Bool) throws -> Secret {
             hint: "pipe it in: `printf %s \"$TOKEN\" | securestore token set NAME`, or run on a terminal to be prompted")
     }
     return Secret(bytes: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+}
+
+/// What the tool tells a person to do about a library error: the library states facts and codes, the tool names
+/// its own commands.
+func advice(for error: SecureStoreError) -> String? {
+    let name = error.databaseName ?? "NAME"
+    switch error.code {
+    case SecureStoreError.missingKey, SecureStoreError.keyMismatch:
+        return "if you kept a recovery code, run `securestore db recover --name \(name)`"
+    case SecureStoreError.copiedDatabase:
+        return error.path.map { "`securestore db restore \(UsageError.quoted($0))` installs the copy as a database of its own" }
+    case SecureStoreError.approvalPending:
+        return "run a securestore command on a terminal (or with SECURESTORE_PROMPT=always) and approve the "
+            + "keyring's access request; then rotate again if you were rotating"
+    default:
+        return nil
+    }
 }

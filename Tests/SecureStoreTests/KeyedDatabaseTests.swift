@@ -69,7 +69,7 @@ import Testing
         let message = try #require(kdExpectError("missingKey") { try fixture.open() })
         #expect(message.contains("no key for database 'tasks'"))
         #expect(message.contains(fixture.service))
-        #expect(message.contains("securestore db recover --name tasks"))
+        #expect(message.contains("a recovery code of its key"))
         #expect(message.contains("never created over existing data"))
         // Nothing changed: the file is byte-identical and no new key was stored.
         #expect(kdBytes(fixture.path) == before)
