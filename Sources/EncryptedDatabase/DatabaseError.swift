@@ -6,7 +6,7 @@ internal import CSQLCipher
 /// ```swift
 /// do {
 ///     let queue = try DatabaseQueue(path: path, key: key)
-/// } catch DatabaseError.wrongKeyOrNotADatabase {
+/// } catch DatabaseError.Code.wrongKeyOrNotADatabase {
 ///     // the key does not open this file
 /// }
 /// ```
@@ -76,7 +76,7 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
         /// ``DatabaseError/extendedResultCode``.
         public static let sqlite = Code("sqlite")
 
-        /// Matches an error against a code, so that `catch DatabaseError.busy { … }` works.
+        /// Matches an error against a code, so that `catch DatabaseError.Code.busy { … }` works.
         public static func ~= (pattern: Code, value: any Error) -> Bool {
             (value as? DatabaseError)?.code == pattern
         }
@@ -108,44 +108,6 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
         return text
     }
 
-    /// See ``Code/wrongKeyOrNotADatabase``.
-    public static let wrongKeyOrNotADatabase = Code.wrongKeyOrNotADatabase
-    /// See ``Code/notEncrypted``.
-    public static let notEncrypted = Code.notEncrypted
-    /// See ``Code/emptyFile``.
-    public static let emptyFile = Code.emptyFile
-    /// See ``Code/unrecognizedFormat``.
-    public static let unrecognizedFormat = Code.unrecognizedFormat
-    /// See ``Code/otherFormat``.
-    public static let otherFormat = Code.otherFormat
-    /// See ``Code/foreignSideFile``.
-    public static let foreignSideFile = Code.foreignSideFile
-    /// See ``Code/corrupt``.
-    public static let corrupt = Code.corrupt
-    /// See ``Code/notFound``.
-    public static let notFound = Code.notFound
-    /// See ``Code/readOnly``.
-    public static let readOnly = Code.readOnly
-    /// See ``Code/permissionDenied``.
-    public static let permissionDenied = Code.permissionDenied
-    /// See ``Code/diskFull``.
-    public static let diskFull = Code.diskFull
-    /// See ``Code/busy``.
-    public static let busy = Code.busy
-    /// See ``Code/constraint``.
-    public static let constraint = Code.constraint
-    /// See ``Code/unknownMigration``.
-    public static let unknownMigration = Code.unknownMigration
-    /// See ``Code/misuse``.
-    public static let misuse = Code.misuse
-    /// See ``Code/typeMismatch``.
-    public static let typeMismatch = Code.typeMismatch
-    /// See ``Code/sqlcipherUnavailable``.
-    public static let sqlcipherUnavailable = Code.sqlcipherUnavailable
-    /// See ``Code/io``.
-    public static let io = Code.io
-    /// See ``Code/sqlite``.
-    public static let sqlite = Code.sqlite
 }
 
 extension DatabaseError {

@@ -109,7 +109,7 @@ public final class Keychain: Sendable {
         try Self.validateName(label, what: "label", allowEmpty: true)
         guard secret.count <= Self.maximumSecretSize else {
             throw KeychainError(
-                KeychainError.secretTooLarge,
+                KeychainError.Code.secretTooLarge,
                 "the secret for service '\(service)' account '\(account)' is \(secret.count) bytes; the limit is \(Self.maximumSecretSize) bytes (64 KiB)")
         }
         var attributes = Self.attributes(service: service, account: account)
@@ -134,7 +134,7 @@ public final class Keychain: Sendable {
             do throws(KeychainError) {
                 reply = try connection.createItem(
                     collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
-            } catch KeychainError.locked where configuration.allowsPrompts {
+            } catch KeychainError.Code.locked where configuration.allowsPrompts {
                 // A locked collection with nothing to replace in it: unlock it (prompting), then store.
                 try unlock([], in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
                 reply = try connection.createItem(
@@ -213,7 +213,7 @@ public final class Keychain: Sendable {
         guard let secret = try secret(service: service, account: account) else { return nil }
         guard let string = secret.stringValue() else {
             throw KeychainError(
-                KeychainError.invalidSecret,
+                KeychainError.Code.invalidSecret,
                 "the secret for service '\(service)' account '\(account)' is binary, not UTF-8 text; read it as Data")
         }
         return string
@@ -254,7 +254,7 @@ public final class Keychain: Sendable {
                 if attempt == 1 { try unlock(hidden, in: collection, for: "service '\(service)'", connection, deadline) }
             }
             throw KeychainError(
-                KeychainError.attributesHidden,
+                KeychainError.Code.attributesHidden,
                 "\(hidden.count) locked item(s) in the keyring collection '\(configuration.collection.alias)' hide their attributes, so the items of service '\(service)' cannot be listed; unlock the collection in your keyring manager and try again")
         }
     }
@@ -311,7 +311,7 @@ public final class Keychain: Sendable {
                         return try body(current!, deadline)
                     })
                 } catch {
-                    let retryable = error.code == KeychainError.providerError || error.code == KeychainError.serviceUnavailable
+                    let retryable = error.code == KeychainError.Code.providerError || error.code == KeychainError.Code.serviceUnavailable
                     current = nil
                     if !retryable || attempt >= 2 { return .failure(error) }
                 }
@@ -340,7 +340,7 @@ public final class Keychain: Sendable {
             throw collectionLocked
                 ? Self.lockedError(configuration.collection)
                 : KeychainError(
-                    KeychainError.itemLocked,
+                    KeychainError.Code.itemLocked,
                     "the keyring item for \(what) is locked and the Secret Service offers no way to unlock it; unlock it in your keyring manager and try again")
         }
         guard configuration.allowsPrompts else {
@@ -355,7 +355,7 @@ public final class Keychain: Sendable {
         case .timedOut:
             if collectionLocked {
                 throw KeychainError(
-                    KeychainError.locked,
+                    KeychainError.Code.locked,
                     "the keyring collection '\(configuration.collection.alias)' is locked and nobody answered its unlock prompt within \(Self.seconds(configuration.promptTimeout)); unlock it and try again")
             }
             throw Self.approvalError(what, waited: configuration.promptTimeout)
@@ -380,13 +380,13 @@ public final class Keychain: Sendable {
     private static func approvalError(_ what: String, waited: Duration?) -> KeychainError {
         let reason = waited.map { "nobody answered its dialog within \(seconds($0))" } ?? "this program may not show prompts here"
         return KeychainError(
-            KeychainError.approvalRequired,
+            KeychainError.Code.approvalRequired,
             "the Secret Service (e.g. KeePassXC) asks you to approve this program's access to the keyring item for \(what), and \(reason); run it again where you can answer the dialog (on a terminal of your desktop session), or allow the access in the provider's settings")
     }
 
     private static func dismissedError(_ what: String, unlocking: Bool) -> KeychainError {
         KeychainError(
-            KeychainError.promptDismissed,
+            KeychainError.Code.promptDismissed,
             unlocking
                 ? "the prompt to unlock the keyring for \(what) was dismissed; nothing was changed"
                 : "the request to access the keyring item for \(what) was denied or dismissed; nothing was changed")
@@ -394,7 +394,7 @@ public final class Keychain: Sendable {
 
     private static func itemLockedError(service: String, account: String) -> KeychainError {
         KeychainError(
-            KeychainError.itemLocked,
+            KeychainError.Code.itemLocked,
             "the keyring item for service '\(service)' account '\(account)' is still locked; unlock it in your keyring manager and try again")
     }
 
@@ -430,7 +430,7 @@ public final class Keychain: Sendable {
 
     private static func lockedError(_ collection: Collection) -> KeychainError {
         KeychainError(
-            KeychainError.locked,
+            KeychainError.Code.locked,
             "the keyring collection '\(collection.alias)' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again, or run where a prompt can ask you")
     }
 
@@ -441,14 +441,14 @@ public final class Keychain: Sendable {
 
     private static func validateName(_ name: String, what: String, allowEmpty: Bool = false) throws(KeychainError) {
         if name.isEmpty && !allowEmpty {
-            throw KeychainError(KeychainError.invalidName, "the \(what) name is empty")
+            throw KeychainError(KeychainError.Code.invalidName, "the \(what) name is empty")
         }
         if name.utf8.contains(0) {
-            throw KeychainError(KeychainError.invalidName, "the \(what) name contains a NUL byte")
+            throw KeychainError(KeychainError.Code.invalidName, "the \(what) name contains a NUL byte")
         }
         if name.utf8.count > maximumNameLength {
             throw KeychainError(
-                KeychainError.invalidName,
+                KeychainError.Code.invalidName,
                 "the \(what) name is \(name.utf8.count) bytes long; the limit is \(maximumNameLength) bytes")
         }
     }

@@ -5,7 +5,7 @@
 /// ```swift
 /// do {
 ///     try keychain.set(token, service: "github.com", account: "me")
-/// } catch KeychainError.locked {
+/// } catch KeychainError.Code.locked {
 ///     print("unlock your keyring first")
 /// }
 /// ```
@@ -38,41 +38,41 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
 }
 
 extension KeychainError.Code {
-    /// Matches a code against an error in a `catch` or `case` pattern: `catch KeychainError.locked`.
+    /// Matches a code against an error in a `catch` or `case` pattern: `catch KeychainError.Code.locked`.
     public static func ~= (pattern: KeychainError.Code, value: any Error) -> Bool {
         (value as? KeychainError)?.code == pattern
     }
 }
 
-extension KeychainError {
+extension KeychainError.Code {
     /// There is no D-Bus session bus to reach a Secret Service on (no `DBUS_SESSION_BUS_ADDRESS`).
-    public static let noSessionBus = Code("noSessionBus")
+    public static let noSessionBus = Self("noSessionBus")
     /// The session bus has no Secret Service provider (gnome-keyring, KeePassXC, KWallet…).
-    public static let serviceUnavailable = Code("serviceUnavailable")
+    public static let serviceUnavailable = Self("serviceUnavailable")
     /// The collection is locked and was not unlocked: prompting was not allowed
     /// (``Keychain/Configuration/allowsPrompts``), or the service offers no way to unlock it.
-    public static let locked = Code("locked")
+    public static let locked = Self("locked")
     /// The item is locked although its collection is unlocked, and the service offers no prompt to
     /// unlock it.
-    public static let itemLocked = Code("itemLocked")
+    public static let itemLocked = Self("itemLocked")
     /// The item is locked and its attributes are hidden, so it cannot even be listed; gnome-keyring
     /// shows only hashed attributes of a keyring that has stayed locked since the daemon started.
-    public static let attributesHidden = Code("attributesHidden")
+    public static let attributesHidden = Self("attributesHidden")
     /// The provider asks the user to approve this client (KeePassXC's "Access Request" or delete
     /// confirmation), and prompting was not allowed, or nobody answered within the prompt timeout.
-    public static let approvalRequired = Code("approvalRequired")
+    public static let approvalRequired = Self("approvalRequired")
     /// The user (or the provider) dismissed the prompt: the unlock or approval was refused.
-    public static let promptDismissed = Code("promptDismissed")
+    public static let promptDismissed = Self("promptDismissed")
     /// The Secret Service did not answer within the configured timeout.
-    public static let timedOut = Code("timedOut")
+    public static let timedOut = Self("timedOut")
     /// The secret is larger than ``Keychain/maximumSecretSize``.
-    public static let secretTooLarge = Code("secretTooLarge")
+    public static let secretTooLarge = Self("secretTooLarge")
     /// A service, account or label is empty, too long, or contains a NUL byte.
-    public static let invalidName = Code("invalidName")
+    public static let invalidName = Self("invalidName")
     /// The collection (for example `session`) does not exist in this Secret Service.
-    public static let collectionNotFound = Code("collectionNotFound")
+    public static let collectionNotFound = Self("collectionNotFound")
     /// A stored value could not be decoded (for example a damaged base64 secret).
-    public static let invalidSecret = Code("invalidSecret")
+    public static let invalidSecret = Self("invalidSecret")
     /// Any other error the Secret Service reported; the message carries its words.
-    public static let providerError = Code("providerError")
+    public static let providerError = Self("providerError")
 }

@@ -190,7 +190,7 @@ final class SecretServiceConnection: @unchecked Sendable {
         let encoded = UnsafeRawBufferPointer(rebasing: raw[StoredEncoding.prefix.count...])
         guard let count = Base64.decodedCount(encoded) else {
             throw KeychainError(
-                KeychainError.invalidSecret,
+                KeychainError.Code.invalidSecret,
                 "the stored secret is marked as base64 but is not valid base64; store it again")
         }
         return Secret(count: count) { Base64.decode(encoded, into: $0) }
@@ -202,7 +202,7 @@ final class SecretServiceConnection: @unchecked Sendable {
         let item = secret_item_new_for_dbus_path_sync(service, path, SECRET_ITEM_NONE, deadline.cancellable, &error)
         if let error { throw Self.classify(GLibError(taking: error), deadline: deadline) }
         guard let item else {
-            throw KeychainError(KeychainError.providerError, "the Secret Service returned no item at \(path)")
+            throw KeychainError(KeychainError.Code.providerError, "the Secret Service returned no item at \(path)")
         }
         defer { g_object_unref(item) }
         var label = ""
@@ -281,7 +281,7 @@ final class SecretServiceConnection: @unchecked Sendable {
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
         // The session-encrypted (oayays) form; libsecret keeps the plaintext in memory it wipes.
         guard let encoded = secret_service_encode_dbus_secret(service, value) else {
-            throw KeychainError(KeychainError.providerError, "the Secret Service session could not encode the secret")
+            throw KeychainError(KeychainError.Code.providerError, "the Secret Service session could not encode the secret")
         }
         let reply = try call(
             collectionPath, "org.freedesktop.Secret.Collection", "CreateItem",
@@ -378,7 +378,7 @@ final class SecretServiceConnection: @unchecked Sendable {
             Int32.max, deadline.cancellable, &error)
         if let error { throw Self.classify(GLibError(taking: error), deadline: deadline, personWaiting: personWaiting) }
         guard let result else {
-            throw KeychainError(KeychainError.providerError, "the Secret Service gave no answer to \(method)")
+            throw KeychainError(KeychainError.Code.providerError, "the Secret Service gave no answer to \(method)")
         }
         return result
     }
@@ -461,7 +461,7 @@ final class SecretServiceConnection: @unchecked Sendable {
 
     private static func noCollection(_ alias: String) -> KeychainError {
         KeychainError(
-            KeychainError.collectionNotFound,
+            KeychainError.Code.collectionNotFound,
             "the Secret Service has no '\(alias)' collection; create it in your keyring manager, or choose another collection")
     }
 
@@ -470,7 +470,7 @@ final class SecretServiceConnection: @unchecked Sendable {
         if address.isEmpty && !deadline.didFire {
             let detail = error.map { GLibError(taking: $0).message } ?? "no bus address"
             return KeychainError(
-                KeychainError.noSessionBus,
+                KeychainError.Code.noSessionBus,
                 "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set: \(detail)); run inside a desktop session, or start one with `dbus-run-session -- COMMAND` and a Secret Service such as `gnome-keyring-daemon --unlock --components=secrets`")
         }
         return classify(error.map(GLibError.init(taking:)), deadline: deadline)
@@ -478,23 +478,23 @@ final class SecretServiceConnection: @unchecked Sendable {
 
     static func classify(_ error: GLibError?, deadline: Deadline, personWaiting: Bool = false) -> KeychainError {
         guard let error else {
-            return KeychainError(KeychainError.providerError, "the Secret Service failed without saying why")
+            return KeychainError(KeychainError.Code.providerError, "the Secret Service failed without saying why")
         }
         if deadline.didFire || error.isDBus(G_DBUS_ERROR_NO_REPLY) || error.isDBus(G_DBUS_ERROR_TIMEOUT)
             || error.isDBus(G_DBUS_ERROR_TIMED_OUT)
         {
             return KeychainError(
-                KeychainError.timedOut,
+                KeychainError.Code.timedOut,
                 "the Secret Service did not answer in time; it may be waiting on an unlock prompt or be stuck (restart the keyring daemon, or raise the Keychain timeout)")
         }
         if error.isDBus(G_DBUS_ERROR_UNKNOWN_OBJECT) || error.isDBus(G_DBUS_ERROR_UNKNOWN_METHOD)
             || error.remoteName == "org.freedesktop.Secret.Error.NoSuchObject"
         {
-            return KeychainError(KeychainError.providerError, "the Secret Service reported an error: \(error.message)")
+            return KeychainError(KeychainError.Code.providerError, "the Secret Service reported an error: \(error.message)")
         }
         if error.isLocked {
             return KeychainError(
-                KeychainError.locked,
+                KeychainError.Code.locked,
                 "the keyring collection is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again")
         }
         if error.isDBus(G_DBUS_ERROR_SERVICE_UNKNOWN) || error.isDBus(G_DBUS_ERROR_NAME_HAS_NO_OWNER)
@@ -502,10 +502,10 @@ final class SecretServiceConnection: @unchecked Sendable {
             || error.isDBus(G_DBUS_ERROR_SPAWN_CHILD_EXITED)
         {
             return KeychainError(
-                KeychainError.serviceUnavailable,
+                KeychainError.Code.serviceUnavailable,
                 "no Secret Service provider answers on the session bus (\(error.message)); start one: `gnome-keyring-daemon --start --components=secrets`, KeePassXC with Secret Service integration, or KWallet")
         }
-        return KeychainError(KeychainError.providerError, "the Secret Service reported an error: \(error.message)")
+        return KeychainError(KeychainError.Code.providerError, "the Secret Service reported an error: \(error.message)")
     }
 }
 

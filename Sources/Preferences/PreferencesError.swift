@@ -9,14 +9,14 @@ import SecureStoreCore
 /// ```swift
 /// do {
 ///     try prefs.set(bigBlob, forKey: "thumbnail")
-/// } catch PreferencesError.limitExceeded {
+/// } catch PreferencesError.Code.limitExceeded {
 ///     // too big: store it elsewhere
 /// }
 /// ```
 public struct PreferencesError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. New codes may be added; match the ones you handle.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        /// A stable, lower-case name for the code, e.g. `"damaged-file"`.
+        /// The stable name of the code, e.g. `"damagedFile"`.
         public let name: String
 
         init(_ name: String) { self.name = name }
@@ -26,23 +26,23 @@ public struct PreferencesError: Error, Sendable, CustomStringConvertible {
 
         /// The domain file exists but cannot be read as a preferences document; the message gives the path
         /// and, for a syntax error, line and column. The file is left untouched until ``Preferences/reset()``.
-        public static let damagedFile = Code("damaged-file")
+        public static let damagedFile = Code("damagedFile")
         /// The file was written by a newer format version than this build reads. Left untouched.
-        public static let unsupportedFormat = Code("unsupported-format")
+        public static let unsupportedFormat = Code("unsupportedFormat")
         /// A set would break the key-length, per-value or total size limit. Nothing was changed.
-        public static let limitExceeded = Code("limit-exceeded")
+        public static let limitExceeded = Code("limitExceeded")
         /// A value of a type that preferences cannot store.
-        public static let unsupportedType = Code("unsupported-type")
+        public static let unsupportedType = Code("unsupportedType")
         /// A value of a supported type that the format cannot represent (a date outside years 0000–9999).
-        public static let unsupportedValue = Code("unsupported-value")
+        public static let unsupportedValue = Code("unsupportedValue")
         /// A stored value has a different type from the one asked for.
-        public static let typeMismatch = Code("type-mismatch")
+        public static let typeMismatch = Code("typeMismatch")
         /// A key that cannot be used: empty.
-        public static let invalidKey = Code("invalid-key")
+        public static let invalidKey = Code("invalidKey")
         /// An app or domain name that cannot be used as a file name, or no usable configuration directory.
-        public static let invalidLocation = Code("invalid-location")
+        public static let invalidLocation = Code("invalidLocation")
         /// The file system refused access (EACCES, EPERM, EROFS), or a file or directory has an unsafe owner.
-        public static let permissionDenied = Code("permission-denied")
+        public static let permissionDenied = Code("permissionDenied")
         /// Any other input/output failure; the message gives the operation, the path and the system's reason.
         public static let io = Code("io")
     }
@@ -61,32 +61,12 @@ public struct PreferencesError: Error, Sendable, CustomStringConvertible {
     /// The message.
     public var description: String { message }
 
-    /// ``Code/damagedFile``, so that `catch PreferencesError.damagedFile` works.
-    public static let damagedFile = Code.damagedFile
-    /// ``Code/unsupportedFormat``, so that `catch PreferencesError.unsupportedFormat` works.
-    public static let unsupportedFormat = Code.unsupportedFormat
-    /// ``Code/limitExceeded``, so that `catch PreferencesError.limitExceeded` works.
-    public static let limitExceeded = Code.limitExceeded
-    /// ``Code/unsupportedType``, so that `catch PreferencesError.unsupportedType` works.
-    public static let unsupportedType = Code.unsupportedType
-    /// ``Code/unsupportedValue``, so that `catch PreferencesError.unsupportedValue` works.
-    public static let unsupportedValue = Code.unsupportedValue
-    /// ``Code/typeMismatch``, so that `catch PreferencesError.typeMismatch` works.
-    public static let typeMismatch = Code.typeMismatch
-    /// ``Code/invalidKey``, so that `catch PreferencesError.invalidKey` works.
-    public static let invalidKey = Code.invalidKey
-    /// ``Code/invalidLocation``, so that `catch PreferencesError.invalidLocation` works.
-    public static let invalidLocation = Code.invalidLocation
-    /// ``Code/permissionDenied``, so that `catch PreferencesError.permissionDenied` works.
-    public static let permissionDenied = Code.permissionDenied
-    /// ``Code/io``, so that `catch PreferencesError.io` works.
-    public static let io = Code.io
 
 }
 
 extension PreferencesError.Code {
-    /// Matches a ``PreferencesError`` with this code, so that `catch PreferencesError.limitExceeded`
-    /// and `case PreferencesError.damagedFile` work.
+    /// Matches a ``PreferencesError`` with this code, so that `catch PreferencesError.Code.limitExceeded`
+    /// and `case PreferencesError.Code.damagedFile` work.
     public static func ~= (pattern: Self, value: any Error) -> Bool {
         (value as? PreferencesError)?.code == pattern
     }

@@ -39,7 +39,7 @@ public struct AppPaths: Sendable, Hashable {
             }
             guard let home = environment["HOME"], home.hasPrefix("/") else {
                 throw SecureStoreError(
-                    SecureStoreError.invalidArgument, "neither \(variable) nor HOME is set to an absolute path; set one, or pass --data-dir")
+                    SecureStoreError.Code.invalidArgument, "neither \(variable) nor HOME is set to an absolute path; set one, or pass --data-dir")
             }
             return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(fallback, isDirectory: true)
         }
@@ -78,14 +78,14 @@ public struct AppPaths: Sendable, Hashable {
         }
         guard !app.isEmpty, app.utf8.count <= 64, allowed, !app.hasPrefix(".") else {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "the application name must be 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'")
         }
         // Token, database-key and git items are told apart by their service name only: an application
         // called `x.database-key` would see (and could overwrite) the database keys of application `x`.
         for reserved in reservedSuffixes where app.hasSuffix(reserved) {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "the application name must not end in '\(reserved)': that suffix names another application's "
                     + "\(reserved == ".git" ? "git credentials" : "database keys") in the keyring")
         }

@@ -169,7 +169,7 @@ public final class KeyedDatabase: Sendable {
         try validate(name: name)
         if keychain.configuration.collection == .session {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "a database key may not live in the 'session' collection: it is gone at logout, and the database "
                     + "with it; use the default collection")
         }
@@ -187,7 +187,7 @@ public final class KeyedDatabase: Sendable {
             !name.hasSuffix(KeyedDatabaseKeyItems.pendingSuffix)
         else {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "a database name must be 1 to \(maximumNameLength) letters, digits, '.', '_' or '-', not starting "
                     + "with '.' and not ending with '\(KeyedDatabaseKeyItems.pendingSuffix)'")
         }
@@ -224,7 +224,7 @@ public final class KeyedDatabase: Sendable {
             let queue: DatabaseQueue
             do {
                 queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
-            } catch DatabaseError.wrongKeyOrNotADatabase {
+            } catch DatabaseError.Code.wrongKeyOrNotADatabase {
                 continue
             }
             do {
@@ -286,7 +286,7 @@ public final class KeyedDatabase: Sendable {
             let queue: DatabaseQueue
             do {
                 queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
-            } catch DatabaseError.wrongKeyOrNotADatabase {
+            } catch DatabaseError.Code.wrongKeyOrNotADatabase {
                 continue
             }
             do {
@@ -376,9 +376,9 @@ public final class KeyedDatabase: Sendable {
         do {
             try body()
             return true
-        } catch KeychainError.approvalRequired {
+        } catch KeychainError.Code.approvalRequired {
             return false
-        } catch KeychainError.promptDismissed {
+        } catch KeychainError.Code.promptDismissed {
             return false
         }
     }
@@ -400,7 +400,7 @@ public final class KeyedDatabase: Sendable {
             guard case .current(id, let other) = item.role, other != items.path else { continue }
             if try fileHolds(path: other, id: id, catalogue: catalogue, items: items) {
                 throw SecureStoreError(
-                    SecureStoreError.copiedDatabase,
+                    SecureStoreError.Code.copiedDatabase,
                     "'\(files.path)' is a copy of the database at '\(other)' (database id \(id.prefix(8))); a copy never "
                         + "takes over the original's key, and nothing was changed. Move the original away first, or "
                         + "restore the copy as a database of its own",
@@ -439,7 +439,7 @@ public final class KeyedDatabase: Sendable {
         let queue: DatabaseQueue
         do {
             queue = try DatabaseQueue(path: path, key: key)
-        } catch DatabaseError.wrongKeyOrNotADatabase {
+        } catch DatabaseError.Code.wrongKeyOrNotADatabase {
             return nil
         }
         defer { try? queue.close() }
@@ -472,14 +472,14 @@ public final class KeyedDatabase: Sendable {
     private static func refuseOrphans(files: KeyedDatabaseFiles) throws {
         if KeyedDatabaseFiles.exists(files.walPath) {
             throw SecureStoreError(
-                SecureStoreError.notFound,
+                SecureStoreError.Code.notFound,
                 "the database file '\(files.path)' is missing but its write-ahead log '\(files.walPath)' exists and "
                     + "may hold data; restore the database file from a backup, or move the -wal away if its data is "
                     + "not wanted. No new database is created over it")
         }
         if KeyedDatabaseFiles.exists(files.rotatingPath) {
             throw SecureStoreError(
-                SecureStoreError.notFound,
+                SecureStoreError.Code.notFound,
                 "the database file '\(files.path)' is missing but a key rotation's copy '\(files.rotatingPath)' "
                     + "exists; restore the database file from a backup, or remove the copy if it is not wanted. No "
                     + "new database is created over it")
@@ -487,12 +487,12 @@ public final class KeyedDatabase: Sendable {
     }
 
     static func noDatabaseError(name: String, files: KeyedDatabaseFiles) -> SecureStoreError {
-        SecureStoreError(SecureStoreError.notFound, "there is no database '\(name)' at '\(files.path)'")
+        SecureStoreError(SecureStoreError.Code.notFound, "there is no database '\(name)' at '\(files.path)'")
     }
 
     static func missingKeyError(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems) -> SecureStoreError {
         SecureStoreError(
-            SecureStoreError.missingKey,
+            SecureStoreError.Code.missingKey,
             "no key for database '\(items.databaseName)' in the keyring (\(items.location)) opens the file "
                 + "'\(files.path)'; a recovery code of its key, or the keyring restored from a backup, brings it "
                 + "back. A new key is never created over existing data; the file was not changed",
@@ -501,7 +501,7 @@ public final class KeyedDatabase: Sendable {
 
     static func keyMismatchError(files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems) -> SecureStoreError {
         SecureStoreError(
-            SecureStoreError.keyMismatch,
+            SecureStoreError.Code.keyMismatch,
             "the key stored for database '\(items.databaseName)' (\(items.location)) does not open '\(files.path)', "
                 + "nor does any other key of application '\(items.app)' (wrong key, damaged, or not a SecureStore "
                 + "database); the file was not changed. A recovery code of its key can open it",
@@ -587,7 +587,7 @@ public final class KeyedDatabase: Sendable {
     public func rotateKey(progress: (RotationStep) -> Void = { _ in }) throws -> KeyedDatabaseRetiredKey {
         try state.withLock { state in
             guard state.lock >= 0 else {
-                throw SecureStoreError(SecureStoreError.invalidArgument, "the database '\(files.path)' is closed")
+                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "the database '\(files.path)' is closed")
             }
             do {
                 // Wait a little for another process's open to finish, not for a handle that stays open.
@@ -610,7 +610,7 @@ public final class KeyedDatabase: Sendable {
             // pending key, so a new pending key must never be stored over it.
             if try items.key(account: items.pendingAccount(id: databaseID)) != nil {
                 throw SecureStoreError(
-                    SecureStoreError.approvalPending,
+                    SecureStoreError.Code.approvalPending,
                     "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the "
                         + "pending key and making it the current key needs the keyring's approval; "
                         + Self.promotionState(files: files, items: items, id: databaseID)
@@ -650,7 +650,7 @@ public final class KeyedDatabase: Sendable {
         // The old connection is closed; its -wal is gone unless another connection holds the file open.
         if KeyedDatabaseFiles.exists(files.walPath) {
             throw SecureStoreError(
-                SecureStoreError.inUse,
+                SecureStoreError.Code.inUse,
                 "the database '\(files.path)' is open in another program (its -wal remains after closing); close it "
                     + "there and rotate again")
         }
@@ -672,7 +672,7 @@ public final class KeyedDatabase: Sendable {
             try copy.close()
             guard actual == expected else {
                 throw SecureStoreError(
-                    SecureStoreError.verificationFailed,
+                    SecureStoreError.Code.verificationFailed,
                     "the copy under the new key does not match the database (\(expected.differences(from: actual))); "
                         + "the rotation was undone and the database is unchanged")
             }
@@ -682,7 +682,7 @@ public final class KeyedDatabase: Sendable {
         }
         if KeyedDatabaseFiles.exists(files.rotatingPath + "-wal") {
             throw SecureStoreError(
-                SecureStoreError.inUse, "the rotation's copy '\(files.rotatingPath)' is open in another program")
+                SecureStoreError.Code.inUse, "the rotation's copy '\(files.rotatingPath)' is open in another program")
         }
         progress(.verified)
 
@@ -691,7 +691,7 @@ public final class KeyedDatabase: Sendable {
         try source.close()
         if KeyedDatabaseFiles.exists(files.walPath) {
             throw SecureStoreError(
-                SecureStoreError.inUse,
+                SecureStoreError.Code.inUse,
                 "the database '\(files.path)' was opened by another program during the rotation; close it there and "
                     + "rotate again")
         }
@@ -717,17 +717,17 @@ public final class KeyedDatabase: Sendable {
                 date: KeyedDatabaseKeyItem(account: account, label: "").retiredDate ?? Date(),
                 alsoOpens: try Self.databases(openedBy: oldKey, except: items.path, catalogue: catalogue, items: items))
         } catch let error as KeychainError
-            where error.code == KeychainError.approvalRequired || error.code == KeychainError.promptDismissed
+            where error.code == KeychainError.Code.approvalRequired || error.code == KeychainError.Code.promptDismissed
         {
             throw SecureStoreError(
-                SecureStoreError.approvalPending,
+                SecureStoreError.Code.approvalPending,
                 "the database is now under the new key, stored as the pending key, but making it the current key "
                     + "needs the keyring's approval (\(error.message)); "
                     + Self.promotionState(files: files, items: items, id: databaseID),
                 databaseName: items.databaseName, path: files.path)
         } catch {
             throw SecureStoreError(
-                SecureStoreError.verificationFailed,
+                SecureStoreError.Code.verificationFailed,
                 "the database is now under the new key, which is stored as the pending key, but storing it as the "
                     + "current key failed (\(error)); the next open finishes the rotation")
         }
@@ -811,7 +811,7 @@ public final class KeyedDatabase: Sendable {
         let key = try RecoveryCode.key(from: code)
         guard KeyedDatabaseFiles.exists(files.path) else {
             throw SecureStoreError(
-                SecureStoreError.notFound,
+                SecureStoreError.Code.notFound,
                 "there is no database '\(name)' at '\(files.path)'; a recovery code restores the key of an existing "
                     + "database file")
         }
@@ -820,9 +820,9 @@ public final class KeyedDatabase: Sendable {
             let queue: DatabaseQueue
             do {
                 queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
-            } catch DatabaseError.wrongKeyOrNotADatabase {
+            } catch DatabaseError.Code.wrongKeyOrNotADatabase {
                 throw SecureStoreError(
-                    SecureStoreError.invalidRecoveryCode,
+                    SecureStoreError.Code.invalidRecoveryCode,
                     "the recovery code is well formed but does not open '\(files.path)': it belongs to another "
                         + "database, or to a key replaced by a rotation. Nothing was stored")
             }
@@ -861,7 +861,7 @@ public final class KeyedDatabase: Sendable {
     ///
     /// - Throws: ``SecureStoreError/alreadyExists`` when the database exists (it is never replaced);
     ///   ``SecureStoreError/invalidData`` when `source` is not a plaintext SQLite database;
-    ///   `DatabaseError.unrecognizedFormat` when `source` is not a plaintext SQLite database.
+    ///   `DatabaseError.Code.unrecognizedFormat` when `source` is not a plaintext SQLite database.
     public static func importPlaintext(
         from source: URL, paths: AppPaths, name: String, keychain: Keychain,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
@@ -871,7 +871,7 @@ public final class KeyedDatabase: Sendable {
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         guard KeyedDatabaseFiles.header(source.path) == Array("SQLite format 3\0".utf8) else {
             throw SecureStoreError(
-                SecureStoreError.invalidData,
+                SecureStoreError.Code.invalidData,
                 KeyedDatabaseFiles.exists(source.path)
                     ? "'\(source.path)' is not a plaintext SQLite database, so it cannot be imported"
                     : "'\(source.path)' does not exist")
@@ -881,7 +881,7 @@ public final class KeyedDatabase: Sendable {
         do {
             if KeyedDatabaseFiles.exists(files.path) {
                 throw SecureStoreError(
-                    SecureStoreError.alreadyExists,
+                    SecureStoreError.Code.alreadyExists,
                     "the database '\(name)' already exists at '\(files.path)'; import never replaces a database. "
                         + "Choose another name")
             }

@@ -94,7 +94,7 @@ extension KeyedDatabase {
             guard let key = try items.key(account: item.account) else { continue }
             for path in files where try KeyedDatabase.peek(path: path, key: key, { _ in true }) == true {
                 throw SecureStoreError(
-                    SecureStoreError.keyStillInUse,
+                    SecureStoreError.Code.keyStillInUse,
                     "the retired key '\(item.account)' still opens the database '\(path)'; nothing was deleted")
             }
         }

@@ -166,7 +166,7 @@ struct KeyedDatabaseFiles: Sendable {
         if stat(directory, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw SecureStoreError(
-                    SecureStoreError.fileSystem, "'\(directory)' exists and is not a directory")
+                    SecureStoreError.Code.fileSystem, "'\(directory)' exists and is not a directory")
             }
             return
         }
@@ -248,7 +248,7 @@ struct KeyedDatabaseFiles: Sendable {
             let code = errno
             if code == ELOOP {
                 throw SecureStoreError(
-                    SecureStoreError.fileSystem,
+                    SecureStoreError.Code.fileSystem,
                     "the lock file '\(lockPath)' is a symbolic link; SecureStore never follows links for its lock "
                         + "files (one planted there could create or change another file): remove it and try again")
             }
@@ -273,7 +273,7 @@ struct KeyedDatabaseFiles: Sendable {
             guard code == EWOULDBLOCK else { throw errnoError(code, "cannot lock '\(path)'") }
             if ContinuousClock.now >= deadline {
                 throw SecureStoreError(
-                    SecureStoreError.inUse,
+                    SecureStoreError.Code.inUse,
                     exclusive
                         ? "the database '\(path)' is open in another process (or another handle); close it there and try again"
                         : "the database '\(path)' is busy with a key rotation, recovery or creation in another process; try again")
@@ -329,6 +329,6 @@ struct KeyedDatabaseFiles: Sendable {
 
     static func errnoError(_ code: Int32, _ what: String) -> SecureStoreError {
         let reason = String(cString: strerror(code))
-        return SecureStoreError(SecureStoreError.fileSystem, "\(what): \(reason)")
+        return SecureStoreError(SecureStoreError.Code.fileSystem, "\(what): \(reason)")
     }
 }

@@ -193,14 +193,14 @@ struct KeyedDatabaseKeyItems: Sendable {
     private func store(_ key: DatabaseKey, account: String, label: String) throws {
         if account.utf8.count > Keychain.maximumNameLength {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "the database path '\(path)' is too long to name its key item (at most \(Keychain.maximumNameLength - 33) bytes); use a shorter data directory")
         }
         try keychain.set(Self.hexSecret(key), service: service, account: account, label: label)
         let stored = try keychain.secret(service: service, account: account).flatMap(Self.key(fromHex:))
         guard stored == key else {
             throw SecureStoreError(
-                SecureStoreError.verificationFailed,
+                SecureStoreError.Code.verificationFailed,
                 "the keyring did not give back the database key just stored (service '\(service)', account "
                     + "'\(account)', collection '\(keychain.configuration.collection.alias)'); no database file "
                     + "depends on it yet. Check the Secret Service provider")
@@ -215,7 +215,7 @@ struct KeyedDatabaseKeyItems: Sendable {
     private func decode(_ secret: Secret, account: String) throws -> DatabaseKey {
         guard let key = Self.key(fromHex: secret) else {
             throw SecureStoreError(
-                SecureStoreError.keyMismatch,
+                SecureStoreError.Code.keyMismatch,
                 "the keychain item (service '\(service)', account '\(account)') does not hold a database key "
                     + "(64 hexadecimal digits; it holds \(secret.count) bytes); it was not written by SecureStore")
         }

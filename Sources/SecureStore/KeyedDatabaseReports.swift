@@ -147,7 +147,7 @@ extension KeyedDatabase {
     public func backup(to destination: URL) throws -> KeyedDatabaseVerification {
         if KeyedDatabaseFiles.exists(destination.path) {
             throw SecureStoreError(
-                SecureStoreError.alreadyExists,
+                SecureStoreError.Code.alreadyExists,
                 "'\(destination.path)' already exists; a backup never replaces a file. Choose a new name")
         }
         try withQueue { queue in
@@ -179,7 +179,7 @@ extension KeyedDatabase {
     /// first).
     static func verify(path: String, id: String, items: KeyedDatabaseKeyItems) throws -> KeyedDatabaseVerification {
         guard let size = KeyedDatabaseFiles.size(path) else {
-            throw SecureStoreError(SecureStoreError.notFound, "'\(path)' does not exist")
+            throw SecureStoreError(SecureStoreError.Code.notFound, "'\(path)' does not exist")
         }
         let catalogue = try items.catalogue()
         var candidates: [(KeyedDatabaseVerification.KeyRole, String, DatabaseKey)] = []
@@ -200,16 +200,16 @@ extension KeyedDatabase {
             do {
                 opened = (role, account, try DatabaseQueue(path: path, key: key, configuration: configuration))
                 break
-            } catch DatabaseError.wrongKeyOrNotADatabase {
+            } catch DatabaseError.Code.wrongKeyOrNotADatabase {
                 continue
             } catch let error as DatabaseError {
                 throw SecureStoreError(
-                    SecureStoreError.verificationFailed, "'\(path)' failed verification: \(error.message)")
+                    SecureStoreError.Code.verificationFailed, "'\(path)' failed verification: \(error.message)")
             }
         }
         guard let (role, account, queue) = opened else {
             throw SecureStoreError(
-                SecureStoreError.verificationFailed,
+                SecureStoreError.Code.verificationFailed,
                 candidates.isEmpty
                     ? "there is no stored key for database '\(items.databaseName)' (\(items.location)) to check '\(path)' with"
                     : "no stored key of database '\(items.databaseName)' opens '\(path)': it is damaged, not a "
@@ -220,7 +220,7 @@ extension KeyedDatabase {
             try queue.integrityCheck()
         } catch let error as DatabaseError {
             throw SecureStoreError(
-                SecureStoreError.verificationFailed,
+                SecureStoreError.Code.verificationFailed,
                 "'\(path)' failed the integrity check (\(error.message)); do not rely on it")
         }
         let summary = try contentSummary(queue)

@@ -100,13 +100,13 @@ extension KeyedDatabase {
         try validate(name: name, keychain: keychain)
         let codeKey = try code.map { try RecoveryCode.key(from: $0) }
         guard KeyedDatabaseFiles.isRegularFile(backup.path) else {
-            throw SecureStoreError(SecureStoreError.notFound, "there is no backup file '\(backup.path)'")
+            throw SecureStoreError(SecureStoreError.Code.notFound, "there is no backup file '\(backup.path)'")
         }
         let files = KeyedDatabaseFiles(paths: paths, name: name)
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         if KeyedDatabaseKeyItems.canonicalPath(backup.path) == items.path {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "'\(backup.path)' is the database itself; restore a backup of it instead")
         }
         // 1. A private copy in a private temporary directory (0700): the backup itself is never opened, and
@@ -126,7 +126,7 @@ extension KeyedDatabase {
                 try copy.integrityCheck()
             } catch let error as DatabaseError {
                 throw SecureStoreError(
-                    SecureStoreError.verificationFailed,
+                    SecureStoreError.Code.verificationFailed,
                     "the backup '\(backup.path)' failed the integrity check (\(error.message)); nothing was restored")
             }
             summary = try contentSummary(copy)
@@ -156,7 +156,7 @@ extension KeyedDatabase {
                 == summary.tables.filter({ $0.key != identityTable })
             else {
                 throw SecureStoreError(
-                    SecureStoreError.verificationFailed,
+                    SecureStoreError.Code.verificationFailed,
                     "the restored copy does not match the backup '\(backup.path)'; nothing was restored")
             }
             try restored.checkpoint()
@@ -220,7 +220,7 @@ extension KeyedDatabase {
         }
         if KeyedDatabaseFiles.exists(files.walPath) {
             throw SecureStoreError(
-                SecureStoreError.inUse,
+                SecureStoreError.Code.inUse,
                 "the current database '\(files.path)' has a write-ahead log that could not be folded into it (open "
                     + "elsewhere, or no stored key opens it); nothing was restored")
         }
@@ -234,17 +234,17 @@ extension KeyedDatabase {
         func open(_ key: DatabaseKey) throws -> DatabaseQueue? {
             do {
                 return try DatabaseQueue(path: path, key: key)
-            } catch DatabaseError.wrongKeyOrNotADatabase {
+            } catch DatabaseError.Code.wrongKeyOrNotADatabase {
                 return nil
             } catch let error as DatabaseError {
                 throw SecureStoreError(
-                    SecureStoreError.verificationFailed, "the backup failed verification: \(error.message); nothing was restored")
+                    SecureStoreError.Code.verificationFailed, "the backup failed verification: \(error.message); nothing was restored")
             }
         }
         if let codeKey {
             guard let queue = try open(codeKey) else {
                 throw SecureStoreError(
-                    SecureStoreError.invalidRecoveryCode,
+                    SecureStoreError.Code.invalidRecoveryCode,
                     "the recovery code is well formed but does not open the backup: it belongs to another database or "
                         + "another key. Nothing was restored")
             }
@@ -262,7 +262,7 @@ extension KeyedDatabase {
             if let queue = try open(key) { return (queue, item.account) }
         }
         throw SecureStoreError(
-            SecureStoreError.missingKey,
+            SecureStoreError.Code.missingKey,
             "no key in the keyring (\(items.location)) opens the backup; give the recovery code of the key it "
                 + "was made under. Nothing was restored")
     }

@@ -33,21 +33,21 @@ public struct PreferenceSecretMover: Sendable {
         case .string(let string)?: secret = Secret(string: string)
         case .data(let data)?: secret = Secret(data: data)
         case nil:
-            throw SecureStoreError(SecureStoreError.notFound, "no preference '\(key)'")
+            throw SecureStoreError(SecureStoreError.Code.notFound, "no preference '\(key)'")
         case let other?:
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "preference '\(key)' is a \(other.typeName); only strings and data can be moved to the keyring")
         }
         if let existing = try keychain.secret(service: service, account: account), existing != secret {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 "the keyring already holds a different secret named '\(account)'; choose another name")
         }
         try keychain.set(secret, service: service, account: account, label: "\(service) token \(account) (moved from preferences)")
         guard try keychain.secret(service: service, account: account) == secret else {
             throw SecureStoreError(
-                SecureStoreError.verificationFailed,
+                SecureStoreError.Code.verificationFailed,
                 "the keyring did not return what was stored for '\(account)'; preference '\(key)' was kept")
         }
         // Remove it only if it is still the value that was stored in the keychain: another process may
@@ -55,7 +55,7 @@ public struct PreferenceSecretMover: Sendable {
         _ = try preferences.update { values in
             guard values[key] == original else {
                 throw SecureStoreError(
-                    SecureStoreError.inUse,
+                    SecureStoreError.Code.inUse,
                     "preference '\(key)' changed while it was being moved; the keyring holds the earlier value and "
                         + "the preference keeps the new one; run the move again")
             }

@@ -75,13 +75,13 @@ public enum RecoveryCode {
             }
             if let invalidAt {
                 throw SecureStoreError(
-                    SecureStoreError.invalidRecoveryCode,
+                    SecureStoreError.Code.invalidRecoveryCode,
                     "character \(invalidAt % groupLength + 1) of group \(invalidAt / groupLength + 1) of the recovery "
                         + "code is not one of its letters and digits (\(alphabet)); check what you typed")
             }
             guard count == characterCount else {
                 throw SecureStoreError(
-                    SecureStoreError.invalidRecoveryCode,
+                    SecureStoreError.Code.invalidRecoveryCode,
                     "the recovery code has \(count) letters and digits; a recovery code has \(characterCount) "
                         + "(\(characterCount / groupLength) groups of \(groupLength)); check for a missing or extra group")
             }
@@ -110,7 +110,7 @@ public enum RecoveryCode {
                         "a character is mistyped, or two are swapped"
                     }
                 throw SecureStoreError(
-                    SecureStoreError.invalidRecoveryCode,
+                    SecureStoreError.Code.invalidRecoveryCode,
                     "the recovery code's checksum does not match: \(hint); compare each group with the code you wrote down")
             }
         }

@@ -11,7 +11,7 @@ public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
         /// The code's name.
         public var description: String { name }
 
-        /// Matches a code against an error in a `catch` pattern: `catch SecureStoreError.missingKey`.
+        /// Matches a code against an error in a `catch` pattern: `catch SecureStoreError.Code.missingKey`.
         public static func ~= (pattern: Code, value: any Error) -> Bool {
             (value as? SecureStoreError)?.code == pattern
         }
@@ -40,39 +40,39 @@ public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-extension SecureStoreError {
+extension SecureStoreError.Code {
     /// A name, path or option given by the caller is not acceptable.
-    public static let invalidArgument = Code("invalidArgument")
+    public static let invalidArgument = Self("invalidArgument")
     /// A file or value given by the caller is not what it must be (e.g. an import source that is not a
     /// plaintext SQLite database).
-    public static let invalidData = Code("invalidData")
+    public static let invalidData = Self("invalidData")
     /// A database file exists but its key is not in the keychain.
-    public static let missingKey = Code("missingKey")
+    public static let missingKey = Self("missingKey")
     /// The key in the keychain does not open the database.
-    public static let keyMismatch = Code("keyMismatch")
+    public static let keyMismatch = Self("keyMismatch")
     /// A thing that was asked for does not exist (a task, a database).
-    public static let notFound = Code("notFound")
+    public static let notFound = Self("notFound")
     /// A task ID prefix matches more than one task.
-    public static let ambiguous = Code("ambiguous")
+    public static let ambiguous = Self("ambiguous")
     /// A recovery code is malformed or does not open the database.
-    public static let invalidRecoveryCode = Code("invalidRecoveryCode")
+    public static let invalidRecoveryCode = Self("invalidRecoveryCode")
     /// A verification found a problem (integrity check, key check).
-    public static let verificationFailed = Code("verificationFailed")
+    public static let verificationFailed = Self("verificationFailed")
     /// A database or file that an operation would create already exists; it was not replaced.
-    public static let alreadyExists = Code("alreadyExists")
+    public static let alreadyExists = Self("alreadyExists")
     /// The database is open in another process or handle, which an operation needs alone (key rotation).
-    public static let inUse = Code("inUse")
+    public static let inUse = Self("inUse")
     /// A database file is a copy of a database that still exists at its recorded place; a copy never takes
     /// over the original's key.
-    public static let copiedDatabase = Code("copiedDatabase")
+    public static let copiedDatabase = Self("copiedDatabase")
     /// A key would be deleted or replaced while it still opens an existing database; nothing was changed.
-    public static let keyStillInUse = Code("keyStillInUse")
+    public static let keyStillInUse = Self("keyStillInUse")
     /// A database is not a task list, and task commands never add tables to it.
-    public static let notATaskList = Code("notATaskList")
+    public static let notATaskList = Self("notATaskList")
     /// A step that needs a person's approval in the keyring (KeePassXC's access requests) did not get it; the
     /// database keeps working meanwhile (a key rotation's new key stays the pending key) and the next open that
     /// may prompt finishes it.
-    public static let approvalPending = Code("approvalPending")
+    public static let approvalPending = Self("approvalPending")
     /// A file-system call failed (permissions, disk full, input/output error); the message has the reason.
-    public static let fileSystem = Code("fileSystem")
+    public static let fileSystem = Self("fileSystem")
 }

@@ -79,13 +79,13 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
     case let error as KeychainError:
         let status: Int32
         switch error.code {
-        case KeychainError.noSessionBus, KeychainError.serviceUnavailable, KeychainError.collectionNotFound:
+        case KeychainError.Code.noSessionBus, KeychainError.Code.serviceUnavailable, KeychainError.Code.collectionNotFound:
             status = ExitStatus.unavailable
-        case KeychainError.locked, KeychainError.itemLocked, KeychainError.attributesHidden,
-            KeychainError.approvalRequired, KeychainError.promptDismissed:
+        case KeychainError.Code.locked, KeychainError.Code.itemLocked, KeychainError.Code.attributesHidden,
+            KeychainError.Code.approvalRequired, KeychainError.Code.promptDismissed:
             status = ExitStatus.denied
-        case KeychainError.timedOut: status = ExitStatus.temporaryFailure
-        case KeychainError.secretTooLarge, KeychainError.invalidName, KeychainError.invalidSecret:
+        case KeychainError.Code.timedOut: status = ExitStatus.temporaryFailure
+        case KeychainError.Code.secretTooLarge, KeychainError.Code.invalidName, KeychainError.Code.invalidSecret:
             status = ExitStatus.dataError
         default: status = ExitStatus.unavailable
         }
@@ -116,14 +116,14 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         let status: Int32
         let hint = advice(for: error)
         switch error.code {
-        case SecureStoreError.invalidArgument, SecureStoreError.ambiguous: status = ExitStatus.usage
-        case SecureStoreError.notFound, SecureStoreError.missingKey: status = ExitStatus.notFound
+        case SecureStoreError.Code.invalidArgument, SecureStoreError.Code.ambiguous: status = ExitStatus.usage
+        case SecureStoreError.Code.notFound, SecureStoreError.Code.missingKey: status = ExitStatus.notFound
         // A failed check is exit 1 only for the check commands (db verify, db backup), which map it themselves.
-        case SecureStoreError.verificationFailed, SecureStoreError.invalidData: status = ExitStatus.dataError
-        case SecureStoreError.alreadyExists: status = ExitStatus.cannotCreate
-        case SecureStoreError.inUse: status = ExitStatus.temporaryFailure
-        case SecureStoreError.fileSystem: status = ExitStatus.ioError
-        case SecureStoreError.approvalPending: status = ExitStatus.denied
+        case SecureStoreError.Code.verificationFailed, SecureStoreError.Code.invalidData: status = ExitStatus.dataError
+        case SecureStoreError.Code.alreadyExists: status = ExitStatus.cannotCreate
+        case SecureStoreError.Code.inUse: status = ExitStatus.temporaryFailure
+        case SecureStoreError.Code.fileSystem: status = ExitStatus.ioError
+        case SecureStoreError.Code.approvalPending: status = ExitStatus.denied
         default: status = ExitStatus.dataError
         }
         return (status, error.message, hint)
@@ -192,11 +192,11 @@ func readSecret(prompt: String, raw: Bool) throws -> Secret {
 func advice(for error: SecureStoreError) -> String? {
     let name = error.databaseName ?? "NAME"
     switch error.code {
-    case SecureStoreError.missingKey, SecureStoreError.keyMismatch:
+    case SecureStoreError.Code.missingKey, SecureStoreError.Code.keyMismatch:
         return "if you kept a recovery code, run `securestore db recover --name \(name)`"
-    case SecureStoreError.copiedDatabase:
+    case SecureStoreError.Code.copiedDatabase:
         return error.path.map { "`securestore db restore \(UsageError.quoted($0))` installs the copy as a database of its own" }
-    case SecureStoreError.approvalPending:
+    case SecureStoreError.Code.approvalPending:
         return "run a securestore command on a terminal (or with SECURESTORE_PROMPT=always) and approve the "
             + "keyring's access request; then rotate again if you were rotating"
     default:

@@ -16,7 +16,7 @@ func openDatabase(_ invocation: Invocation, _ context: Context, create: Bool = f
     let name = databaseName(invocation)
     do {
         return try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
-    } catch let error as SecureStoreError where error.code == SecureStoreError.notFound && !create
+    } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound && !create
         && !FileManager.default.fileExists(atPath: context.paths.databaseURL(name: name).path)
     {
         throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(name))
@@ -207,7 +207,7 @@ let dbCommand = Command(
                 let report: KeyedDatabaseRestoreReport
                 do {
                     report = try checking { try restore(nil) }
-                } catch let missing as SecureStoreError where missing.code == SecureStoreError.missingKey {
+                } catch let missing as SecureStoreError where missing.code == SecureStoreError.Code.missingKey {
                     // No stored key opens it (a lost keyring, or a pruned key): its recovery code may. Without
                     // one on standard input, the refusal is the answer.
                     let code: Secret
@@ -309,7 +309,7 @@ private let keysCommand = Command(
 private func checking<T>(_ body: () throws -> T) throws -> T {
     do {
         return try body()
-    } catch let error as SecureStoreError where error.code == SecureStoreError.verificationFailed {
+    } catch let error as SecureStoreError where error.code == SecureStoreError.Code.verificationFailed {
         throw CLIError(status: ExitStatus.checkFailed, message: error.message)
     }
 }

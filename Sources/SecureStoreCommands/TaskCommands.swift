@@ -17,7 +17,7 @@ private func openTasks(_ invocation: Invocation, create: Bool) throws -> (KeyedD
     let database = try openDatabase(invocation, context, create: create)
     do {
         return (database, try TaskList(queue: database.queue, createIfMissing: create))
-    } catch let error as SecureStoreError where error.code == SecureStoreError.notFound {
+    } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound {
         try? database.close()
         throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(database.name))
     } catch {

@@ -31,7 +31,7 @@ public struct TaskList: Sendable {
     /// The task list owns the migrations ``migrationIDs`` and any whose id starts with `tasks ` (its future
     /// ones); other migrations recorded in the database belong to the application that shares it and are left
     /// alone, so an app's own migrations and the task list live side by side. A task-list migration this
-    /// version does not know (a newer version's) is refused with `DatabaseError.unknownMigration`.
+    /// version does not know (a newer version's) is refused with `DatabaseError.Code.unknownMigration`.
     ///
     /// A database is never turned into a task list by accident: when it has no task list yet, the schema is
     /// added only if `createIfMissing` is true *and* the database is empty or managed by migrations (an app that
@@ -43,7 +43,7 @@ public struct TaskList: Sendable {
     /// a read-only queue and does not wait for another process that is writing.
     ///
     /// - Throws: ``SecureStoreError/notATaskList``; ``SecureStoreError/notFound`` when the database has no task
-    ///   list and `createIfMissing` is false; `DatabaseError.unknownMigration` for a newer task list.
+    ///   list and `createIfMissing` is false; `DatabaseError.Code.unknownMigration` for a newer task list.
     public init(queue: DatabaseQueue, createIfMissing: Bool = true) throws {
         let migrator = TaskList.migrator
         let applied = try migrator.appliedMigrations(queue)
@@ -53,14 +53,14 @@ public struct TaskList: Sendable {
                 let tables = try queue.read { db in try Self.ownTables(db) }
                 if applied.isEmpty, !tables.isEmpty {
                     throw SecureStoreError(
-                        SecureStoreError.notATaskList,
+                        SecureStoreError.Code.notATaskList,
                         "the database '\(queue.path)' is not a task list (it holds "
                             + tables.prefix(3).map { "'\($0)'" }.joined(separator: ", ") + (tables.count > 3 ? ", …" : "")
                             + "); task commands never add tables to it, and nothing was changed")
                 }
                 guard createIfMissing else {
                     throw SecureStoreError(
-                        SecureStoreError.notFound,
+                        SecureStoreError.Code.notFound,
                         "the database '\(queue.path)' has no task list yet; nothing was changed")
                 }
             }
@@ -126,9 +126,9 @@ public struct TaskList: Sendable {
                 }
                 do {
                     try statement.execute([task.createdAtMicroseconds, task.id, title, task.done])
-                } catch DatabaseError.constraint {
+                } catch DatabaseError.Code.constraint {
                     throw SecureStoreError(
-                        SecureStoreError.invalidArgument, "a task with the ID \(task.hexID) already exists; nothing was added")
+                        SecureStoreError.Code.invalidArgument, "a task with the ID \(task.hexID) already exists; nothing was added")
                 }
                 count += 1
             }
@@ -160,14 +160,14 @@ public struct TaskList: Sendable {
                 StatementArguments(arguments), Self.decode)
             switch found.count {
             case 0:
-                throw SecureStoreError(SecureStoreError.notFound, "no task has an ID starting with \(range.digits)")
+                throw SecureStoreError(SecureStoreError.Code.notFound, "no task has an ID starting with \(range.digits)")
             case 1:
                 return found[0]
             default:
                 let count = try db.scalar(
                     "SELECT count(*) FROM tasks WHERE \(condition)", StatementArguments(arguments), as: Int.self) ?? 0
                 throw SecureStoreError(
-                    SecureStoreError.ambiguous,
+                    SecureStoreError.Code.ambiguous,
                     "the ID prefix \(range.digits) matches \(count) tasks (\(found[0].hexID), \(found[1].hexID)"
                         + (count > 2 ? ", …" : "") + "); give more digits")
             }
@@ -289,15 +289,15 @@ public struct TaskList: Sendable {
     }
 
     private static func notFound(_ id: UUID) -> SecureStoreError {
-        SecureStoreError(SecureStoreError.notFound, "no task has the ID \(TaskItem(id: id, title: "").hexID)")
+        SecureStoreError(SecureStoreError.Code.notFound, "no task has the ID \(TaskItem(id: id, title: "").hexID)")
     }
 
     private static func checkPaging(offset: Int, limit: Int) throws {
         guard limit >= 0 else {
-            throw SecureStoreError(SecureStoreError.invalidArgument, "a page limit cannot be negative (\(limit))")
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a page limit cannot be negative (\(limit))")
         }
         guard offset >= 0 else {
-            throw SecureStoreError(SecureStoreError.invalidArgument, "a page offset cannot be negative (\(offset))")
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a page offset cannot be negative (\(offset))")
         }
     }
 
@@ -339,7 +339,7 @@ public struct TaskList: Sendable {
         }
         guard let counts else {
             throw SecureStoreError(
-                SecureStoreError.verificationFailed, "the task counts are missing from the database '\(db.path)'; it is damaged")
+                SecureStoreError.Code.verificationFailed, "the task counts are missing from the database '\(db.path)'; it is damaged")
         }
         return counts
     }

@@ -23,7 +23,7 @@ extension TaskList {
         }
         guard start < end else {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument,
+                SecureStoreError.Code.invalidArgument,
                 title.isEmpty ? "a task title cannot be empty" : "a task title cannot be only white space")
         }
         let trimmed = start == scalars.startIndex && end == scalars.endIndex ? title : String(scalars[start..<end])
@@ -32,12 +32,12 @@ extension TaskList {
             case 0x09, 0x20...0x7E:
                 continue
             case 0x00:
-                throw SecureStoreError(SecureStoreError.invalidArgument, "a task title cannot contain a NUL character")
+                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title cannot contain a NUL character")
             case 0x0A...0x0D, 0x85, 0x2028, 0x2029:
-                throw SecureStoreError(SecureStoreError.invalidArgument, "a task title must be one line: it contains a line break")
+                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title must be one line: it contains a line break")
             case 0x01...0x1F, 0x7F...0x9F:
                 throw SecureStoreError(
-                    SecureStoreError.invalidArgument,
+                    SecureStoreError.Code.invalidArgument,
                     "a task title cannot contain control characters (found U+"
                         + String(scalar.value, radix: 16, uppercase: true).leftPadded(to: 4) + ")")
             default:
@@ -49,7 +49,7 @@ extension TaskList {
             let length = trimmed.count
             if length > maximumTitleLength {
                 throw SecureStoreError(
-                    SecureStoreError.invalidArgument,
+                    SecureStoreError.Code.invalidArgument,
                     "a task title can be at most \(maximumTitleLength) characters long; this one has \(length)")
             }
         }
@@ -69,16 +69,16 @@ extension TaskList {
             case UInt8(ascii: "-"): continue
             default:
                 throw SecureStoreError(
-                    SecureStoreError.invalidArgument,
+                    SecureStoreError.Code.invalidArgument,
                     "'\(prefix.prefix(40))' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
             }
         }
         guard !nibbles.isEmpty else {
-            throw SecureStoreError(SecureStoreError.invalidArgument, "a task ID prefix needs at least one hexadecimal digit")
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task ID prefix needs at least one hexadecimal digit")
         }
         guard nibbles.count <= 32 else {
             throw SecureStoreError(
-                SecureStoreError.invalidArgument, "'\(prefix.prefix(40))…' is too long for a task ID: an ID has 32 hexadecimal digits")
+                SecureStoreError.Code.invalidArgument, "'\(prefix.prefix(40))…' is too long for a task ID: an ID has 32 hexadecimal digits")
         }
         let digits = String(decoding: nibbles.map { Array("0123456789abcdef".utf8)[Int($0)] }, as: UTF8.self)
         func bytes(_ nibbles: [UInt8]) -> [UInt8] {

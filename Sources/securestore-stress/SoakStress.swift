@@ -149,7 +149,7 @@ private struct SoakLog {
     init(_ path: String) throws {
         descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw SecureStoreError(SecureStoreError.fileSystem, "cannot open the log \(path): errno \(errno)")
+            throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot open the log \(path): errno \(errno)")
         }
     }
 
@@ -157,7 +157,7 @@ private struct SoakLog {
         let bytes = Array((line + "\n").utf8)
         let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         guard written == bytes.count else {
-            throw SecureStoreError(SecureStoreError.fileSystem, "cannot append to the log: errno \(errno)")
+            throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot append to the log: errno \(errno)")
         }
     }
 }

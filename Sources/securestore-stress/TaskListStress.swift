@@ -91,7 +91,7 @@ private func taskListReport(_ name: String, _ milliseconds: Double, _ detail: St
 
 private func taskListSeed(path: String, count: Int, batch: Int) throws {
     guard !FileManager.default.fileExists(atPath: path) else {
-        throw SecureStoreError(SecureStoreError.invalidArgument, "'\(path)' exists; seed makes a new database")
+        throw SecureStoreError(SecureStoreError.Code.invalidArgument, "'\(path)' exists; seed makes a new database")
     }
     let queue = try DatabaseQueue(path: path, key: try taskListKey())
     let tasks = try TaskList(queue: queue)

@@ -42,7 +42,7 @@ import Testing
         var matched = false
         do {
             _ = try DatabaseQueue(path: path, key: try testKey(0x01))
-        } catch DatabaseError.wrongKeyOrNotADatabase {
+        } catch DatabaseError.Code.wrongKeyOrNotADatabase {
             matched = true
         } catch {
             Issue.record("unexpected error \(error)")

@@ -37,13 +37,13 @@ struct KeePassXCApprovalTests {
         defer { _ = try? Harness.keepassxcCtl("approve") }
 
         let started = ContinuousClock.now
-        let read = expectError(KeychainError.approvalRequired) { try keychain.secret(service: service, account: "bob") }
+        let read = expectError(KeychainError.Code.approvalRequired) { try keychain.secret(service: service, account: "bob") }
         #expect(ContinuousClock.now - started < .seconds(2), "no wait on a dialog nobody sees")
         #expect(
             read?.message
                 == "the Secret Service (e.g. KeePassXC) asks you to approve this program's access to the keyring item for service '\(service)' account 'bob', and this program may not show prompts here; run it again where you can answer the dialog (on a terminal of your desktop session), or allow the access in the provider's settings")
-        expectError(KeychainError.approvalRequired) { try keychain.set("replaced", service: service, account: "bob") }
-        expectError(KeychainError.approvalRequired) { try keychain.delete(service: service, account: "bob") }
+        expectError(KeychainError.Code.approvalRequired) { try keychain.set("replaced", service: service, account: "bob") }
+        expectError(KeychainError.Code.approvalRequired) { try keychain.delete(service: service, account: "bob") }
         // Listing needs no approval: attributes and labels are readable, the secret is not read.
         #expect(try keychain.items(service: service) == [KeychainItem(service: service, account: "bob", label: "stored by secret-tool")])
         #expect(try openDialogs() == "", "no dialog was left open")
@@ -78,7 +78,7 @@ struct KeePassXCApprovalTests {
         let keychain = Keychain(configuration: .init(allowsPrompts: true, promptTimeout: .seconds(2)))
 
         let started = ContinuousClock.now
-        let error = expectError(KeychainError.approvalRequired) { try keychain.set("replaced", service: service, account: "bob") }
+        let error = expectError(KeychainError.Code.approvalRequired) { try keychain.set("replaced", service: service, account: "bob") }
         let elapsed = ContinuousClock.now - started
         #expect(error?.message.contains("nobody answered its dialog within 2 s") == true)
         #expect(elapsed >= .seconds(2) && elapsed < .seconds(10), "waited for the person, bounded: \(elapsed)")
@@ -95,7 +95,7 @@ struct KeePassXCApprovalTests {
         defer { _ = try? Harness.keepassxcCtl("approve") }
         let keychain = Keychain(configuration: .init(allowsPrompts: true, promptTimeout: .seconds(30)))
 
-        let error = expectError(KeychainError.promptDismissed) { try keychain.delete(service: service, account: "bob") }
+        let error = expectError(KeychainError.Code.promptDismissed) { try keychain.delete(service: service, account: "bob") }
         #expect(
             error?.message
                 == "the request to access the keyring item for service '\(service)' account 'bob' was denied or dismissed; nothing was changed")

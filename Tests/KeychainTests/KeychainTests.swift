@@ -30,7 +30,7 @@ struct KeychainTests {
         // Stored as text every provider keeps intact: base64, readable by any client.
         let lookup = try run(["secret-tool", "lookup", "service", service, "account", "blob"])
         #expect(lookup.stdout == "base64:" + bytes.base64EncodedString())
-        expectError(KeychainError.invalidSecret) { try keychain.string(service: service, account: "blob") }
+        expectError(KeychainError.Code.invalidSecret) { try keychain.string(service: service, account: "blob") }
     }
 
     @Test func textThatLooksLikeTheBinaryFormIsKeptApartFromIt() throws {
@@ -166,7 +166,7 @@ struct KeychainTests {
         let service = uniqueService()
         try keychain.set("original", service: service, account: "a")
         let huge = Data(repeating: 0x41, count: Keychain.maximumSecretSize + 1)
-        let error = expectError(KeychainError.secretTooLarge) {
+        let error = expectError(KeychainError.Code.secretTooLarge) {
             try keychain.set(huge, service: service, account: "a")
         }
         #expect(error?.message.contains("65537 bytes") == true)
@@ -180,12 +180,12 @@ struct KeychainTests {
 
     @Test func invalidNamesAreRefusedWithAClearMessage() throws {
         let service = uniqueService()
-        let empty = expectError(KeychainError.invalidName) { try keychain.set("x", service: "", account: "a") }
+        let empty = expectError(KeychainError.Code.invalidName) { try keychain.set("x", service: "", account: "a") }
         #expect(empty?.message == "the service name is empty")
-        let nul = expectError(KeychainError.invalidName) { try keychain.set("x", service: service, account: "a\0b") }
+        let nul = expectError(KeychainError.Code.invalidName) { try keychain.set("x", service: service, account: "a\0b") }
         #expect(nul?.message == "the account name contains a NUL byte")
         let long = String(repeating: "a", count: 2000)
-        expectError(KeychainError.invalidName) { try keychain.secret(service: service, account: long) }
+        expectError(KeychainError.Code.invalidName) { try keychain.secret(service: service, account: long) }
         #expect(try keychain.items(service: service).isEmpty, "nothing was stored")
     }
 
@@ -196,11 +196,11 @@ struct KeychainTests {
         try Harness.keyringCtl("lock")
         defer { _ = try? Harness.keyringCtl("unlock") }
 
-        let get = expectError(KeychainError.locked) { try keychain.secret(service: service, account: "a") }
+        let get = expectError(KeychainError.Code.locked) { try keychain.secret(service: service, account: "a") }
         #expect(get?.message.contains("locked") == true)
-        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "a") }
-        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "b") }
-        expectError(KeychainError.locked) { try keychain.delete(service: service, account: "a") }
+        expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "a") }
+        expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "b") }
+        expectError(KeychainError.Code.locked) { try keychain.delete(service: service, account: "a") }
         // Absent stays absent, not "locked": only an item that exists is reported locked.
         #expect(try keychain.secret(service: service, account: "never-stored") == nil)
 
@@ -219,12 +219,12 @@ struct KeychainTests {
         defer { _ = try? Harness.keyringCtl("unlock") }
 
         let locked = "the keyring collection 'default' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again, or run where a prompt can ask you"
-        #expect(expectError(KeychainError.locked) { try keychain.items(service: service) }?.message == locked)
-        #expect(expectError(KeychainError.locked) { try keychain.accounts(service: service) }?.message == locked)
-        #expect(expectError(KeychainError.locked) { try keychain.secret(service: service, account: "a") }?.message == locked)
-        expectError(KeychainError.locked) { try keychain.delete(service: service, account: "a") }
-        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "a") }
-        expectError(KeychainError.locked) { try keychain.set("new", service: service, account: "c") }
+        #expect(expectError(KeychainError.Code.locked) { try keychain.items(service: service) }?.message == locked)
+        #expect(expectError(KeychainError.Code.locked) { try keychain.accounts(service: service) }?.message == locked)
+        #expect(expectError(KeychainError.Code.locked) { try keychain.secret(service: service, account: "a") }?.message == locked)
+        expectError(KeychainError.Code.locked) { try keychain.delete(service: service, account: "a") }
+        expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "a") }
+        expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "c") }
         #expect(try keychain.exists(service: service, account: "a") == true)
         #expect(try keychain.secret(service: service, account: "never-stored") == nil)
 
@@ -247,7 +247,7 @@ struct KeychainTests {
         let outcome = Result { try prompting.secret(service: service, account: "a") }
         let error = try #require(outcome.failureValue as? KeychainError)
         let code = error.code
-        #expect(code == KeychainError.locked || code == KeychainError.promptDismissed, "\(code): \(error.message)")
+        #expect(code == KeychainError.Code.locked || code == KeychainError.Code.promptDismissed, "\(code): \(error.message)")
         #expect(!error.message.contains("kept"))
         #expect(ContinuousClock.now - started < .seconds(10), "bounded by the prompt timeout")
         #expect(try Harness.keyringCtl("status").stdout == "locked\n")
@@ -264,7 +264,7 @@ struct KeychainTests {
         var thawed = false
         defer { if !thawed { _ = try? Harness.providerCtl("thaw") } }
         let started = ContinuousClock.now
-        let error = expectError(KeychainError.timedOut) {
+        let error = expectError(KeychainError.Code.timedOut) {
             try impatient.secret(service: service, account: "a")
         }
         let elapsed = ContinuousClock.now - started

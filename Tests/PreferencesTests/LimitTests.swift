@@ -143,9 +143,9 @@ struct LimitTests {
             var caught = "nothing"
             do {
                 try prefs.set("this is longer than ten bytes", forKey: "k")
-            } catch PreferencesError.damagedFile {
+            } catch PreferencesError.Code.damagedFile {
                 caught = "damaged"
-            } catch PreferencesError.limitExceeded {
+            } catch PreferencesError.Code.limitExceeded {
                 caught = "limit"
             } catch {
                 caught = "other"

@@ -37,7 +37,7 @@ import Testing
                 .move(key: "apiKey", toAccount: "api")
             Issue.record("expected notFound")
         } catch let error as SecureStoreError {
-            #expect(error.code == SecureStoreError.notFound)
+            #expect(error.code == SecureStoreError.Code.notFound)
         }
         #expect(try Keychain().exists(service: service, account: "api") == false)
     }
@@ -53,7 +53,7 @@ import Testing
                 .move(key: "apiKey", toAccount: "api")
             Issue.record("expected invalidArgument")
         } catch let error as SecureStoreError {
-            #expect(error.code == SecureStoreError.invalidArgument)
+            #expect(error.code == SecureStoreError.Code.invalidArgument)
             #expect(!error.message.contains("already-there") && !error.message.contains("from-preferences"))
         }
         #expect(try Keychain().string(service: service, account: "api") == "already-there")
@@ -97,7 +97,7 @@ import Testing
         #expect(finished.wait(timeout: .now() + 30) == .success)
 
         let error = try #require(outcome.withLock { $0 } as? SecureStoreError)
-        #expect(error.code == SecureStoreError.inUse)
+        #expect(error.code == SecureStoreError.Code.inUse)
         #expect(error.message.contains("changed while it was being moved"))
         #expect(!error.message.contains("old-secret") && !error.message.contains("new-secret"))
         // Nothing is lost: the keyring holds the value that was moved, the preference keeps the new one.

@@ -192,23 +192,23 @@ struct TaskListQueryTests {
         #expect(try store.tasks.resolve(prefix: b.id.uuidString.lowercased()).title == "B")
 
         let ambiguous = TLError { _ = try store.tasks.resolve(prefix: "ab1") }
-        #expect(ambiguous?.code == SecureStoreError.ambiguous)
+        #expect(ambiguous?.code == SecureStoreError.Code.ambiguous)
         #expect(ambiguous?.message
             == "the ID prefix ab1 matches 3 tasks (\(a.hexID), \(c.hexID), …); give more digits")
         let two = TLError { _ = try store.tasks.resolve(prefix: "ab12") }
         #expect(two?.message == "the ID prefix ab12 matches 2 tasks (\(a.hexID), \(c.hexID)); give more digits")
 
         let none = TLError { _ = try store.tasks.resolve(prefix: "ab14") }
-        #expect(none?.code == SecureStoreError.notFound)
+        #expect(none?.code == SecureStoreError.Code.notFound)
         #expect(none?.message == "no task has an ID starting with ab14")
-        #expect(TLError { _ = try store.tasks.resolve(prefix: "0124") }?.code == SecureStoreError.notFound)
+        #expect(TLError { _ = try store.tasks.resolve(prefix: "0124") }?.code == SecureStoreError.Code.notFound)
 
         let invalid = TLError { _ = try store.tasks.resolve(prefix: "xyz") }
-        #expect(invalid?.code == SecureStoreError.invalidArgument)
+        #expect(invalid?.code == SecureStoreError.Code.invalidArgument)
         #expect(invalid?.message == "'xyz' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
         #expect(TLError { _ = try store.tasks.resolve(prefix: "") }?.message
             == "a task ID prefix needs at least one hexadecimal digit")
-        #expect(TLError { _ = try store.tasks.resolve(prefix: f.hexID + "0") }?.code == SecureStoreError.invalidArgument)
+        #expect(TLError { _ = try store.tasks.resolve(prefix: f.hexID + "0") }?.code == SecureStoreError.Code.invalidArgument)
     }
 
     @Test func aHundredThousandTaskSeedShowsTheRightFirstPageAndCount() throws {

@@ -57,7 +57,7 @@ struct TaskListTests {
             { _ = try store.tasks.delete(id: missing) },
         ] as [() throws -> Void] {
             let error = TLError(change)
-            #expect(error?.code == SecureStoreError.notFound)
+            #expect(error?.code == SecureStoreError.Code.notFound)
             #expect(error?.message == "no task has the ID 0123abcd000040008000000000000000")
         }
         #expect(try store.tasks.count() == 1)
@@ -92,7 +92,7 @@ struct TaskListTests {
         ]
         for (title, message) in cases {
             let created = TLError { try store.tasks.create(title: title) }
-            #expect(created?.code == SecureStoreError.invalidArgument)
+            #expect(created?.code == SecureStoreError.Code.invalidArgument)
             #expect(created?.message == message)
             let renamed = TLError { try store.tasks.rename(id: kept.id, to: title) }
             #expect(renamed?.message == message)
@@ -117,7 +117,7 @@ struct TaskListTests {
         let store = try TLStore()
         let first = try store.tasks.create(title: "First")
         let error = TLError { try store.tasks.create(title: "Again", id: first.id) }
-        #expect(error?.code == SecureStoreError.invalidArgument)
+        #expect(error?.code == SecureStoreError.Code.invalidArgument)
         #expect(error?.message == "a task with the ID \(first.hexID) already exists; nothing was added")
         let twice = TaskItem(title: "Twice")
         #expect(TLError { try store.tasks.insert([TaskItem(title: "new"), twice, twice]) } != nil)
@@ -215,7 +215,7 @@ struct TaskListTests {
         try queue.checkpoint()
         let before = FileManager.default.contents(atPath: path)
         let error = try #require(throws: SecureStoreError.self) { try TaskList(queue: queue) }
-        #expect(error.code == SecureStoreError.notATaskList)
+        #expect(error.code == SecureStoreError.Code.notATaskList)
         #expect(error.message == "the database '\(path)' is not a task list (it holds 'recipes'); task commands never add tables to it, and nothing was changed")
         try queue.checkpoint()
         #expect(FileManager.default.contents(atPath: path) == before)
@@ -224,7 +224,7 @@ struct TaskListTests {
         let empty = try DatabaseQueue(path: store.directory + "/empty.db", key: DatabaseKey.random())
         defer { try? empty.close() }
         let missing = try #require(throws: SecureStoreError.self) { try TaskList(queue: empty, createIfMissing: false) }
-        #expect(missing.code == SecureStoreError.notFound)
+        #expect(missing.code == SecureStoreError.Code.notFound)
         #expect(try empty.read { try $0.tableExists("tasks") } == false)
         #expect(try TaskList(queue: empty).count() == 0, "an empty database may become a task list")
     }
