@@ -48,10 +48,14 @@ deps:
 build: deps
 	$(SWIFT) build
 
-# The benchmarks are a package of their own (Tests/Benchmarks); the suite's smoke test runs its debug build.
+# The stress helper (Tests/Stress) and the benchmarks (Tests/Benchmarks) are packages of their own; the suite
+# runs the stress helper, and its smoke test the benchmarks' debug build.
 BENCHMARKS := --package-path Tests/Benchmarks
+STRESS := --package-path Tests/Stress
+STRESS_BIN := Tests/Stress/.build/debug/securestore-stress
 build-tests: deps
 	$(SWIFT) build --build-tests
+	$(SWIFT) build $(STRESS)
 	$(SWIFT) build $(BENCHMARKS)
 
 # The whole suite runs inside a private bus with a throw-away gnome-keyring (never the user's).
@@ -83,14 +87,14 @@ deps-debian13:
 	$(call install-missing,$(HOST_PACKAGES_DEBIAN13))
 
 test-debian13: deps-debian13
-	$(SWIFT) build --product securestore-stress
+	$(SWIFT) build $(STRESS)
 	rm -rf $(CROSS) && mkdir -p $(CROSS)
-	.build/debug/securestore-stress cross write $(CROSS)/debian12
+	$(STRESS_BIN) cross write $(CROSS)/debian12
 	@if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
 	$$sudo env DEBIAN13_ROOT="$(DEBIAN13_ROOT)" DEBIAN13_SHARE="$$(pwd)/$(CROSS)" Tests/Harness/debian13 \
-	    sh -c 'make test APT_OPTIONAL= && .build/debug/securestore-stress cross read /share/debian12 \
-	        && .build/debug/securestore-stress cross write /share/debian13'
-	.build/debug/securestore-stress cross read $(CROSS)/debian13
+	    sh -c 'make test APT_OPTIONAL= && $(STRESS_BIN) cross read /share/debian12 \
+	        && $(STRESS_BIN) cross write /share/debian13'
+	$(STRESS_BIN) cross read $(CROSS)/debian13
 
 demo: build
 	$(HARNESS) Tests/Harness/demo .build/debug/securestore
@@ -120,6 +124,7 @@ bench: deps
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400
 soak: build
+	$(SWIFT) build $(STRESS)
 	$(HARNESS) timeout 600 Tests/Soak/run-soak.sh $(SOAK_KILLS)
 
 # Fuzz the preferences reader and the argument parser (libFuzzer + ASan from the toolchain), FUZZ_SECONDS each.
@@ -128,4 +133,5 @@ fuzz: deps
 	Tests/Fuzz/run-fuzz.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf .build .build-static .build-fuzz .build-cross Tests/Benchmarks/.build Tests/Benchmarks/.build-static
+	rm -rf .build .build-static .build-fuzz .build-cross Tests/Benchmarks/.build Tests/Benchmarks/.build-static \
+	    Tests/Stress/.build

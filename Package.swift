@@ -58,23 +58,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "SecureStoreTool", dependencies: ["SecureStoreCommands"], swiftSettings: swiftSettings),
-        // A helper the crash, concurrency and soak tests run as a separate process (kill -9 at random
-        // moments, several writers at once). Not installed.
-        .executableTarget(
-            name: "securestore-stress",
-            dependencies: ["SecureStore", "Tasks", "Keychain", "EncryptedDatabase", "Preferences"],
-            swiftSettings: swiftSettings
-        ),
         // Tests: one target per module, plus end-to-end tests of the built tool, and the helpers they share
         // (the keyring harness, running processes, temporary directories).
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "EncryptedDatabaseTests",
-            dependencies: ["EncryptedDatabase"],
+            dependencies: ["EncryptedDatabase", "TestSupport"],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "PreferencesTests", dependencies: ["Preferences"], swiftSettings: swiftSettings),
+        .testTarget(name: "PreferencesTests", dependencies: ["Preferences", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TasksTests", dependencies: ["Tasks", "SecureStore", "EncryptedDatabase"], swiftSettings: swiftSettings),
         .testTarget(

@@ -21,7 +21,7 @@ import Testing
         for round in 0..<12 {
             let rotating = round % 3 == 2
             let pid = try rlSpawn(
-                [product("securestore-stress"), "soak"] + (rotating ? ["rotate", data, app] : ["tasks", data, app, log]))
+                [stressExecutable, "soak"] + (rotating ? ["rotate", data, app] : ["tasks", data, app, log]))
             rlSleep(milliseconds: rotating ? 60...400 : 30...300)
             if rlKill(pid) { killed += 1 }
             let check = try rlStress(["soak", "check-tasks", data, app, log])
@@ -43,7 +43,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let log = directory.path + "/prefs.log"
         for round in 0..<8 {
-            let pid = try rlSpawn([product("securestore-stress"), "soak", "prefs", directory.path, "soak", log])
+            let pid = try rlSpawn([stressExecutable, "soak", "prefs", directory.path, "soak", log])
             rlSleep(milliseconds: 20...200)
             rlKill(pid)
             let check = try rlStress(["soak", "check-prefs", directory.path, "soak", log])

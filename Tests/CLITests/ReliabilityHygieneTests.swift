@@ -19,7 +19,7 @@ import Testing
         // now and then, which empties the -wal: try again until the kill lands on a full one).
         var walSize = 0
         for _ in 0..<20 where walSize <= 16384 {
-            let pid = try rlSpawn([product("securestore-stress"), "soak", "tasks", data, app, log])
+            let pid = try rlSpawn([stressExecutable, "soak", "tasks", data, app, log])
             for _ in 0..<2000 where (rlContents(data + "/tasks.db-wal")?.count ?? 0) <= 16384 { usleep(1000) }
             rlKill(pid)
             walSize = rlContents(data + "/tasks.db-wal")?.count ?? 0
@@ -140,7 +140,7 @@ import Testing
         #expect(try tool(["db", "import-plaintext", "--name", "notes", try plaintextDatabase(root.path)]).status == 0)
         // A writer killed while open leaves its -wal and -shm: they are 0600 too.
         let pid = try rlSpawn(
-            ["/bin/bash", "-c", "umask \(umask); exec \"$@\"", "umask", product("securestore-stress"), "soak", "tasks",
+            ["/bin/bash", "-c", "umask \(umask); exec \"$@\"", "umask", stressExecutable, "soak", "tasks",
              root.path + "/data/\(app)", app, root.path + "/soak.log"], environment: environment)
         for _ in 0..<100 where !FileManager.default.fileExists(atPath: root.path + "/data/\(app)/tasks.db-shm") { usleep(20_000) }
         usleep(100_000)

@@ -49,7 +49,7 @@ func rlSleep(milliseconds range: ClosedRange<Int>) {
 
 /// Runs `securestore-stress ARGUMENTS` to the end.
 func rlStress(_ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
-    try run([product("securestore-stress")] + arguments, environment: environment)
+    try run([stressExecutable] + arguments, environment: environment)
 }
 
 /// Every file and directory under `root` (not `root` itself), with its mode bits, without following links.

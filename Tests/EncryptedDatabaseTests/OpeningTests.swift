@@ -1,6 +1,7 @@
 // Opening: keys, damaged and foreign files, file modes, export and import, several processes.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct OpeningTests {
@@ -193,7 +194,7 @@ import Testing
 
     @Test func twoProcessesWritingAtOnceLoseNothingAndNeverSeeBusy() throws {
         let path = directory.file("shared.db")
-        let helper = productsDirectory().appendingPathComponent("securestore-stress").path
+        let helper = stressExecutable
         let count = 150
         let writers = try (1...3).map { writer -> Process in
             let process = Process()

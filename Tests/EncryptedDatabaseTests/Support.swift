@@ -37,18 +37,6 @@ func fileMode(_ path: String) throws -> Int {
 
 func fileExists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
-/// The directory of the build products (`.build/debug`), where the test bundle and the helpers are.
-func productsDirectory() -> URL {
-    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    var directory = executable.deletingLastPathComponent()
-    while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("securestore-stress").path),
-        directory.path != "/"
-    {
-        directory = directory.deletingLastPathComponent()
-    }
-    return directory
-}
-
 /// The repository's Keys/fixtures directory.
 func fixturesDirectory() -> URL {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

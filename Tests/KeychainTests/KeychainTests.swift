@@ -330,8 +330,8 @@ struct KeychainTests {
     }
 }
 
-/// The built `securestore-stress` helper, beside the test bundle in .build/<config>.
-let stressTool = product("securestore-stress")
+/// The built `securestore-stress` helper (TestSupport.stressExecutable).
+let stressTool = stressExecutable
 
 extension Result {
     /// The error, for a failure.

@@ -1,5 +1,6 @@
 // Helpers shared by the Preferences tests: a fresh directory per test, file reads, the stress helper.
 import Foundation
+import TestSupport
 import Glibc
 @testable import Preferences
 
@@ -37,24 +38,10 @@ func preferencesError(_ body: () throws -> Void) -> PreferencesError? {
     }
 }
 
-/// The built `securestore-stress` executable, next to the test bundle in .build/<triple>/debug.
+/// The built `securestore-stress` executable (TestSupport.stressExecutable), when it is there.
 func stressExecutable() -> URL? {
-    var candidates: [URL] = []
-    let argv0 = URL(filePath: CommandLine.arguments[0]).standardizedFileURL
-    candidates.append(argv0.deletingLastPathComponent())
-    candidates.append(Bundle.main.bundleURL.deletingLastPathComponent())
-    candidates.append(Bundle.main.bundleURL)
-    var walk = argv0.deletingLastPathComponent()
-    for _ in 0..<6 {
-        candidates.append(walk.appending(path: ".build/debug"))
-        walk = walk.deletingLastPathComponent()
-    }
-    candidates.append(URL(filePath: FileManager.default.currentDirectoryPath).appending(path: ".build/debug"))
-    for directory in candidates {
-        let url = directory.appending(path: "securestore-stress")
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    return nil
+    FileManager.default.isExecutableFile(atPath: TestSupport.stressExecutable)
+        ? URL(filePath: TestSupport.stressExecutable) : nil
 }
 
 /// Runs the stress helper to completion; returns (status, stdout, stderr).

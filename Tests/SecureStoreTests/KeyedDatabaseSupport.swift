@@ -164,11 +164,8 @@ func kdExpectError<R>(
     return nil
 }
 
-/// The `securestore-stress` helper built beside the test bundle.
-var kdStressBinary: String {
-    URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        .appendingPathComponent("securestore-stress").path
-}
+/// The `securestore-stress` helper (TestSupport.stressExecutable).
+var kdStressBinary: String { stressExecutable }
 
 /// The result of a finished process (TestSupport's runner: posix_spawn with an empty signal mask).
 typealias KDProcessResult = ProcessResult

@@ -18,9 +18,9 @@ set -uo pipefail
 kills_wanted=${1:-400}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${SECURESTORE_BIN:-$here/.build/debug}
-stress=$bin/securestore-stress
+stress=${SECURESTORE_STRESS:-$here/Tests/Stress/.build/debug/securestore-stress}
 cli=$bin/securestore
-[ -x "$stress" ] && [ -x "$cli" ] || { echo "run-soak: build first (swift build): $stress" >&2; exit 69; }
+[ -x "$stress" ] && [ -x "$cli" ] || { echo "run-soak: build first (swift build; swift build --package-path Tests/Stress): $stress" >&2; exit 69; }
 [ -n "${SECURESTORE_HARNESS_ROOT:-}" ] || { echo "run-soak: run inside Tests/Harness/with-keyring" >&2; exit 64; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-soak.XXXXXX")

@@ -170,7 +170,12 @@ public func uniqueService(_ function: String = #function) -> String {
 }
 
 
-/// The directory of the built products (`securestore`, `securestore-stress`), beside the test bundle.
+/// The stress helper (`Tests/Stress`, a package of its own that depends on the product; `make build-tests`
+/// builds it): crash, concurrency, cross-version and soak scenarios in a separate process.
+public let stressExecutable: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Stress/.build/debug/securestore-stress").path
+
+/// The directory of the built products (`securestore`), beside the test bundle.
 public let productsDirectory: URL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
 
 /// The path of a built product, e.g. `product("securestore")`.
