@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "Preferences", dependencies: ["SecureStoreCore"], swiftSettings: swiftSettings),
         .target(
             name: "SecureStore",
-            dependencies: ["Keychain", "EncryptedDatabase", "Preferences"],
+            dependencies: ["Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore"],
             swiftSettings: swiftSettings
         ),
         // The task list: one application of the keyed database, in a module of its own.

@@ -58,24 +58,9 @@ struct Sandbox {
     func copy(_ source: String, as name: String, prefix: Int? = nil) throws -> String {
         let destination = directory + "/" + name
         do {
-            guard case .opened(let input, let status) = try FileDescriptor.openRegularFile(source, followingLinks: true)
-            else { throw Errno.noSuchFile }
-            try input.closeAfter { () throws(Errno) in
-                let output = try FileDescriptor.open(destination, [.writeOnly, .create, .exclusive, .noFollow])
-                try output.closeAfter { () throws(Errno) in
-                    let size = Int(status.st_size)
-                    var remaining = min(prefix ?? size, size)
-                    while remaining > 0 {
-                        let chunk = try input.read(upTo: min(remaining, 1 << 20))
-                        if chunk.isEmpty { break }
-                        try output.writeAll(chunk)
-                        remaining -= chunk.count
-                    }
-                    if prefix != nil { try output.resize(to: size) }
-                }
-            }
-        } catch let error as Errno {
-            throw Opening.errnoError(error, "cannot copy '\(source)' into '\(directory)' to check it")
+            try copyFile(source, to: destination, prefix: prefix)
+        } catch {
+            throw Opening.errnoError(error.errno, "cannot copy '\(source)' into '\(directory)' to check it")
         }
         return destination
     }

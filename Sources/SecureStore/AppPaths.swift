@@ -1,4 +1,5 @@
 public import Foundation
+internal import SecureStoreCore
 
 /// Where one application's data lives: its name (the namespace of its keychain items), its data
 /// directory (databases) and its configuration directory (preferences), following the XDG Base
@@ -32,23 +33,23 @@ public struct AppPaths: Sendable, Hashable {
     ) throws(SecureStoreError) {
         try Self.validate(app: app)
         self.app = app
-        func base(_ variable: String, fallback: String) throws(SecureStoreError) -> URL {
-            // The spec: a relative path in an XDG variable is invalid and must be ignored.
-            if let value = environment[variable], value.hasPrefix("/") {
-                return URL(fileURLWithPath: value, isDirectory: true)
-            }
-            guard let home = environment["HOME"], home.hasPrefix("/") else {
+        // One rule for every module (SecureStoreCore.BaseDirectory): the XDG variable when absolute, else
+        // the fallback under $HOME, else under the password database's home directory.
+        func base(_ directory: BaseDirectory) throws(SecureStoreError) -> URL {
+            guard let path = directory.path(environment: environment) else {
                 throw SecureStoreError(
-                    SecureStoreError.Code.invalidArgument, "neither \(variable) nor HOME is set to an absolute path; set one, or pass --data-dir")
+                    SecureStoreError.Code.invalidArgument,
+                    "neither \(directory.variable) nor HOME is set to an absolute path and the user has no home "
+                        + "directory; set one, or choose the data directory")
             }
-            return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(fallback, isDirectory: true)
+            return URL(fileURLWithPath: path, isDirectory: true)
         }
         if let dataDirectory {
             self.dataDirectory = dataDirectory
         } else {
-            self.dataDirectory = try base("XDG_DATA_HOME", fallback: ".local/share").appendingPathComponent(app, isDirectory: true)
+            self.dataDirectory = try base(.data).appendingPathComponent(app, isDirectory: true)
         }
-        configDirectory = try base("XDG_CONFIG_HOME", fallback: ".config").appendingPathComponent(app, isDirectory: true)
+        configDirectory = try base(.config).appendingPathComponent(app, isDirectory: true)
     }
 
     /// The file of the database called `name` (`<data directory>/<name>.db`).

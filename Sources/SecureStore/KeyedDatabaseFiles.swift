@@ -1,6 +1,7 @@
 // File-system steps of the key lifecycle: the lock file, fsync, rename, directory sync, leftovers.
 // Every C call the keyed database makes goes through this file.
 internal import Foundation
+internal import SecureStoreCore
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Musl)
@@ -31,7 +32,6 @@ struct KeyedDatabaseFiles: Sendable {
     var restoredPath: String { directory + "/." + (path as NSString).lastPathComponent + ".restored" }
 
     var walPath: String { path + "-wal" }
-    var shmPath: String { path + "-shm" }
 
     // MARK: Inspecting
 
@@ -46,14 +46,12 @@ struct KeyedDatabaseFiles: Sendable {
         return Int(info.st_size)
     }
 
-    /// The first 16 bytes of the file, or nil when it cannot be read.
+    /// The first 16 bytes of the file, or nil when it cannot be read (or is not a regular file: never blocks).
     static func header(_ path: String) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var header = [UInt8](repeating: 0, count: 16)
-        let count = header.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, 16) }
-        return count < 0 ? nil : Array(header.prefix(count))
+        guard case .opened(let descriptor, _) = try? FileDescriptor.openRegularFile(path, followingLinks: true) else {
+            return nil
+        }
+        return try? descriptor.closeAfter { () throws(Errno) in try descriptor.read(upTo: 16) }
     }
 
     /// Every leftover of an interrupted rotation: the rotating file, the temporary files export builds
@@ -69,8 +67,8 @@ struct KeyedDatabaseFiles: Sendable {
     /// Removes every leftover of an interrupted rotation. They never hold the only copy of anything:
     /// the database file is replaced only by a finished, verified rotating file (a rename).
     func removeRotationLeftovers() throws {
-        for leftover in rotationLeftovers() where unlink(leftover) != 0 && errno != ENOENT {
-            throw Self.errnoError(errno, "cannot remove the leftover of an interrupted key rotation '\(leftover)'")
+        for leftover in rotationLeftovers() where unlink(leftover) != 0 && Errno.current != .noSuchFile {
+            throw Self.errnoError(.current, "cannot remove the leftover of an interrupted key rotation '\(leftover)'")
         }
         if !rotationLeftovers().isEmpty { Self.syncDirectory(directory) }
     }
@@ -82,8 +80,8 @@ struct KeyedDatabaseFiles: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for name in names where name.hasPrefix(prefix) {
             let leftover = directory + "/" + name
-            if unlink(leftover) != 0 && errno != ENOENT {
-                throw Self.errnoError(errno, "cannot remove the leftover of an interrupted creation '\(leftover)'")
+            if unlink(leftover) != 0 && Errno.current != .noSuchFile {
+                throw Self.errnoError(.current, "cannot remove the leftover of an interrupted creation '\(leftover)'")
             }
         }
     }
@@ -93,8 +91,8 @@ struct KeyedDatabaseFiles: Sendable {
     /// and the database is replaced only by a rename of a finished file.
     func removeRestoreLeftovers() throws {
         for base in [restoredPath] {
-            for suffix in ["", "-wal", "-shm", "-journal"] where unlink(base + suffix) != 0 && errno != ENOENT {
-                throw Self.errnoError(errno, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
+            for suffix in ["", "-wal", "-shm", "-journal"] where unlink(base + suffix) != 0 && Errno.current != .noSuchFile {
+                throw Self.errnoError(.current, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
             }
         }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
@@ -128,12 +126,12 @@ struct KeyedDatabaseFiles: Sendable {
             let parts = name.dropFirst(prefix.count).split(separator: ".")
             var info = stat()
             guard parts.count == 2, let pid = Int32(parts[0]), lstat(base + "/" + name, &info) == 0,
-                (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid(), kill(pid, 0) != 0, errno == ESRCH
+                (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid(), kill(pid, 0) != 0, Errno.current == .noProcess
             else { continue }
             removeScratchDirectory(base + "/" + name)
         }
         var template = Array((base + "/" + prefix + "\(getpid()).XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw errnoError(errno, "cannot create a temporary directory in '\(base)'") }
+        guard let made = mkdtemp(&template) else { throw errnoError(.current, "cannot create a temporary directory in '\(base)'") }
         return String(cString: made)
     }
 
@@ -154,7 +152,7 @@ struct KeyedDatabaseFiles: Sendable {
     /// Makes `destination` a new hard link to `source` (link(2): fails if `destination` exists).
     static func link(_ source: String, to destination: String) throws {
         guard Glibc.link(source, destination) == 0 else {
-            throw errnoError(errno, "cannot link '\(source)' to '\(destination)'")
+            throw errnoError(.current, "cannot link '\(source)' to '\(destination)'")
         }
     }
 
@@ -162,80 +160,46 @@ struct KeyedDatabaseFiles: Sendable {
 
     /// Creates `directory` and its missing parents with mode 0700.
     static func makeDirectories(_ directory: String) throws {
-        var info = stat()
-        if stat(directory, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFDIR else {
-                throw SecureStoreError(
-                    SecureStoreError.Code.fileSystem, "'\(directory)' exists and is not a directory")
+        do {
+            try SecureStoreCore.makeDirectories(directory)
+        } catch {
+            if error.errno == .notADirectory {
+                throw SecureStoreError(SecureStoreError.Code.fileSystem, "'\(error.path)' exists and is not a directory")
             }
-            return
+            throw errnoError(error.errno, "cannot create the directory '\(error.path)'")
         }
-        let parent = (directory as NSString).deletingLastPathComponent
-        if !parent.isEmpty, parent != directory { try makeDirectories(parent) }
-        if mkdir(directory, 0o700) != 0 {
-            if errno == EEXIST { return }
-            throw errnoError(errno, "cannot create the directory '\(directory)'")
-        }
-        _ = chmod(directory, 0o700)
     }
 
     /// Flushes a file's data and metadata to the disk.
     static func syncFile(_ path: String) throws {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw errnoError(errno, "cannot open '\(path)' to flush it") }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw errnoError(errno, "cannot flush '\(path)' to the disk") }
+        do {
+            let descriptor = try FileDescriptor.open(path, .readOnly)
+            try descriptor.closeAfter { () throws(Errno) in try descriptor.sync() }
+        } catch {
+            throw errnoError(error, "cannot flush '\(path)' to the disk")
+        }
     }
 
-    /// Flushes a directory, so that a rename or link in it survives a power loss.
+    /// Flushes a directory, so that a rename or link in it survives a power loss (best effort).
     static func syncDirectory(_ directory: String) {
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
+        try? SecureStoreCore.syncDirectory(directory)
     }
 
     /// Atomically replaces `destination` with `source` (rename(2)).
     static func rename(_ source: String, over destination: String) throws {
         guard Glibc.rename(source, destination) == 0 else {
-            throw errnoError(errno, "cannot rename '\(source)' to '\(destination)'")
+            throw errnoError(.current, "cannot rename '\(source)' to '\(destination)'")
         }
     }
 
     /// Copies the file at `source` to the new file `destination` (mode 0600, created exclusively) and
     /// flushes it.
     static func copyNewFile(_ source: String, to destination: String) throws {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw errnoError(errno, "cannot open '\(source)'") }
-        defer { close(input) }
-        let output = open(destination, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard output >= 0 else { throw errnoError(errno, "cannot create '\(destination)'") }
-        var complete = false
-        defer {
-            close(output)
-            if !complete { unlink(destination) }
+        do {
+            try copyFile(source, to: destination, sync: true)
+        } catch {
+            throw errnoError(error.errno, "cannot copy '\(source)' to '\(destination)' (at '\(error.path)')")
         }
-        _ = fchmod(output, 0o600)
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw errnoError(errno, "cannot read '\(source)'")
-            }
-            if count == 0 { break }
-            var written = 0
-            while written < count {
-                let result = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, count - written) }
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw errnoError(errno, "cannot write '\(destination)'")
-                }
-                written += result
-            }
-        }
-        guard fsync(output) == 0 else { throw errnoError(errno, "cannot flush '\(destination)' to the disk") }
-        complete = true
     }
 
     // MARK: The lock file
@@ -243,17 +207,19 @@ struct KeyedDatabaseFiles: Sendable {
     /// Opens (creating, 0600) the lock file and takes a `flock` lock on it, waiting up to `timeout`
     /// milliseconds. Returns the descriptor, which holds the lock until closed.
     func lock(exclusive: Bool, timeoutMilliseconds: Int) throws -> Int32 {
-        let descriptor = open(lockPath, O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == ELOOP {
+        let opened: FileDescriptor
+        do {
+            opened = try FileDescriptor.open(lockPath, [.readWrite, .create, .noFollow])
+        } catch {
+            if error == .tooManySymbolicLinks {
                 throw SecureStoreError(
                     SecureStoreError.Code.fileSystem,
                     "the lock file '\(lockPath)' is a symbolic link; SecureStore never follows links for its lock "
                         + "files (one planted there could create or change another file): remove it and try again")
             }
-            throw Self.errnoError(code, "cannot open the lock file '\(lockPath)'")
+            throw Self.errnoError(error, "cannot open the lock file '\(lockPath)'")
         }
+        let descriptor = opened.rawValue
         do {
             try Self.relock(descriptor, exclusive: exclusive, timeoutMilliseconds: timeoutMilliseconds, path: path)
             return descriptor
@@ -268,9 +234,9 @@ struct KeyedDatabaseFiles: Sendable {
         let operation = (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB
         let deadline = ContinuousClock.now + .milliseconds(max(timeoutMilliseconds, 0))
         while flock(descriptor, operation) != 0 {
-            let code = errno
-            if code == EINTR { continue }
-            guard code == EWOULDBLOCK else { throw errnoError(code, "cannot lock '\(path)'") }
+            let error = Errno.current
+            if error == .interrupted { continue }
+            guard error == .wouldBlock else { throw errnoError(error, "cannot lock '\(path)'") }
             if ContinuousClock.now >= deadline {
                 throw SecureStoreError(
                     SecureStoreError.Code.inUse,
@@ -327,8 +293,7 @@ struct KeyedDatabaseFiles: Sendable {
 
     // MARK: Errors
 
-    static func errnoError(_ code: Int32, _ what: String) -> SecureStoreError {
-        let reason = String(cString: strerror(code))
-        return SecureStoreError(SecureStoreError.Code.fileSystem, "\(what): \(reason)")
+    static func errnoError(_ error: Errno, _ what: String) -> SecureStoreError {
+        SecureStoreError(SecureStoreError.Code.fileSystem, "\(what): \(error)")
     }
 }

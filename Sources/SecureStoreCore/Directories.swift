@@ -64,3 +64,55 @@ package func namePart(_ path: String) -> String {
     guard let slash = path.lastIndex(of: "/") else { return path }
     return String(path[path.index(after: slash)...])
 }
+
+/// Copies the regular file `source` (a symbolic link to one is followed) into the new file `destination`,
+/// created exclusively with mode 0600 whatever the umask, in 1 MiB chunks (never whole in memory). With
+/// `prefix`, only that many bytes are copied and the copy is extended (sparsely) to the original's size. With
+/// `sync`, the copy is flushed to the disk. A failed copy removes what it wrote. Throws the path at fault.
+package func copyFile(_ source: String, to destination: String, prefix: Int? = nil, sync: Bool = false) throws(PathError) {
+    let input: FileDescriptor
+    let status: stat
+    do throws(Errno) {
+        switch try FileDescriptor.openRegularFile(source, followingLinks: true) {
+        case .opened(let descriptor, let found):
+            input = descriptor
+            status = found
+        case .missing: throw Errno.noSuchFile
+        case .notRegular: throw Errno(rawValue: EINVAL)
+        }
+    } catch {
+        throw PathError(path: source, errno: error)
+    }
+    defer { input.close() }
+    let output: FileDescriptor
+    do {
+        output = try FileDescriptor.open(destination, [.writeOnly, .create, .exclusive, .noFollow])
+    } catch {
+        throw PathError(path: destination, errno: error)
+    }
+    var complete = false
+    defer {
+        output.close()
+        if !complete { unlink(destination) }
+    }
+    let size = Int(status.st_size)
+    var remaining = min(prefix ?? size, size)
+    func writing(_ body: () throws(Errno) -> Void) throws(PathError) {
+        do { try body() } catch { throw PathError(path: destination, errno: error) }
+    }
+    try writing { () throws(Errno) in try output.setMode(0o600) }
+    while remaining > 0 {
+        let chunk: [UInt8]
+        do {
+            chunk = try input.read(upTo: min(remaining, 1 << 20))
+        } catch {
+            throw PathError(path: source, errno: error)
+        }
+        if chunk.isEmpty { break }
+        try writing { () throws(Errno) in try output.writeAll(chunk) }
+        remaining -= chunk.count
+    }
+    if prefix != nil { try writing { () throws(Errno) in try output.resize(to: size) } }
+    if sync { try writing { () throws(Errno) in try output.sync() } }
+    complete = true
+}
