@@ -1,14 +1,78 @@
 // A small command-line parser in the shape of swift-argument-parser, written by hand because the
 // package has no dependencies: a tree of commands, options shared at the root, `--help` at every
-// level, usage errors that print the usage.
+// level, usage errors that print the usage. Commands declare their options once as typed values (``Flag``,
+// ``Option``) and read them back through those values, never by a name spelled twice.
+import SecureStoreCore
 
-/// An option a command accepts: a flag (`--json`) or an option with a value (`--limit N`).
+/// An option a command accepts: a flag (`--json`) or an option with a value (`--limit N`): its name, its
+/// placeholder and its help, as the parser and the help text see it.
 struct OptionSpec: Sendable {
     let name: String
     var short: Character? = nil
     /// The value's placeholder for options that take one; nil for flags.
     var valueName: String? = nil
     let help: String
+}
+
+/// What a command lists in its `options`: a ``Flag`` or an ``Option`` declared once as a value, which its run
+/// function then reads back with ``Invocation``'s typed subscripts.
+protocol CommandOption: Sendable {
+    var spec: OptionSpec { get }
+}
+
+extension OptionSpec: CommandOption {
+    var spec: OptionSpec { self }
+}
+
+/// A flag, read as a `Bool`:
+///
+/// ```swift
+/// let oldestFirst = Flag("oldest-first", help: "Oldest first.")
+/// if invocation[oldestFirst] { … }
+/// ```
+struct Flag: CommandOption {
+    let spec: OptionSpec
+
+    init(_ name: String, help: String) {
+        spec = OptionSpec(name: name, help: help)
+    }
+}
+
+/// An option with a value, converted to `Value` when it is read: `invocation[limit]` is an `Int?`, nil when the
+/// option was not given, or a usage error naming the option and what it takes.
+///
+/// ```swift
+/// let limit = Option<Int>.wholeNumber("limit", help: "At most N tasks (default 50).")
+/// let count = try invocation[limit] ?? 50
+/// ```
+struct Option<Value: Sendable>: CommandOption {
+    let spec: OptionSpec
+    /// What a value must be, for the usage error: "a whole number of at least 0".
+    let expected: String
+    let convert: @Sendable (String) -> Value?
+
+    init(_ name: String, valueName: String, help: String, expected: String, convert: @escaping @Sendable (String) -> Value?) {
+        spec = OptionSpec(name: name, valueName: valueName, help: help)
+        self.expected = expected
+        self.convert = convert
+    }
+}
+
+extension Option where Value == String {
+    /// An option whose value is any text.
+    init(_ name: String, valueName: String, help: String) {
+        self.init(name, valueName: valueName, help: help, expected: "any text") { $0 }
+    }
+}
+
+extension Option where Value == Int {
+    /// An option whose value is a whole number of at least `minimum`.
+    static func wholeNumber(_ name: String, valueName: String = "N", help: String, minimum: Int = 0) -> Self {
+        Self(name, valueName: valueName, help: help, expected: "a whole number of at least \(minimum)") { text in
+            guard let number = Int(text), number >= minimum else { return nil }
+            return number
+        }
+    }
 }
 
 /// A positional argument.
@@ -18,27 +82,41 @@ struct ArgumentSpec: Sendable {
     var optional = false
 }
 
-/// What a command's run function receives.
+/// What a command's run function receives. Options are read with the typed subscripts, by the ``Flag`` or
+/// ``Option`` the command declared.
 struct Invocation: Sendable {
     /// The command's path, e.g. ["tasks", "list"].
     let path: [String]
-    let flags: Set<String>
-    let values: [String: String]
+    /// The names of the flags given.
+    private let flags: Set<String>
+    /// The text of each option given, by name.
+    private let values: [String: String]
     let arguments: [String]
     let global: GlobalOptions
 
-    func flag(_ name: String) -> Bool { flags.contains(name) }
-    func value(_ name: String) -> String? { values[name] }
-    func argument(_ index: Int) -> String? { index < arguments.count ? arguments[index] : nil }
-
-    /// The value of an integer option, or a usage error naming it.
-    func integer(_ name: String, minimum: Int = 0) throws -> Int? {
-        guard let text = values[name] else { return nil }
-        guard let number = Int(text), number >= minimum else {
-            throw UsageError("--\(name) takes a whole number of at least \(minimum), not \(UsageError.quoted(text))", path: path)
-        }
-        return number
+    init(path: [String], flags: Set<String>, values: [String: String], arguments: [String], global: GlobalOptions) {
+        self.path = path
+        self.flags = flags
+        self.values = values
+        self.arguments = arguments
+        self.global = global
     }
+
+    /// Whether `flag` was given.
+    subscript(flag: Flag) -> Bool { flags.contains(flag.spec.name) }
+
+    /// The value of `option`, or nil when it was not given; a usage error naming it when its text is not a value.
+    subscript<Value>(option: Option<Value>) -> Value? {
+        get throws {
+            guard let text = values[option.spec.name] else { return nil }
+            guard let value = option.convert(text) else {
+                throw UsageError("--\(option.spec.name) takes \(option.expected), not \(UsageError.quoted(text))", path: path)
+            }
+            return value
+        }
+    }
+
+    func argument(_ index: Int) -> String? { index < arguments.count ? arguments[index] : nil }
 }
 
 /// Options that every command accepts.
@@ -54,7 +132,7 @@ struct Command: Sendable {
     let abstract: String
     var discussion: String? = nil
     var arguments: [ArgumentSpec] = []
-    var options: [OptionSpec] = []
+    var options: [any CommandOption] = []
     var subcommands: [Command] = []
     var run: (@Sendable (Invocation) throws -> Int32)? = nil
 
@@ -72,19 +150,9 @@ struct UsageError: Error {
 
     /// `text` in single quotes, for a message that repeats what the user typed. The tool prints a usage
     /// error as one line on a terminal, so every scalar a terminal would act on or that would break the
-    /// line is written as `\u{…}`: controls (newline, ESC, DEL, C1), format characters (bidi overrides,
-    /// zero-width) and line or paragraph separators.
+    /// line is written as `\u{…}` (``escapedForTerminal(_:limit:)``).
     static func quoted(_ text: String) -> String {
-        var result = "'"
-        for scalar in text.unicodeScalars {
-            switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator:
-                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            default:
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "'"
+        "'" + escapedForTerminal(text) + "'"
     }
 }
 
@@ -120,10 +188,10 @@ struct Parser: Sendable {
         var index = 0
 
         func spec(named name: String) -> OptionSpec? {
-            globalOptionSpecs.first { $0.name == name } ?? command.options.first { $0.name == name }
+            globalOptionSpecs.first { $0.name == name } ?? command.options.lazy.map(\.spec).first { $0.name == name }
         }
         func spec(short: Character) -> OptionSpec? {
-            globalOptionSpecs.first { $0.short == short } ?? command.options.first { $0.short == short }
+            globalOptionSpecs.first { $0.short == short } ?? command.options.lazy.map(\.spec).first { $0.short == short }
         }
 
         while index < arguments.count {
@@ -273,7 +341,7 @@ struct Parser: Sendable {
             }
         }
         if !command.options.isEmpty {
-            lines += ["", "Options:"] + table(optionRows(command.options))
+            lines += ["", "Options:"] + table(optionRows(command.options.map(\.spec)))
         }
         lines += ["", "Global options:"] + table(optionRows(globalOptionSpecs))
         if !command.subcommands.isEmpty {

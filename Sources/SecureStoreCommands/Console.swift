@@ -4,6 +4,7 @@ import Glibc
 import Keychain
 import Preferences
 import SecureStore
+import SecureStoreCore
 
 /// Exit statuses, sysexits-style (Docs/cli.md lists them).
 enum ExitStatus {
@@ -41,10 +42,16 @@ enum Console {
     static var stdinIsTerminal: Bool { isatty(0) == 1 }
     static var stderrIsTerminal: Bool { isatty(2) == 1 }
 
-    /// Prints a JSON value (arrays, dictionaries, strings, numbers, booleans) with sorted keys.
-    static func json(_ value: Any) throws {
-        let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
-        FileHandle.standardOutput.write(data)
+    /// The one encoder of `--json` output: sorted keys, slashes as they are.
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// Prints `value` as one line of JSON (JSONOutput.swift has the types).
+    static func json(_ value: some Encodable) throws {
+        FileHandle.standardOutput.write(try encoder.encode(value))
         out("\n")
     }
 
@@ -141,7 +148,7 @@ func readSecret(prompt: String, raw: Bool) throws -> Secret {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
     buffer.initializeMemory(as: UInt8.self, repeating: 0)
     defer {
-        if let base = buffer.baseAddress { explicit_bzero(base, capacity) }
+        secureZero(buffer)
         buffer.deallocate()
     }
     var count = 0

@@ -3,17 +3,18 @@ import Foundation
 import Keychain
 import SecureStore
 
-private let nameOption = OptionSpec(name: "name", valueName: "NAME", help: "The database (default: tasks).")
+/// `--name NAME`: the database a `db` or `tasks` command works on.
+let nameOption = Option<String>("name", valueName: "NAME", help: "The database (default: tasks).")
 
 /// The database name of an invocation (`--name`, default `tasks`).
-func databaseName(_ invocation: Invocation) -> String { invocation.value("name") ?? "tasks" }
+func databaseName(_ invocation: Invocation) throws -> String { try invocation[nameOption] ?? "tasks" }
 
 /// Opens the keyed database of an invocation. Only commands that write create it (with its key); every
 /// other command on a database that does not exist creates nothing — no file, no directory, no keyring
 /// item — and exits 66 with a hint naming the command that creates it: a typo in --app, --name or
 /// --data-dir must not make an empty database (and hand out a recovery code for it).
 func openDatabase(_ invocation: Invocation, _ context: Context, create: Bool = false) throws -> KeyedDatabase {
-    let name = databaseName(invocation)
+    let name = try databaseName(invocation)
     do {
         return try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
     } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound && !create
@@ -43,7 +44,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let info = try KeyedDatabase.info(paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+                let info = try KeyedDatabase.info(paths: context.paths, name: try databaseName(invocation), keychain: context.keychain)
                 guard info.exists else {
                     throw CLIError(
                         status: ExitStatus.notFound, message: "there is no database '\(info.name)' at '\(info.path)'",
@@ -56,19 +57,7 @@ let dbCommand = Command(
                     try database.close()
                 }
                 if invocation.global.json {
-                    var object: [String: Any] = [
-                        "name": info.name, "path": info.path, "exists": info.exists,
-                        "key": [
-                            "service": info.keyService, "account": info.keyAccount ?? NSNull(), "collection": info.keyCollection,
-                            "stored": info.hasKey, "retired": info.retiredKeyAccounts,
-                        ] as [String: Any],
-                        "rotationPending": info.rotationPending,
-                    ]
-                    if let id = info.databaseID { object["databaseId"] = id }
-                    if let size = info.fileSize { object["size"] = size }
-                    if let wal = info.walSize { object["walSize"] = wal }
-                    if let encryption { object["cipher"] = encryption.jsonObject }
-                    try Console.json(object)
+                    try Console.json(DatabaseInfoJSON(info, cipher: encryption))
                 } else {
                     Console.out(info.description + "\n")
                     for line in encryption?.lines ?? [] { Console.out(line + "\n") }
@@ -104,10 +93,10 @@ let dbCommand = Command(
                     Console.progress("rotating key (\(step))", done: step.rawValue, total: steps)
                 }
                 if invocation.global.json {
-                    try Console.json([
-                        "databaseId": database.databaseID, "retiredKey": retired.account,
-                        "retiredAt": keyDate(retired.date), "alsoOpens": retired.alsoOpens,
-                    ])
+                    try Console.json(
+                        RotationJSON(
+                            databaseId: database.databaseID, retiredKey: retired.account, retiredAt: keyDate(retired.date),
+                            alsoOpens: retired.alsoOpens))
                 }
                 Console.err("rotated the key of database '\(database.name)'; make a new recovery code and new backups\n")
                 Console.err("the previous key is kept as the retired key '\(retired.account)': backups and recovery codes made before now need it; 'securestore db keys prune' deletes it when you say so\n")
@@ -144,7 +133,7 @@ let dbCommand = Command(
                 }
                 Console.progress("importing", done: 0, total: 1)
                 let database = try KeyedDatabase.importPlaintext(
-                    from: source, paths: context.paths, name: databaseName(invocation), keychain: context.keychain)
+                    from: source, paths: context.paths, name: try databaseName(invocation), keychain: context.keychain)
                 defer { try? database.close() }
                 Console.progress("importing", done: 1, total: 1)
                 Console.err("imported \(source.path) into encrypted database '\(database.name)' at \(database.url.path)\n")
@@ -178,7 +167,7 @@ let dbCommand = Command(
                 let context = try Context(invocation)
                 let code = try readSecret(prompt: "Recovery code: ", raw: false)
                 let database = try KeyedDatabase.recover(
-                    paths: context.paths, name: databaseName(invocation), keychain: context.keychain, code: code)
+                    paths: context.paths, name: try databaseName(invocation), keychain: context.keychain, code: code)
                 defer { try? database.close() }
                 Console.err("the recovery code opens '\(database.url.path)'; its key is stored in the keyring again\n")
                 return ExitStatus.success
@@ -200,7 +189,7 @@ let dbCommand = Command(
                 let steps = KeyedDatabase.RestoreStep.allCases.count
                 func restore(_ code: Secret?) throws -> KeyedDatabaseRestoreReport {
                     try KeyedDatabase.restore(
-                        from: backup, paths: context.paths, name: databaseName(invocation), keychain: context.keychain,
+                        from: backup, paths: context.paths, name: try databaseName(invocation), keychain: context.keychain,
                         code: code
                     ) { step in Console.progress("restoring (\(step))", done: step.rawValue, total: steps) }
                 }
@@ -219,13 +208,7 @@ let dbCommand = Command(
                     report = try checking { try restore(code) }
                 }
                 if invocation.global.json {
-                    var object: [String: Any] = [
-                        "backup": report.backupPath, "path": report.path, "databaseId": report.databaseID,
-                        "tables": report.tableCount, "rows": report.rowCount,
-                        "openedWith": report.openedWithAccount ?? "recovery code",
-                    ]
-                    if let aside = report.asidePath { object["keptAside"] = aside }
-                    try Console.json(object)
+                    try Console.json(RestoreJSON(report))
                 } else {
                     Console.out(report.description + "\n")
                 }
@@ -242,14 +225,16 @@ private func keyDate(_ date: Date) -> String {
 }
 
 /// `--before DATE`: `YYYY-MM-DD` (midnight UTC) or an RFC 3339 date and time.
-private func parseBefore(_ text: String, _ invocation: Invocation) throws -> Date {
+private let beforeOption = Option<Date>(
+    "before", valueName: "DATE", help: "Retired before this date: 2026-11-23 (UTC) or 2026-11-23T16:15:02Z. Required.",
+    expected: "a date such as 2026-11-23 or 2026-11-23T16:15:02Z"
+) { text in
     let full = ISO8601DateFormatter()
     full.formatOptions = [.withInternetDateTime]
     if let date = full.date(from: text) { return date }
     let day = ISO8601DateFormatter()
     day.formatOptions = [.withFullDate]
-    if let date = day.date(from: text) { return date }
-    throw UsageError("--before takes a date such as 2026-11-23 or 2026-11-23T16:15:02Z, not \(UsageError.quoted(text))", path: invocation.path)
+    return day.date(from: text)
 }
 
 /// `securestore db keys …`: the application's database key items.
@@ -262,13 +247,12 @@ private let keysCommand = Command(
                 let context = try Context(invocation)
                 let keys = try KeyedDatabase.keys(paths: context.paths, keychain: context.keychain)
                 if invocation.global.json {
-                    try Console.json(keys.map { key -> [String: Any] in
-                        var object: [String: Any] = ["account": key.account, "role": key.role.rawValue]
-                        if let id = key.databaseID { object["databaseId"] = id }
-                        if let path = key.path { object["path"] = path; object["fileExists"] = key.fileExists }
-                        if let date = key.retiredAt { object["retiredAt"] = keyDate(date) }
-                        return object
-                    })
+                    try Console.json(
+                        keys.map { key in
+                            DatabaseKeyJSON(
+                                account: key.account, role: key.role.rawValue, databaseId: key.databaseID, path: key.path,
+                                fileExists: key.path == nil ? nil : key.fileExists, retiredAt: key.retiredAt.map(keyDate))
+                        })
                     return ExitStatus.success
                 }
                 for key in keys {
@@ -287,16 +271,15 @@ private let keysCommand = Command(
             }),
         Command(
             name: "prune", abstract: "Delete retired keys retired before DATE (backups made under them stop opening).",
-            options: [OptionSpec(name: "before", valueName: "DATE", help: "Retired before this date: 2026-11-23 (UTC) or 2026-11-23T16:15:02Z. Required.")],
+            options: [beforeOption],
             run: { invocation in
-                guard let text = invocation.value("before") else {
+                guard let date = try invocation[beforeOption] else {
                     throw UsageError("give --before DATE: retired keys are deleted only up to a date you choose", path: invocation.path)
                 }
-                let date = try parseBefore(text, invocation)
                 let context = try Context(invocation)
                 let deleted = try KeyedDatabase.pruneRetiredKeys(paths: context.paths, keychain: context.keychain, before: date)
                 if invocation.global.json {
-                    try Console.json(["deleted": deleted])
+                    try Console.json(PrunedKeysJSON(deleted: deleted))
                 } else {
                     for account in deleted { Console.out("deleted \(account)\n") }
                     Console.err("deleted \(deleted.count) retired key(s); backups made under them no longer open\n")
@@ -316,14 +299,7 @@ private func checking<T>(_ body: () throws -> T) throws -> T {
 
 private func printVerification(_ report: KeyedDatabaseVerification, _ invocation: Invocation) throws {
     if invocation.global.json {
-        var object: [String: Any] = [
-            "path": report.path, "size": report.size, "pageCount": report.pageCount, "pageSize": report.pageSize,
-            "cipher": report.cipher, "hmac": report.hmac, "userVersion": report.userVersion,
-            "tables": report.tableCount, "rows": report.rowCount, "key": report.key.rawValue, "integrity": "ok",
-        ]
-        if let version = report.sqlcipherVersion { object["sqlcipherVersion"] = version }
-        object["encryption"] = report.encryption.jsonObject
-        try Console.json(object)
+        try Console.json(VerificationJSON(report))
     } else {
         Console.out(report.description + "\n")
     }

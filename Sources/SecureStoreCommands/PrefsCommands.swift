@@ -17,7 +17,7 @@ let prefsCommand = Command(
                     throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
                 if invocation.global.json {
-                    try Console.json(["key": key, "type": value.typeName, "value": jsonValue(value)])
+                    try Console.json(PreferenceJSON(key: key, type: value.typeName, value: PreferenceValueJSON(value)))
                 } else {
                     Console.out(render(value) + "\n")
                 }
@@ -29,14 +29,7 @@ let prefsCommand = Command(
                 ArgumentSpec(name: "KEY", help: "The preference's key."),
                 ArgumentSpec(name: "VALUE", help: "The value, read according to the type option."),
             ],
-            options: [
-                OptionSpec(name: "string", help: "VALUE is a string (the default)."),
-                OptionSpec(name: "int", help: "VALUE is an integer."),
-                OptionSpec(name: "double", help: "VALUE is a floating-point number."),
-                OptionSpec(name: "bool", help: "VALUE is true or false (also yes/no, 1/0)."),
-                OptionSpec(name: "date", help: "VALUE is an ISO 8601 date, e.g. 2026-11-21T10:00:00Z."),
-                OptionSpec(name: "data", help: "VALUE is base64-encoded bytes."),
-            ],
+            options: ValueType.allCases.map(\.flag),
             run: { invocation in
                 let preferences = try openPreferences(invocation)
                 let key = invocation.argument(0) ?? ""
@@ -63,9 +56,7 @@ let prefsCommand = Command(
                 let preferences = try openPreferences(invocation, create: false)
                 let values = preferences.storedValues
                 if invocation.global.json {
-                    var object: [String: Any] = [:]
-                    for (key, value) in values { object[key] = jsonValue(value) }
-                    try Console.json(object)
+                    try Console.json(values.mapValues(PreferenceValueJSON.init))
                 } else {
                     for key in values.keys.sorted() {
                         guard let value = values[key] else { continue }
@@ -130,34 +121,51 @@ private func openPreferences(_ invocation: Invocation, create: Bool = true) thro
     return try Preferences(location: location)
 }
 
+/// The type options of `prefs set`: at most one, `string` when none is given.
+private enum ValueType: String, CaseIterable {
+    case string, int, double, bool, date, data
+
+    var flag: Flag {
+        switch self {
+        case .string: Flag("string", help: "VALUE is a string (the default).")
+        case .int: Flag("int", help: "VALUE is an integer.")
+        case .double: Flag("double", help: "VALUE is a floating-point number.")
+        case .bool: Flag("bool", help: "VALUE is true or false (also yes/no, 1/0).")
+        case .date: Flag("date", help: "VALUE is an ISO 8601 date, e.g. 2026-11-21T10:00:00Z.")
+        case .data: Flag("data", help: "VALUE is base64-encoded bytes.")
+        }
+    }
+}
+
 private func parseValue(_ text: String, _ invocation: Invocation) throws -> PreferenceValue {
-    let types = ["string", "int", "double", "bool", "date", "data"].filter { invocation.flag($0) }
+    let types = ValueType.allCases.filter { invocation[$0.flag] }
     guard types.count <= 1 else {
-        throw UsageError("give at most one type option (got --\(types.joined(separator: " --")))", path: invocation.path)
+        throw UsageError(
+            "give at most one type option (got --\(types.map(\.flag.spec.name).joined(separator: " --")))", path: invocation.path)
     }
     func bad(_ type: String) -> UsageError {
         UsageError("VALUE is not \(type): \(UsageError.quoted(String(text.prefix(40))))", path: invocation.path)
     }
-    switch types.first ?? "string" {
-    case "int":
+    switch types.first ?? .string {
+    case .int:
         guard let value = Int(text) else { throw bad("an integer") }
         return .int(value)
-    case "double":
+    case .double:
         guard let value = Double(text), value.isFinite else { throw bad("a finite number") }
         return .double(value)
-    case "bool":
+    case .bool:
         switch text.lowercased() {
         case "true", "yes", "1", "on": return .bool(true)
         case "false", "no", "0", "off": return .bool(false)
         default: throw bad("true or false")
         }
-    case "date":
+    case .date:
         guard let value = ISO8601DateFormatter().date(from: text) else { throw bad("an ISO 8601 date") }
         return .date(value)
-    case "data":
+    case .data:
         guard let value = Data(base64Encoded: text) else { throw bad("base64") }
         return .data(value)
-    default:
+    case .string:
         return .string(text)
     }
 }
@@ -172,22 +180,10 @@ private func render(_ value: PreferenceValue) -> String {
     case .date(let date): return ISO8601DateFormatter().string(from: date)
     case .data(let data): return data.base64EncodedString()
     case .array, .dictionary:
-        let object = jsonValue(value)
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed])) ?? Data()
+        // Slashes escaped, as JSONSerialization wrote them here before: this text is not `--json` output.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = (try? encoder.encode(PreferenceValueJSON(value))) ?? Data()
         return String(decoding: data, as: UTF8.self)
-    }
-}
-
-/// A value as a JSON-serializable object (Data as base64, Date as ISO 8601).
-private func jsonValue(_ value: PreferenceValue) -> Any {
-    switch value {
-    case .string(let string): return string
-    case .bool(let bool): return bool
-    case .int(let int): return int
-    case .double(let double): return double.isFinite ? double : String(double)
-    case .date(let date): return ISO8601DateFormatter().string(from: date)
-    case .data(let data): return data.base64EncodedString()
-    case .array(let array): return array.map(jsonValue)
-    case .dictionary(let dictionary): return dictionary.mapValues(jsonValue)
     }
 }

@@ -2,13 +2,18 @@ import Foundation
 import SecureStore
 import Tasks
 
-private let statusOptions = [
-    OptionSpec(name: "all", help: "Every task (the default)."),
-    OptionSpec(name: "done", help: "Only tasks that are done."),
-    OptionSpec(name: "open", help: "Only tasks that are not done."),
-    OptionSpec(name: "search", valueName: "TEXT", help: "Only tasks whose title contains TEXT (ASCII case-insensitive)."),
+/// `--all`, `--done`, `--open`: at most one, each with the status it selects.
+private let statusFlags: [(flag: Flag, status: TaskList.Filter.Status)] = [
+    (Flag("all", help: "Every task (the default)."), .all),
+    (Flag("done", help: "Only tasks that are done."), .done),
+    (Flag("open", help: "Only tasks that are not done."), .open),
 ]
-private let nameOption = OptionSpec(name: "name", valueName: "NAME", help: "The database (default: tasks).")
+private let searchOption = Option<String>(
+    "search", valueName: "TEXT", help: "Only tasks whose title contains TEXT (ASCII case-insensitive).")
+private let statusOptions: [any CommandOption] = statusFlags.map(\.flag) + [searchOption]
+private let limitOption = Option<Int>.wholeNumber("limit", help: "At most N tasks (default 50).")
+private let offsetOption = Option<Int>.wholeNumber("offset", help: "Skip the first N tasks.")
+private let oldestFirstFlag = Flag("oldest-first", help: "Oldest first.")
 
 /// Opens the task list in the keyed database of an invocation. Only `create` (`tasks add`) makes the
 /// database or the task list's tables; a database that is not a task list is refused either way.
@@ -34,28 +39,11 @@ private func withTasks(_ invocation: Invocation, create: Bool = false, _ body: (
 }
 
 private func filter(_ invocation: Invocation) throws -> TaskList.Filter {
-    let chosen = ["all", "done", "open"].filter { invocation.flag($0) }
+    let chosen = statusFlags.filter { invocation[$0.flag] }
     guard chosen.count <= 1 else {
         throw UsageError("give at most one of --all, --done, --open", path: invocation.path)
     }
-    let status: TaskList.Filter.Status =
-        switch chosen.first {
-        case "done": .done
-        case "open": .open
-        default: .all
-        }
-    return TaskList.Filter(status: status, titleContains: invocation.value("search"))
-}
-
-/// RFC 3339 in UTC with milliseconds, e.g. 2026-11-21T06:03:17.818Z.
-private func formatDate(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    return formatter.string(from: date)
-}
-
-private func json(_ task: TaskItem) -> [String: Any] {
-    ["id": task.id.uuidString.lowercased(), "title": task.title, "done": task.done, "created": formatDate(task.createdAt)]
+    return TaskList.Filter(status: chosen.first?.status ?? .all, titleContains: try invocation[searchOption])
 }
 
 private func line(_ task: TaskItem) -> String {
@@ -66,7 +54,7 @@ private func line(_ task: TaskItem) -> String {
 /// Prints one changed task (or its JSON).
 private func printTask(_ task: TaskItem, _ invocation: Invocation) throws {
     if invocation.global.json {
-        try Console.json(json(task))
+        try Console.json(TaskJSON(task))
     } else {
         Console.out(line(task) + "\n")
     }
@@ -106,21 +94,16 @@ let tasksCommand = Command(
             }),
         Command(
             name: "list", abstract: "List tasks, newest first, a page at a time.",
-            options: statusOptions + [
-                OptionSpec(name: "limit", valueName: "N", help: "At most N tasks (default 50)."),
-                OptionSpec(name: "offset", valueName: "N", help: "Skip the first N tasks."),
-                OptionSpec(name: "oldest-first", help: "Oldest first."),
-                nameOption,
-            ],
+            options: statusOptions + [limitOption, offsetOption, oldestFirstFlag, nameOption],
             run: { invocation in
                 let filter = try filter(invocation)
-                let limit = try invocation.integer("limit") ?? 50
-                let offset = try invocation.integer("offset") ?? 0
+                let limit = try invocation[limitOption] ?? 50
+                let offset = try invocation[offsetOption] ?? 0
                 return try withTasks(invocation) { tasks in
                     let page = try tasks.page(
-                        filter, order: invocation.flag("oldest-first") ? .oldestFirst : .newestFirst, offset: offset, limit: limit)
+                        filter, order: invocation[oldestFirstFlag] ? .oldestFirst : .newestFirst, offset: offset, limit: limit)
                     if invocation.global.json {
-                        try Console.json(page.items.map(json))
+                        try Console.json(page.items.map(TaskJSON.init))
                     } else {
                         for task in page.items { Console.out(line(task) + "\n") }
                         if Console.stdoutIsTerminal || page.items.count < page.total {
@@ -138,7 +121,7 @@ let tasksCommand = Command(
                 let filter = try filter(invocation)
                 return try withTasks(invocation) { tasks in
                     let count = try tasks.count(filter)
-                    if invocation.global.json { try Console.json(["count": count]) } else { Console.out("\(count)\n") }
+                    if invocation.global.json { try Console.json(TaskCountJSON(count: count)) } else { Console.out("\(count)\n") }
                     return ExitStatus.success
                 }
             }),
@@ -165,7 +148,7 @@ let tasksCommand = Command(
             run: { invocation in
                 try withTasks(invocation) { tasks in
                     let count = try tasks.deleteAllDone()
-                    if invocation.global.json { try Console.json(["deleted": count]) } else { Console.out("deleted \(count) done task(s)\n") }
+                    if invocation.global.json { try Console.json(TasksDeletedJSON(deleted: count)) } else { Console.out("deleted \(count) done task(s)\n") }
                     return ExitStatus.success
                 }
             }),
@@ -175,7 +158,7 @@ let tasksCommand = Command(
             run: { invocation in
                 try withTasks(invocation) { tasks in
                     let count = try tasks.markAllDone()
-                    if invocation.global.json { try Console.json(["updated": count]) } else { Console.out("marked \(count) task(s) done\n") }
+                    if invocation.global.json { try Console.json(TasksUpdatedJSON(updated: count)) } else { Console.out("marked \(count) task(s) done\n") }
                     return ExitStatus.success
                 }
             }),

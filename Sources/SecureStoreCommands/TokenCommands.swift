@@ -2,6 +2,10 @@ import Foundation
 import Keychain
 import SecureStore
 
+private let labelOption = Option<String>(
+    "label", valueName: "TEXT", help: "What keyring managers show (default: '<app> token NAME').")
+private let rawFlag = Flag("raw", help: "Keep standard input exactly, including a trailing newline.")
+
 /// `securestore token …`: secrets in the keyring, named within the application's namespace.
 let tokenCommand = Command(
     name: "token", abstract: "Store and read tokens in the keyring (Secret Service).",
@@ -14,17 +18,14 @@ let tokenCommand = Command(
         Command(
             name: "set", abstract: "Store a token read from standard input (prompted without echo on a terminal).",
             arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
-            options: [
-                OptionSpec(name: "label", valueName: "TEXT", help: "What keyring managers show (default: '<app> token NAME')."),
-                OptionSpec(name: "raw", help: "Keep standard input exactly, including a trailing newline."),
-            ],
+            options: [labelOption, rawFlag],
             run: { invocation in
                 let context = try Context(invocation)
                 let name = try tokenName(invocation)
-                let secret = try readSecret(prompt: "Secret for \(name): ", raw: invocation.flag("raw"))
-                let label = invocation.value("label") ?? "\(context.paths.app) token \(name)"
+                let secret = try readSecret(prompt: "Secret for \(name): ", raw: invocation[rawFlag])
+                let label = try invocation[labelOption] ?? "\(context.paths.app) token \(name)"
                 try context.keychain.set(secret, service: context.paths.tokenService, account: name, label: label)
-                if invocation.global.json { try Console.json(["name": name, "stored": true]) }
+                if invocation.global.json { try Console.json(TokenStoredJSON(name: name, stored: true)) }
                 return ExitStatus.success
             }),
         Command(
@@ -59,7 +60,7 @@ let tokenCommand = Command(
                 let context = try Context(invocation)
                 let items = try context.keychain.items(service: context.paths.tokenService)
                 if invocation.global.json {
-                    try Console.json(items.map { ["name": $0.account, "label": $0.label] })
+                    try Console.json(items.map { TokenJSON(name: $0.account, label: $0.label) })
                 } else {
                     let width = items.map(\.account.count).max() ?? 0
                     for item in items {

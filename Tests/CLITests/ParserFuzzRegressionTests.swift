@@ -41,11 +41,12 @@ import Testing
     }
 
     @Test func anIntegerOptionQuotesTheTextItRefuses() {
+        let limit = Option<Int>.wholeNumber("limit", help: "At most N.")
         let invocation = Invocation(
             path: ["token", "list"], flags: [], values: ["limit": "1\n2"], arguments: [], global: GlobalOptions())
-        #expect(throws: UsageError.self) { try invocation.integer("limit") }
+        #expect(throws: UsageError.self) { try invocation[limit] }
         do {
-            _ = try invocation.integer("limit")
+            _ = try invocation[limit]
         } catch let error as UsageError {
             #expect(error.message == "--limit takes a whole number of at least 0, not '1\\u{A}2'")
         } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import Tasks
 import TestSupport
 import Testing
 
@@ -248,6 +249,32 @@ import Testing
         let list = try securestore(["tasks", "list"], app: app)
         #expect(list.stdout.split(separator: "\n").count == 50)
         #expect(list.stderr == "(1–50 of 52)\n")
+    }
+
+    /// One encoding of a task: every `tasks` command prints TaskItem's keys, and TaskItem decodes what it prints.
+    @Test func taskJSONHasTaskItemsKeysAndDecodesAsATaskItem() throws {
+        let app = uniqueApp()
+        let add = try securestore(["--json", "tasks", "add", "pay rent"], app: app)
+        let list = try securestore(["--json", "tasks", "list"], app: app)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(add.stdout.utf8)) as? [String: Any])
+        #expect(object.keys.sorted() == ["createdAt", "done", "id", "title"])
+        let id = try #require(object["id"] as? String)
+        #expect(id == id.lowercased() && id.count == 36)
+        let createdAt = try #require(object["createdAt"] as? String)
+        #expect(createdAt.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "createdAt: \(createdAt)")
+        #expect(add.stdout.hasPrefix("{\"createdAt\":\"\(createdAt)\",\"done\":false,\"id\":\"\(id)\",\"title\":\"pay rent\"}"))
+
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let text = try decoder.singleValueContainer().decode(String.self)
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return try #require(formatter.date(from: text))
+        }
+        let added = try decoder.decode(TaskItem.self, from: Data(add.stdout.utf8))
+        let listed = try decoder.decode([TaskItem].self, from: Data(list.stdout.utf8))
+        #expect(added.id.uuidString.lowercased() == id && added.title == "pay rent" && !added.done)
+        #expect(listed == [added])
     }
 
     @Test func anAmbiguousPrefixIsAUsageErrorThatSaysHowManyMatch() throws {
