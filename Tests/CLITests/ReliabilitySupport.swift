@@ -5,41 +5,16 @@ import TestSupport
 import Testing
 
 /// Starts `arguments` (a path and its arguments) in the background with standard input, output and error
-/// on /dev/null, and returns its process id. The child starts with an empty signal mask.
+/// on /dev/null, and returns its process id (TestSupport's runner: an empty signal mask).
 func rlSpawn(_ arguments: [String], environment: [String: String]? = nil) throws -> pid_t {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    for descriptor in Int32(0)...2 {
-        posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
-    }
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var emptySet = sigset_t()
-    sigemptyset(&emptySet)
-    posix_spawnattr_setsigmask(&attributes, &emptySet)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
-    let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
-    let argv = arguments.map { strdup($0) } + [nil]
-    let envp = env.map { strdup($0) } + [nil]
-    defer {
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
-    }
-    var pid: pid_t = 0
-    let result = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
-    guard result == 0 else { throw HarnessFailure(description: "posix_spawn \(arguments[0]) failed: \(result)") }
-    return pid
+    try ChildProcess(arguments, environment: environment).pid
 }
 
 /// Kills `pid` with SIGKILL and reaps it. Returns whether it was still running (killed, not exited).
 @discardableResult
 func rlKill(_ pid: pid_t) -> Bool {
     kill(pid, SIGKILL)
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    return (status & 0x7f) == SIGKILL
+    return waitForProcess(pid) == .signaled(SIGKILL)
 }
 
 /// Sleeps a random number of milliseconds in `range`.

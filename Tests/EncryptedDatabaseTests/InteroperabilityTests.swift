@@ -1,6 +1,7 @@
 // On-disk compatibility with the reference tools.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 /// The SQL a person types into the `sqlcipher` tool (3.4 or 4.x) to open a SecureStore database with a raw

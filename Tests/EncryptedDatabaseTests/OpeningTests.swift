@@ -196,18 +196,11 @@ import Testing
         let path = directory.file("shared.db")
         let helper = stressExecutable
         let count = 150
-        let writers = try (1...3).map { writer -> Process in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: helper)
-            process.arguments = ["db", "write", path, testKeyHex(), String(writer), String(count)]
-            process.standardError = Pipe()
-            try process.run()
-            return process
+        let writers = try (1...3).map { writer -> ChildProcess in
+            try ChildProcess([helper, "db", "write", path, testKeyHex(), String(writer), String(count)])
         }
         for process in writers {
-            process.waitUntilExit()
-            let stderr = (process.standardError as? Pipe)?.fileHandleForReading.readDataToEndOfFile() ?? Data()
-            #expect(process.terminationStatus == 0, "\(String(decoding: stderr, as: UTF8.self))")
+            #expect(process.wait() == .exited(0))
         }
         let queue = try DatabaseQueue(path: path, key: try testKey())
         let rows = try queue.read { db in

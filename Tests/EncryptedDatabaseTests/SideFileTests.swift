@@ -2,6 +2,7 @@
 // a side file that does not belong is refused and left in place, a legitimate one is recovered.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 /// Every file of `directory` with its bytes: equal snapshots mean nothing was created, removed or changed.

@@ -1,6 +1,7 @@
 // Helpers shared by the EncryptedDatabase tests: temporary directories, keys, files, child processes.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 /// A fresh directory under the system temporary directory, removed when released.
@@ -43,37 +44,17 @@ func fixturesDirectory() -> URL {
         .deletingLastPathComponent().appendingPathComponent("Keys/fixtures")
 }
 
-struct ProcessResult {
-    var status: Int32
-    var output: String
-    var error: String
+extension ProcessResult {
+    /// Standard output, as the interoperability tests name it.
+    var output: String { stdout }
+    /// Standard error.
+    var error: String { stderr }
 }
 
-/// Runs a program (looked up on PATH when not absolute) with `input` on its standard input.
+/// Runs a program (looked up on PATH when not absolute) with `input` on its standard input, through the tests'
+/// one process runner (TestSupport).
 func run(_ program: String, _ arguments: [String], input: String = "") throws -> ProcessResult {
-    let process = Process()
-    if program.hasPrefix("/") {
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-    } else {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [program] + arguments
-    }
-    let stdin = Pipe()
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = stderr
-    try process.run()
-    stdin.fileHandleForWriting.write(Data(input.utf8))
-    try stdin.fileHandleForWriting.close()
-    let output = stdout.fileHandleForReading.readDataToEndOfFile()
-    let error = stderr.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return ProcessResult(
-        status: process.terminationStatus, output: String(decoding: output, as: UTF8.self),
-        error: String(decoding: error, as: UTF8.self))
+    try TestSupport.run([program] + arguments, input: Data(input.utf8))
 }
 
 /// Whether `needle` occurs anywhere in `haystack`.

@@ -1,6 +1,7 @@
 // Scoped access, transactions, savepoints, closing, migrations.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 struct Failure: Error {}

@@ -1,6 +1,7 @@
 // Round trips of every supported type, arguments, rows and the statement cache.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct ValueTests {

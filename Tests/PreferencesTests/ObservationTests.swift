@@ -1,6 +1,7 @@
 // Change observation: changes through another handle or another process reach an observer.
 import Dispatch
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 @testable import Preferences
@@ -58,12 +59,8 @@ struct ObservationTests {
             let reports = Reports()
             let observation = try watched.observe { reports.record($0) }
             defer { observation.cancel() }
-            let process = Process()
-            process.executableURL = executable
-            process.arguments = ["prefs", "writer", dir.path, "test", "remote", "3"]
-            try process.run()
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            let process = try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "remote", "3"])
+            #expect(process.wait() == .exited(0))
             let seen = reports.wait { Set($0.joined()) == ["remote-0", "remote-1", "remote-2"] }
             #expect(Set(seen.joined()) == ["remote-0", "remote-1", "remote-2"])
             #expect(watched.get("remote-2", default: -1) == 2)

@@ -1,5 +1,6 @@
 // Several processes: kill -9 in the middle of saves, concurrent writers. Runs the built securestore-stress.
 import Foundation
+import TestSupport
 import Glibc
 import Testing
 @testable import Preferences
@@ -13,20 +14,14 @@ struct ProcessTests {
             var lastCounter = 0
             var killedMidSave = 0
             for round in 0..<30 {
-                let process = Process()
-                process.executableURL = executable
-                process.arguments = ["prefs", "hammer", dir.path, "test"]
-                let out = Pipe()
-                process.standardOutput = out
-                process.standardError = FileHandle.nullDevice
-                try process.run()
+                let process = try ChildProcess(
+                    [executable.path, "prefs", "hammer", dir.path, "test"], captureOutput: true)
                 // Wait for the first completed save, then kill at a random moment of the following ones.
-                let ready = out.fileHandleForReading.readData(ofLength: 6)
+                let ready = process.read(upTo: 6)
                 #expect(String(decoding: ready, as: UTF8.self) == "ready\n", "round \(round)")
                 usleep(UInt32.random(in: 0...40_000))
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                #expect(process.terminationReason == .uncaughtSignal)
+                process.kill(SIGKILL)
+                #expect(process.wait() == .signaled(SIGKILL))
 
                 let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.path)
                     .filter { $0.hasPrefix(".test.json.tmp-") }
@@ -56,18 +51,13 @@ struct ProcessTests {
         try withTemporaryDirectory { dir in
             let location = try testLocation(dir)
             let observer = try Preferences(location: location)
-            var processes: [Process] = []
+            var processes: [ChildProcess] = []
             for writer in 0..<4 {
-                let process = Process()
-                process.executableURL = executable
-                process.arguments = ["prefs", "writer", dir.path, "test", "w\(writer)", "100"]
-                process.standardError = FileHandle.nullDevice
-                try process.run()
-                processes.append(process)
+                processes.append(
+                    try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "w\(writer)", "100"]))
             }
             for process in processes {
-                process.waitUntilExit()
-                #expect(process.terminationStatus == 0)
+                #expect(process.wait() == .exited(0))
             }
             // The handle opened before the writers sees all their keys without reopening.
             let keys = Set(observer.keys)

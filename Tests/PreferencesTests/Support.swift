@@ -47,18 +47,8 @@ func stressExecutable() -> URL? {
 /// Runs the stress helper to completion; returns (status, stdout, stderr).
 func runStress(_ arguments: [String]) throws -> (Int32, String, String) {
     guard let executable = stressExecutable() else { throw StressMissing() }
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = ["prefs"] + arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    let result = try TestSupport.run([executable.path] + arguments)
+    return (result.status, result.stdout, result.stderr)
 }
 
 struct StressMissing: Error, CustomStringConvertible {

@@ -68,35 +68,97 @@ public struct ProcessResult: Sendable {
     public let stderr: String
 }
 
-/// Runs a command found on PATH (through /usr/bin/env) with `input` on standard input.
-///
-/// Written on posix_spawn and poll rather than Foundation's Process: Process.waitUntilExit can hang
-/// when the child leaves a daemon behind (keyring-ctl starts gnome-keyring-daemon).
-public func run(_ arguments: [String], input: Data = Data(), environment: [String: String]? = nil) throws -> ProcessResult {
-    func makePipe() throws -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw HarnessFailure(description: "pipe: errno \(errno)") }
-        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
-        return (fds[0], fds[1])
-    }
-    let stdin = try makePipe(), stdout = try makePipe(), stderr = try makePipe()
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, stdin.read, 0)
-    posix_spawn_file_actions_adddup2(&actions, stdout.write, 1)
-    posix_spawn_file_actions_adddup2(&actions, stderr.write, 2)
+/// How a process ended, in the shape of swift-subprocess's `TerminationStatus`.
+public enum TerminationStatus: Sendable, Equatable {
+    /// It exited with this status.
+    case exited(Int32)
+    /// A signal ended it.
+    case signaled(Int32)
 
+    init(waitStatus status: Int32) {
+        let signal = status & 0x7f
+        self = signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal)
+    }
+}
+
+/// The one process runner of the tests: posix_spawn with no blocked signals and default handlers (test threads
+/// block some, and a daemon a child leaves behind must still stop on SIGTERM), never Foundation's Process, whose
+/// waitUntilExit can hang when the child leaves a daemon behind (keyring-ctl starts gnome-keyring-daemon).
+public final class ChildProcess: @unchecked Sendable {
+    // @unchecked: used by one test at a time; the descriptors are closed once.
+    /// The child's process id.
+    public let pid: pid_t
+    /// The read end of the child's standard output, when it was captured; -1 otherwise.
+    public let standardOutput: Int32
+
+    /// Starts `arguments` (an absolute path, or a command looked up on PATH through /usr/bin/env) with standard
+    /// input on /dev/null, standard error on /dev/null, and standard output captured when `captureOutput`.
+    public init(_ arguments: [String], environment: [String: String]? = nil, captureOutput: Bool = false) throws {
+        var output: (read: Int32, write: Int32) = (-1, -1)
+        if captureOutput { output = try makePipe() }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if captureOutput {
+            posix_spawn_file_actions_adddup2(&actions, output.write, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        pid = try spawn(arguments, environment: environment, actions: &actions)
+        if captureOutput { close(output.write) }
+        standardOutput = output.read
+    }
+
+    deinit { if standardOutput >= 0 { close(standardOutput) } }
+
+    /// Reads up to `count` bytes of the child's standard output, waiting for at least one (empty at its end).
+    public func read(upTo count: Int) -> Data {
+        var buffer = [UInt8](repeating: 0, count: count)
+        while true {
+            let n = Glibc.read(standardOutput, &buffer, count)
+            if n < 0, errno == EINTR { continue }
+            return Data(buffer.prefix(max(n, 0)))
+        }
+    }
+
+    /// Sends `signal` to the child.
+    public func kill(_ signal: Int32 = SIGKILL) { Glibc.kill(pid, signal) }
+
+    /// Waits for the child to end.
+    @discardableResult
+    public func wait() -> TerminationStatus { waitForProcess(pid) }
+}
+
+/// Waits for the process `pid` (a child of this one) to end, retrying on EINTR.
+@discardableResult
+public func waitForProcess(_ pid: pid_t) -> TerminationStatus {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return TerminationStatus(waitStatus: status)
+}
+
+private func makePipe() throws -> (read: Int32, write: Int32) {
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else { throw HarnessFailure(description: "pipe: errno \(errno)") }
+    _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+    _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+    return (fds[0], fds[1])
+}
+
+/// posix_spawn of `arguments` with `actions`, an empty signal mask and default handlers.
+private func spawn(
+    _ arguments: [String], environment: [String: String]?, actions: inout posix_spawn_file_actions_t
+) throws -> pid_t {
+    let command = arguments.first?.hasPrefix("/") == true ? arguments : ["/usr/bin/env"] + arguments
     let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
-    let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
+    let argv = command.map { strdup($0) } + [nil]
     let envp = env.map { strdup($0) } + [nil]
     defer {
         argv.forEach { free($0) }
         envp.forEach { free($0) }
     }
-    // The child starts with no blocked signals and default handlers: test threads block some, and a
-    // daemon a child leaves behind must still stop on SIGTERM.
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -109,14 +171,31 @@ public func run(_ arguments: [String], input: Data = Data(), environment: [Strin
     posix_spawnattr_setsigdefault(&attributes, &defaultSet)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, envp)
+    let spawned = posix_spawn(&pid, command[0], &actions, &attributes, argv, envp)
+    guard spawned == 0 else { throw HarnessFailure(description: "posix_spawn \(command[0]) failed: \(spawned)") }
+    return pid
+}
+
+/// Runs `arguments` (an absolute path, or a command looked up on PATH through /usr/bin/env) to its end with
+/// `input` on standard input, and returns what it printed and how it ended.
+public func run(_ arguments: [String], input: Data = Data(), environment: [String: String]? = nil) throws -> ProcessResult {
+    let stdin = try makePipe(), stdout = try makePipe(), stderr = try makePipe()
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, stdin.read, 0)
+    posix_spawn_file_actions_adddup2(&actions, stdout.write, 1)
+    posix_spawn_file_actions_adddup2(&actions, stderr.write, 2)
+    let pid: pid_t
+    do {
+        pid = try spawn(arguments, environment: environment, actions: &actions)
+    } catch {
+        for fd in [stdin.read, stdin.write, stdout.read, stdout.write, stderr.read, stderr.write] { close(fd) }
+        throw error
+    }
     close(stdin.read)
     close(stdout.write)
     close(stderr.write)
-    guard spawned == 0 else {
-        close(stdin.write); close(stdout.read); close(stderr.read)
-        throw HarnessFailure(description: "posix_spawn \(arguments.first ?? "") failed: \(spawned)")
-    }
 
     // Feed standard input and drain both outputs together, so that no pipe fills up and blocks.
     var pending = [UInt8](input)
@@ -154,12 +233,13 @@ public func run(_ arguments: [String], input: Data = Data(), environment: [Strin
         }
     }
     pending.removeAll()
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    let signal = status & 0x7f
-    let exitStatus = signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    let (status, signal): (Int32, Int32) =
+        switch waitForProcess(pid) {
+        case .exited(let code): (code, 0)
+        case .signaled(let number): (128 + number, number)
+        }
     return ProcessResult(
-        status: exitStatus, signal: signal,
+        status: status, signal: signal,
         stdout: String(decoding: output[stdout.read] ?? [], as: UTF8.self),
         stderr: String(decoding: output[stderr.read] ?? [], as: UTF8.self))
 }

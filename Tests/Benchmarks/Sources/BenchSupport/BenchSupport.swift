@@ -211,9 +211,22 @@ public func runChild(_ arguments: [String]) -> ChildRun {
     posix_spawn_file_actions_addclose(&actions, fds[1])
     let cArguments = arguments.map { strdup($0) } + [nil]
     defer { for argument in cArguments { free(argument) } }
+    // The child starts with no blocked signals and default handlers, as the tests' runner starts its children
+    // (a thread of this process may block some; a child must still stop on SIGTERM).
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var emptySet = sigset_t()
+    sigemptyset(&emptySet)
+    var defaultSet = sigset_t()
+    sigemptyset(&defaultSet)
+    for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP] { sigaddset(&defaultSet, signal) }
+    posix_spawnattr_setsigmask(&attributes, &emptySet)
+    posix_spawnattr_setsigdefault(&attributes, &defaultSet)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
     let start = ContinuousClock.now
-    let result = posix_spawn(&pid, arguments[0], &actions, nil, cArguments, environ)
+    let result = posix_spawn(&pid, arguments[0], &actions, &attributes, cArguments, environ)
     close(fds[1])
     guard result == 0 else { fail("cannot run \(arguments[0]): \(String(cString: strerror(result)))") }
     var output: [UInt8] = []
