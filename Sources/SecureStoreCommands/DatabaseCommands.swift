@@ -31,10 +31,6 @@ func createHint(_ name: String) -> String {
         : "check --app, --name and --data-dir; 'securestore tasks add --name \(name) TITLE' or 'securestore db import-plaintext --name \(name) FILE' creates it"
 }
 
-private func openExistingDatabase(_ invocation: Invocation, _ context: Context) throws -> KeyedDatabase {
-    try openDatabase(invocation, context, create: false)
-}
-
 /// `securestore db …`: the encrypted database and its key.
 let dbCommand = Command(
     name: "db", abstract: "Inspect, verify, back up and re-key the encrypted database.",
@@ -51,7 +47,7 @@ let dbCommand = Command(
                         hint: createHint(info.name))
                 }
                 var encryption: CipherInfo?
-                if info.exists && info.hasKey {
+                if info.hasKey {
                     let database = try openDatabase(invocation, context)
                     encryption = try database.queue.cipherInfo()
                     try database.close()
@@ -69,7 +65,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openExistingDatabase(invocation, context)
+                let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
                 let report = try checking { try database.verify() }
                 try printVerification(report, invocation)
@@ -86,7 +82,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openExistingDatabase(invocation, context)
+                let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
                 let steps = KeyedDatabase.RotationStep.allCases.count
                 let retired = try database.rotateKey { step in
@@ -111,7 +107,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openExistingDatabase(invocation, context)
+                let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
                 let target = URL(fileURLWithPath: invocation.argument(0) ?? "")
                 let report = try checking { try database.backup(to: target) }
@@ -145,7 +141,7 @@ let dbCommand = Command(
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let database = try openExistingDatabase(invocation, context)
+                let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
                 let code = try database.recoveryCode()
                 if Console.stdoutIsTerminal {

@@ -1,6 +1,7 @@
 public import Keychain
 import Foundation
 import Glibc
+import SecureStoreCore
 
 /// git's credential-helper protocol (gitcredentials(7)) over the keychain: `get`, `store` and `erase`.
 ///
@@ -153,23 +154,26 @@ public struct GitCredentialStore: Sendable {
             if safe {
                 result.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
-                let hex = String(byte, radix: 16, uppercase: true)
-                result += "%" + (hex.count == 1 ? "0" + hex : hex)
+                result += "%" + hexString([byte]).uppercased()
             }
         }
         return result
     }
 
+    /// Decodes `%XX` escapes; a `%` that does not start one is kept as it is.
     private static func percentDecode(_ text: String) -> String {
+        let utf8 = Array(text.utf8)
         var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
-                let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count, let high = hexValue(utf8[index + 1]),
+                let low = hexValue(utf8[index + 2])
             {
-                bytes.append(value)
+                bytes.append(high << 4 | low)
+                index += 3
             } else {
-                bytes.append(byte)
+                bytes.append(utf8[index])
+                index += 1
             }
         }
         return String(decoding: bytes, as: UTF8.self)

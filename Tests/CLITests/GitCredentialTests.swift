@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+@testable import SecureStoreCommands
 
 /// The real git client talking to `securestore git-credential` through credential.helper.
 @Suite(.serialized) struct GitCredentialTests {
@@ -83,5 +84,24 @@ import Testing
         #expect(store.status == 0)
         let get = try run([link, "--app", app, "get"], input: Data("protocol=https\nhost=c.example\n".utf8))
         #expect(get.stdout == "username=u\npassword=p3\n")
+    }
+}
+
+/// The keyring account of a credential: username and path percent-encoded with upper-case hex, read back as
+/// they were given.
+@Suite struct GitCredentialAccountTests {
+    @Test func usernameAndPathRoundTripThroughTheAccount() throws {
+        let account = GitCredentialStore.account(
+            protocol: "https", host: "git.example.com", path: "org/my repo.git", username: "a.b@c%ü")
+        #expect(account == "https://a.b%40c%25%C3%BC@git.example.com/org%2Fmy%20repo.git")
+        let item = try #require(GitCredentialStore.parse(account))
+        #expect(item.proto == "https" && item.host == "git.example.com")
+        #expect(item.username == "a.b@c%ü" && item.path == "org/my repo.git")
+    }
+
+    @Test func aPercentThatStartsNoEscapeIsKept() throws {
+        let item = try #require(GitCredentialStore.parse("https://a%zz%4@host/p%2x%2f"))
+        #expect(item.username == "a%zz%4")
+        #expect(item.path == "p%2x/")
     }
 }
