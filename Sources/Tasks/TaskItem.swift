@@ -1,5 +1,6 @@
 // One task of the task list: a value, independent of the database.
 public import Foundation
+internal import SecureStoreCore
 
 /// One task of a ``TaskList``: an ID, a one-line title, whether it is done, and when it was created.
 ///
@@ -35,35 +36,16 @@ public struct TaskItem: Sendable, Hashable, Identifiable {
     }
 
     /// When the task was created, to the microsecond.
-    public var createdAt: Date {
-        let parts = createdAtMicroseconds.quotientAndRemainder(dividingBy: 1_000_000)
-        return Date(timeIntervalSince1970: Double(parts.quotient) + Double(parts.remainder) / 1_000_000)
-    }
+    public var createdAt: Date { dateFromMicroseconds(createdAtMicroseconds) }
 
     /// The ID as 32 lowercase hexadecimal digits without dashes, the form ``TaskList/resolve(prefix:)`` matches
     /// prefixes of.
     public var hexID: String {
-        withUnsafeBytes(of: id.uuid) { bytes in
-            let digits: [UInt8] = Array("0123456789abcdef".utf8)
-            var text: [UInt8] = []
-            text.reserveCapacity(32)
-            for byte in bytes {
-                text.append(digits[Int(byte >> 4)])
-                text.append(digits[Int(byte & 0x0F)])
-            }
-            return String(decoding: text, as: UTF8.self)
-        }
+        withUnsafeBytes(of: id.uuid) { hexString($0) }
     }
 
-    /// Whole microseconds since 1970, rounded to the nearest and clamped to the range of `Int64` (the same
-    /// rule as EncryptedDatabase's `Date` storage).
-    static func microseconds(_ date: Date) -> Int64 {
-        let value = (date.timeIntervalSince1970 * 1_000_000).rounded()
-        if value.isNaN { return 0 }
-        if value >= 9.2e18 { return .max }
-        if value <= -9.2e18 { return .min }
-        return Int64(value)
-    }
+    /// Whole microseconds since 1970 (the core's one rule, the same as EncryptedDatabase's `Date` storage).
+    static func microseconds(_ date: Date) -> Int64 { microsecondsSince1970(date) }
 }
 
 extension TaskItem: Codable {
