@@ -40,8 +40,8 @@ public struct SecretRule: Hashable, Sendable, CustomStringConvertible {
 
 /// A value the audit suspects is a secret. Carries the key, the rule and the length, never the value.
 public struct SecretFinding: Hashable, Sendable {
-    /// The top-level key holding the value (pass it to ``Preferences/remove(_:)`` or
-    /// ``Preferences/rawString(forKey:)``).
+    /// The top-level key holding the value (pass it to ``Preferences/value(forKey:as:)`` and
+    /// ``Preferences/remove(_:)``).
     public let key: String
     /// Where inside that key's value: the key itself, or e.g. `accounts[1].token`.
     public let path: String

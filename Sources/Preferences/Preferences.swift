@@ -95,13 +95,6 @@ public final class Preferences: Sendable {
         return state.withLock { $0.registered[key] }
     }
 
-    /// The stored string for `key`, exactly as stored (registered defaults not included); `nil` when the key
-    /// is absent or holds another type. For moving a value the audit flags into the Keychain.
-    public func rawString(forKey key: String) -> String? {
-        guard case .string(let text)? = current().values[key] else { return nil }
-        return text
-    }
-
     /// Every stored key, sorted (registered defaults not included).
     public var keys: [String] { current().values.keys.sorted() }
 

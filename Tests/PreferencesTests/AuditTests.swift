@@ -195,7 +195,7 @@ struct AuditTests {
             #expect(report.path == prefs.location.fileURL.path)
             #expect(report.secrets.map(\.key) == ["githubToken"])
             // What the lead's Keychain move needs: the raw string, then remove.
-            #expect(prefs.rawString(forKey: "githubToken") == token)
+            #expect(try prefs.value(forKey: "githubToken", as: String.self) == token)
             try prefs.remove("githubToken")
             #expect(prefs.audit().secrets.isEmpty)
             #expect(!String(decoding: try fileBytes(prefs.location.fileURL), as: UTF8.self).contains(token))
