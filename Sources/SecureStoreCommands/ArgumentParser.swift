@@ -94,6 +94,7 @@ struct Invocation: Sendable {
     let arguments: [String]
     let global: GlobalOptions
 
+    /// What the parser found: the flags' names, each option's text by name, the positional arguments.
     init(path: [String], flags: Set<String>, values: [String: String], arguments: [String], global: GlobalOptions) {
         self.path = path
         self.flags = flags

@@ -170,6 +170,14 @@ private func parseValue(_ text: String, _ invocation: Invocation) throws -> Pref
     }
 }
 
+/// The encoder of arrays and dictionaries in text output (not `--json`, whose encoder is Console's): slashes
+/// escaped, as this text has always shown them.
+private let textEncoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return encoder
+}()
+
 /// A value as one line of text.
 private func render(_ value: PreferenceValue) -> String {
     switch value {
@@ -180,10 +188,7 @@ private func render(_ value: PreferenceValue) -> String {
     case .date(let date): return ISO8601DateFormatter().string(from: date)
     case .data(let data): return data.base64EncodedString()
     case .array, .dictionary:
-        // Slashes escaped, as JSONSerialization wrote them here before: this text is not `--json` output.
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let data = (try? encoder.encode(PreferenceValueJSON(value))) ?? Data()
+        let data = (try? textEncoder.encode(PreferenceValueJSON(value))) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }
 }
