@@ -15,9 +15,15 @@ struct OptionSpec: Sendable {
 }
 
 /// What a command lists in its `options`: a ``Flag`` or an ``Option`` declared once as a value, which its run
-/// function then reads back with ``Invocation``'s typed subscripts.
+/// function then reads back with ``Invocation``'s typed subscripts. A bare ``OptionSpec`` fits too (the fuzz
+/// target's tree is made of them), but nothing can read it back but the parser.
 protocol CommandOption: Sendable {
     var spec: OptionSpec { get }
+}
+
+extension CommandOption {
+    var name: String { spec.name }
+    var valueName: String? { spec.valueName }
 }
 
 extension OptionSpec: CommandOption {
@@ -87,21 +93,13 @@ struct ArgumentSpec: Sendable {
 struct Invocation: Sendable {
     /// The command's path, e.g. ["tasks", "list"].
     let path: [String]
-    /// The names of the flags given.
-    private let flags: Set<String>
-    /// The text of each option given, by name.
-    private let values: [String: String]
+    /// The names of the flags given: what the parser found (the fuzz target checks it). Commands read
+    /// `invocation[flag]`.
+    let flags: Set<String>
+    /// The text of each option given, by name: what the parser found. Commands read `invocation[option]`.
+    let values: [String: String]
     let arguments: [String]
     let global: GlobalOptions
-
-    /// What the parser found: the flags' names, each option's text by name, the positional arguments.
-    init(path: [String], flags: Set<String>, values: [String: String], arguments: [String], global: GlobalOptions) {
-        self.path = path
-        self.flags = flags
-        self.values = values
-        self.arguments = arguments
-        self.global = global
-    }
 
     /// Whether `flag` was given.
     subscript(flag: Flag) -> Bool { flags.contains(flag.spec.name) }
@@ -189,10 +187,10 @@ struct Parser: Sendable {
         var index = 0
 
         func spec(named name: String) -> OptionSpec? {
-            globalOptionSpecs.first { $0.name == name } ?? command.options.lazy.map(\.spec).first { $0.name == name }
+            globalOptionSpecs.first { $0.name == name } ?? command.options.first { $0.name == name }?.spec
         }
         func spec(short: Character) -> OptionSpec? {
-            globalOptionSpecs.first { $0.short == short } ?? command.options.lazy.map(\.spec).first { $0.short == short }
+            globalOptionSpecs.first { $0.short == short } ?? command.options.first { $0.spec.short == short }?.spec
         }
 
         while index < arguments.count {
