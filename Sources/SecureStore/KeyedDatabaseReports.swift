@@ -252,15 +252,6 @@ extension CipherInfo {
             "library: SQLCipher \(sqlcipherVersion), SQLite \(sqliteVersion)",
         ]
     }
-
-    /// The profile as a JSON object for `--json`.
-    public var jsonObject: [String: any Sendable] {
-        [
-            "format": format.name, "cipher": cipher, "pageSize": pageSize, "hmacAlgorithm": hmacAlgorithm,
-            "kdfAlgorithm": kdfAlgorithm, "sqlcipherVersion": sqlcipherVersion, "sqliteVersion": sqliteVersion,
-            "hmac": hmacAlgorithm != "none", "kdf": "none: raw 256-bit key",
-        ]
-    }
 }
 
 /// A key that a rotation replaced: kept in the keychain as a retired item, so that backups and recovery
