@@ -2,6 +2,7 @@ import Foundation
 import Keychain
 import Preferences
 import SecureStore
+import SecureStoreCore
 
 /// `securestore prefs …`: the application's size-limited preferences.
 let prefsCommand = Command(
@@ -19,7 +20,8 @@ let prefsCommand = Command(
                 if invocation.global.json {
                     try Console.json(PreferenceJSON(key: key, type: value.typeName, value: PreferenceValueJSON(value)))
                 } else {
-                    Console.out(render(value) + "\n")
+                    // Raw for scripts (`$(securestore prefs get KEY)`); escaped when a terminal shows it.
+                    Console.out((Console.stdoutIsTerminal ? escapedForTerminal(render(value)) : render(value)) + "\n")
                 }
                 return ExitStatus.success
             }),
@@ -60,7 +62,9 @@ let prefsCommand = Command(
                 } else {
                     for key in values.keys.sorted() {
                         guard let value = values[key] else { continue }
-                        Console.out("\(key) (\(value.typeName)) = \(render(value))\n")
+                        // One key, one line: controls, bidi overrides and newlines in keys and values are escaped.
+                        Console.out(
+                            "\(escapedForTerminal(key)) (\(value.typeName)) = \(escapedForTerminal(render(value)))\n")
                     }
                 }
                 return ExitStatus.success

@@ -1,5 +1,6 @@
 import Foundation
 import SecureStore
+import SecureStoreCore
 import Tasks
 
 /// `--all`, `--done`, `--open`: at most one, each with the status it selects.
@@ -48,7 +49,8 @@ private func filter(_ invocation: Invocation) throws -> TaskList.Filter {
 
 private func line(_ task: TaskItem) -> String {
     let id = task.id.uuidString.lowercased().prefix(8)
-    return "\(id)  [\(task.done ? "x" : " ")]  \(task.title)"
+    // A title is what someone typed or imported: a control or bidi override in it must not act on the terminal.
+    return "\(id)  [\(task.done ? "x" : " ")]  \(escapedForTerminal(task.title))"
 }
 
 /// Prints one changed task (or its JSON).

@@ -1,6 +1,7 @@
 import Foundation
 import Keychain
 import SecureStore
+import SecureStoreCore
 
 private let labelOption = Option<String>(
     "label", valueName: "TEXT", help: "What keyring managers show (default: '<app> token NAME').")
@@ -62,9 +63,11 @@ let tokenCommand = Command(
                 if invocation.global.json {
                     try Console.json(items.map { TokenJSON(name: $0.account, label: $0.label) })
                 } else {
-                    let width = items.map(\.account.count).max() ?? 0
-                    for item in items {
-                        Console.out(item.account.padding(toLength: max(width, 1), withPad: " ", startingAt: 0) + "  " + item.label + "\n")
+                    // Names and labels may come from other clients: nothing in them may act on the terminal.
+                    let rows = items.map { (escapedForTerminal($0.account), escapedForTerminal($0.label)) }
+                    let width = rows.map(\.0.count).max() ?? 0
+                    for (name, label) in rows {
+                        Console.out(name.padding(toLength: max(width, 1), withPad: " ", startingAt: 0) + "  " + label + "\n")
                     }
                 }
                 return ExitStatus.success

@@ -1,0 +1,55 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// Names, keys, labels, values and titles that hold terminal controls — ESC sequences, a C1 control, a bidi
+/// override, a newline — are printed escaped by every listing, so they cannot clear the screen, fake a line or
+/// reorder text (`invoice‮exe.pdf`). JSON output keeps them as they are (escaped by JSON itself).
+@Suite struct TerminalSafetyTests {
+    init() throws { try Harness.require() }
+
+    private static let raw = ["\u{1B}", "\u{9B}", "\u{202E}"]
+
+    private func expectNoRawControls(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        for scalar in Self.raw { #expect(!text.contains(scalar), "raw control in: \(text)", sourceLocation: sourceLocation) }
+    }
+
+    @Test func taskTitlesAreEscapedInTheListing() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["tasks", "add", "invoice\u{202E}fdp.exe"], app: app).status == 0)
+        // (Titles with controls are refused when added; a bidi override is a printable title character.)
+        let list = try securestore(["tasks", "list"], app: app)
+        #expect(list.status == 0)
+        expectNoRawControls(list.stdout)
+        #expect(list.stdout.contains("invoice\\u{202E}fdp.exe"))
+        // The data is unchanged: JSON carries the title as it was typed.
+        let json = try securestore(["--json", "tasks", "list"], app: app)
+        #expect(json.stdout.contains("\\u202e") || json.stdout.contains("\u{202E}"))
+    }
+
+    @Test func tokenNamesAndLabelsFromOtherClientsAreEscaped() throws {
+        let app = uniqueApp()
+        // Another client (secret-tool) stores an item under the tool's token service.
+        let stored = try run(
+            ["secret-tool", "store", "--label", "label\u{9B}31m red", "service", app, "account", "name\u{1B}]0;title\u{07}"],
+            input: Data("value".utf8))
+        #expect(stored.status == 0, "\(stored.stderr)")
+        let list = try securestore(["token", "list"], app: app)
+        #expect(list.status == 0, "\(list.stderr)")
+        expectNoRawControls(list.stdout)
+        #expect(!list.stdout.contains("\u{07}"))
+        #expect(list.stdout.contains("name\\u{1B}]0;title\\u{7}"))
+        #expect(list.stdout.contains("label\\u{9B}31m red"))
+    }
+
+    @Test func preferenceKeysAndValuesAreOneLineEach() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["prefs", "set", "k\u{1B}[2J", "two\nlines"], app: app).status == 0)
+        let list = try securestore(["prefs", "list"], app: app)
+        #expect(list.status == 0)
+        expectNoRawControls(list.stdout)
+        #expect(list.stdout == "k\\u{1B}[2J (String) = two\\u{A}lines\n")
+        // Piped, `prefs get` prints the value as stored, for scripts.
+        #expect(try securestore(["prefs", "get", "k\u{1B}[2J"], app: app).stdout == "two\nlines\n")
+    }
+}
