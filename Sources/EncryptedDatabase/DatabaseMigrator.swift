@@ -11,6 +11,10 @@ internal import Foundation
 /// try migrator.migrate(queue)
 /// ```
 ///
+/// The database is any ``DatabaseWriter``: a ``DatabaseQueue``, or SecureStore's `KeyedDatabase` (each
+/// migration is then one write of its current connection, so migrating and a key rotation of the same
+/// handle never meet half-way).
+///
 /// The identifiers of applied migrations are recorded in the table `securestore_migrations` (not in
 /// `user_version`, which stays the application's). Rules:
 /// - A migration, once shipped, is never edited or removed: add a new one.
@@ -55,8 +59,8 @@ public struct DatabaseMigrator: Sendable {
     public var migrationIDs: [String] { migrations.map(\.id) }
 
     /// The identifiers of the migrations applied to the database, in the order they were applied.
-    public func appliedMigrations(_ queue: DatabaseQueue) throws -> [String] {
-        try queue.read { db in try Self.applied(db) }
+    public func appliedMigrations(_ database: some DatabaseReader) throws -> [String] {
+        try database.read { db in try Self.applied(db) }
     }
 
     /// Applies every registered migration the database does not have yet, in order, each in its own
@@ -64,13 +68,13 @@ public struct DatabaseMigrator: Sendable {
     ///
     /// - Throws: ``DatabaseError/Code/unknownMigration`` (and changes nothing) when the database has a migration
     ///   this program does not know; otherwise the error of the failing migration, after rolling it back.
-    public func migrate(_ queue: DatabaseQueue) throws {
+    public func migrate(_ database: some DatabaseWriter) throws {
         if let duplicateID {
             throw DatabaseError(
                 .misuse, "the migration '\(duplicateID)' is registered twice; nothing was applied")
         }
         for (id, body) in migrations {
-            let applied = try queue.write { db -> Bool in
+            let applied = try database.write { db -> Bool in
                 let done = try Self.applied(db)
                 try checkKnown(done, path: db.path)
                 if done.contains(id) { return false }
@@ -85,7 +89,7 @@ public struct DatabaseMigrator: Sendable {
             _ = applied
         }
         if migrations.isEmpty {
-            try queue.read { db in try checkKnown(try Self.applied(db), path: db.path) }
+            try database.read { db in try checkKnown(try Self.applied(db), path: db.path) }
         }
     }
 

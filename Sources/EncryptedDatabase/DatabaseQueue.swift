@@ -50,6 +50,9 @@ public final class DatabaseQueue: Sendable {
     /// The confined connection; `nil` once closed. `nonisolated(unsafe)` because region-based isolation
     /// cannot express "lent to the caller's closure while the lock is held"; every access is inside `lock`.
     nonisolated(unsafe) private var database: Database?
+    /// Why the queue was closed, when its owner closed it on the user's behalf (a key rotation replaced it);
+    /// added to the `misuse` error of later calls. Guarded by `lock`, like `database`.
+    nonisolated(unsafe) private var closedReason: String?
     /// The thread inside the mutex, to turn a nested access (a deadlock) into an error.
     private let owner = Atomic<UInt>(0)
 
@@ -121,9 +124,7 @@ public final class DatabaseQueue: Sendable {
                     + "to the outer closure (a nested call would deadlock)")
         }
         return try lock.withLock { _ in
-            guard let database else {
-                throw DatabaseError(.misuse, "the database '\(path)' is closed")
-            }
+            guard let database else { throw closedError() }
             owner.store(thread, ordering: .releasing)
             defer { owner.store(0, ordering: .releasing) }
             return try body(database)
@@ -187,9 +188,7 @@ public final class DatabaseQueue: Sendable {
     /// (open it, ``integrityCheck()``) before relying on it.
     public func export(to destination: String, key: DatabaseKey) throws {
         try writeWithoutTransaction { db in
-            guard let connection = db.connection else {
-                throw DatabaseError(.misuse, "the database '\(path)' is closed")
-            }
+            guard let connection = db.connection else { throw closedError() }
             try Opening.export(from: connection, to: destination, key: key)
         }
     }
@@ -229,13 +228,26 @@ public final class DatabaseQueue: Sendable {
     ///
     /// The corresponding C function is `sqlite3_close`.
     public func close() throws {
+        try close(reason: nil)
+    }
+
+    /// Closes the queue as ``close()`` does, and makes later calls say why: `reason` completes the sentence
+    /// "the database '<path>' is closed: …". For the owner of a queue that closes it on the user's behalf
+    /// (SecureStore's `KeyedDatabase`, when a key rotation replaces it). The first reason given is kept.
+    package func close(reason: String?) throws {
         let thread = UInt(pthread_self())
         if owner.load(ordering: .acquiring) == thread {
             throw DatabaseError(.misuse, "close was called inside read or write of the same database")
         }
         try lock.withLock { _ in
+            if database != nil, closedReason == nil { closedReason = reason }
             defer { database = nil }
             try database?.close()
         }
+    }
+
+    /// The error of a call on the closed queue. Called with `lock` held.
+    private func closedError() -> DatabaseError {
+        DatabaseError(.misuse, "the database '\(path)' is closed" + (closedReason.map { ": " + $0 } ?? ""))
     }
 }

@@ -10,10 +10,16 @@ internal import Synchronization
 /// ```swift
 /// let paths = try AppPaths(app: "myapp")
 /// let database = try KeyedDatabase(paths: paths, name: "tasks", keychain: Keychain())
-/// try database.queue.write { db in try db.execute("CREATE TABLE IF NOT EXISTS note (text TEXT)") }
+/// try database.write { db in try db.execute("CREATE TABLE IF NOT EXISTS note (text TEXT)") }
 /// try database.rotateKey { step in print(step) }
+/// let notes = try database.read { db in try db.fetch("SELECT text FROM note") { try $0.string(at: 0) } }
 /// let code = try database.recoveryCode()   // a Secret: show it once, never log it
 /// ```
+///
+/// A keyed database is a ``DatabaseWriter``: ``read(_:)``, ``write(_:)`` and
+/// ``writeWithoutTransaction(_:)`` run on its current connection, so this handle (and anything that keeps
+/// it as `any DatabaseWriter`, such as a task list or a ``DatabaseMigrator``) keeps working across
+/// ``rotateKey(progress:)``. Keep the `KeyedDatabase`, not its ``queue``: a rotation closes the queue.
 ///
 /// The file is `<data directory>/<name>.db`; the key is the keychain item with service
 /// `<app>.database-key` and account `<id>@<path>` (`<id>` is the database's random id, also kept inside
@@ -29,7 +35,7 @@ internal import Synchronization
 ///
 /// Processes coordinate through an advisory lock file (`.<name>.db.lock`): every handle holds it
 /// shared while open, and creation, recovery of an interrupted rotation and rotation take it
-/// exclusively. A handle is `Sendable`; ``queue`` serializes access to the connection.
+/// exclusively. A handle is `Sendable`: reads, writes and rotations of one handle are serialized.
 public final class KeyedDatabase: Sendable {
     /// The application's paths.
     public let paths: AppPaths
@@ -53,16 +59,57 @@ public final class KeyedDatabase: Sendable {
     }
 
     private let state: Mutex<State>
+    /// The thread that holds `state` for a read, a write or a rotation, to turn a nested call (a deadlock)
+    /// into an error.
+    private let owner = Atomic<UInt>(0)
 
-    /// The open database. After ``rotateKey(progress:)`` this is a new queue (the one before is closed),
-    /// so read this property each time rather than keeping the queue. The queue is closed when this
-    /// `KeyedDatabase` is released: keep the handle alive while you use it.
-    public var queue: DatabaseQueue { state.withLock { $0.queue } }
+    /// The open connection, for what only a queue has (``DatabaseQueue/cipherInfo()``, ``DatabaseQueue/export(to:key:)``).
+    /// For reading and writing, use this handle itself (``read(_:)``, ``write(_:)``): it follows rotations.
+    ///
+    /// After ``rotateKey(progress:)`` this is a new queue and the one before is closed: a queue kept from
+    /// before then throws ``DatabaseError/Code/misuse`` saying that a key rotation replaced it. Read this
+    /// property each time rather than keeping the queue. The queue is closed when this `KeyedDatabase` is
+    /// released or closed: keep the handle alive while you use it.
+    ///
+    /// Reading this property inside ``read(_:)`` or ``write(_:)`` of the same handle is a programming error
+    /// (it would deadlock) and stops the program; use the `db` given to the closure.
+    public var queue: DatabaseQueue {
+        precondition(
+            owner.load(ordering: .acquiring) != UInt(pthread_self()),
+            "KeyedDatabase.queue was read inside read, write or rotateKey of the same database; use the db given to "
+                + "the closure")
+        return state.withLock { $0.queue }
+    }
 
     /// Runs `body` with the queue while no rotation of this handle can run.
     func withQueue<R>(_ body: (DatabaseQueue) throws -> R) throws -> R {
-        try state.withLock { state in try body(state.queue) }
+        try withState("read or write") { state in try body(state.queue) }
     }
+
+    /// Runs `body` with the state locked, after refusing a nested call from the thread that holds it (`what`
+    /// names the nested call in the error).
+    private func withState<R>(_ what: String, _ body: (inout State) throws -> R) throws -> R {
+        let thread = UInt(pthread_self())
+        if owner.load(ordering: .acquiring) == thread {
+            throw DatabaseError(
+                .misuse,
+                "\(what) was called inside read, write or rotateKey of the same database '\(files.path)'; use the db "
+                    + "given to the outer closure (a nested call would deadlock)")
+        }
+        return try state.withLock { state in
+            owner.store(thread, ordering: .releasing)
+            defer { owner.store(0, ordering: .releasing) }
+            return try body(&state)
+        }
+    }
+
+    /// Why the queue of this handle is closed: a queue kept after ``rotateKey(progress:)`` reports it.
+    static let rotatedQueueReason =
+        "a key rotation of its KeyedDatabase replaced this queue with a new connection. Keep the KeyedDatabase "
+        + "(a DatabaseWriter: read, write) rather than its queue, which a rotation closes"
+
+    /// Why the queue of this handle is closed after ``close()``.
+    static let closedHandleReason = "its KeyedDatabase was closed"
 
     /// The database file's URL.
     public var url: URL { paths.databaseURL(name: name) }
@@ -146,21 +193,21 @@ public final class KeyedDatabase: Sendable {
     /// under it, so keep the `KeyedDatabase` for as long as its ``queue`` is in use.
     deinit {
         state.withLock { state in
-            try? state.queue.close()
+            try? state.queue.close(reason: Self.closedHandleReason)
             KeyedDatabaseFiles.unlock(state.lock)
             state.lock = -1
         }
     }
 
-    /// Closes the connection and releases the lock file. Later uses of ``queue`` throw `misuse`;
-    /// closing twice does nothing.
+    /// Closes the connection and releases the lock file. Later reads and writes (of this handle or of its
+    /// ``queue``) throw `misuse`; closing twice does nothing.
     public func close() throws {
-        try state.withLock { state in
+        try withState("close") { state in
             defer {
                 KeyedDatabaseFiles.unlock(state.lock)
                 state.lock = -1
             }
-            try state.queue.close()
+            try state.queue.close(reason: Self.closedHandleReason)
         }
     }
 
@@ -578,14 +625,16 @@ public final class KeyedDatabase: Sendable {
     /// finishes or undoes the rotation).
     ///
     /// The rotation needs the database alone: it fails with ``SecureStoreError/inUse`` while another
-    /// handle or process has it open. ``queue`` is closed and replaced by a new queue; recovery codes
-    /// and backups made before it need the old key.
+    /// handle or process has it open. Reads and writes of this handle (from any thread, and through
+    /// anything that keeps it as a ``DatabaseWriter``) wait for the rotation and then use the new
+    /// connection. ``queue`` is closed and replaced by a new queue: a queue kept from before throws
+    /// `misuse` saying so. Recovery codes and backups made before the rotation need the old key.
     ///
     /// - Parameter progress: called after each step, on the caller's thread. It must not use this
-    ///   database.
+    ///   database (a read or write there throws `misuse`).
     @discardableResult
     public func rotateKey(progress: (RotationStep) -> Void = { _ in }) throws -> KeyedDatabaseRetiredKey {
-        try state.withLock { state in
+        try withState("rotateKey") { state in
             guard state.lock >= 0 else {
                 throw SecureStoreError(SecureStoreError.Code.invalidArgument, "the database '\(files.path)' is closed")
             }
@@ -621,7 +670,7 @@ public final class KeyedDatabase: Sendable {
                 throw Self.missingKeyError(files: files, items: items)
             }
             try state.queue.checkpoint()
-            try state.queue.close()
+            try state.queue.close(reason: Self.rotatedQueueReason)
             var replaced = false
             do {
                 let (newKey, retired) = try rotate(from: oldKey, progress: progress, replaced: &replaced)
@@ -919,5 +968,39 @@ public final class KeyedDatabase: Sendable {
             KeyedDatabaseFiles.unlock(lock)
             throw error
         }
+    }
+}
+
+// MARK: - Reading and writing
+
+/// The keyed database reads and writes on its current connection, under the lock that rotations take: a
+/// handle kept as `any DatabaseWriter` keeps working across ``KeyedDatabase/rotateKey(progress:)``.
+extension KeyedDatabase: DatabaseWriter {
+    /// The path of the database file (``url``'s path).
+    public var path: String { files.path }
+
+    /// Runs `body` in one read transaction of the current connection (see ``DatabaseQueue/read(_:)``).
+    ///
+    /// Use this rather than `queue.read`: it waits for a key rotation of this handle under way and then
+    /// reads with the new key, where a queue kept from before the rotation is closed. Calling ``read(_:)``,
+    /// ``write(_:)``, ``rotateKey(progress:)`` or ``close()`` of this handle inside `body` throws
+    /// `DatabaseError.Code.misuse`.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try withQueue { queue in try queue.read(body) }
+    }
+
+    /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`) of the current connection: committed when
+    /// `body` returns, rolled back when it throws (see ``DatabaseQueue/write(_:)``).
+    ///
+    /// Use this rather than `queue.write`: it waits for a key rotation of this handle under way and then
+    /// writes with the new key, where a queue kept from before the rotation is closed.
+    public func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try withQueue { queue in try queue.write(body) }
+    }
+
+    /// Runs `body` with the current connection outside any transaction (see
+    /// ``DatabaseQueue/writeWithoutTransaction(_:)``); like ``write(_:)``, it follows key rotations.
+    public func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try withQueue { queue in try queue.writeWithoutTransaction(body) }
     }
 }

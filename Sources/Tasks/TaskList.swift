@@ -6,14 +6,18 @@ public import Foundation
 /// A to-do list stored in an encrypted database: fast and small at a million tasks.
 ///
 /// ```swift
-/// let tasks = try TaskList(queue: queue)            // applies the "create tasks" migration if needed
+/// let tasks = try TaskList(database: keyed)         // applies the "create tasks" migration if needed
 /// let rent = try tasks.create(title: "Pay rent")
 /// try tasks.toggle(id: rent.id)
 /// let page = try tasks.page(.open, limit: 50)      // first 50 open tasks, newest first, and how many in all
 /// let item = try tasks.resolve(prefix: "3f2a")     // like git: any unique prefix of the hex ID
 /// ```
 ///
-/// Every operation is one transaction of the ``DatabaseQueue`` (a `read` or a `write`), so each sees and
+/// The database is any `DatabaseWriter`: give it a `KeyedDatabase` (it keeps working across the keyed
+/// database's key rotations) or a `DatabaseQueue`. Keep the `KeyedDatabase`, not its `queue`: a task list
+/// made on the queue fails with `misuse` once a rotation has closed that queue.
+///
+/// Every operation is one transaction of the database (a `read` or a `write`), so each sees and
 /// leaves a consistent database; batch operations (``markAllDone()``, ``deleteAllDone()``) are single SQL
 /// statements that never load rows into memory. Listings are ordered by creation date with ties broken by ID,
 /// so the order is total: pages never overlap or skip, and ``list(_:order:after:offset:limit:)`` continues
@@ -22,11 +26,28 @@ public import Foundation
 /// Counts by status are read from one row kept exact by triggers, so ``count(_:)`` and ``counts()`` do not
 /// depend on the number of tasks unless the filter searches titles.
 public struct TaskList: Sendable {
-    /// The database the tasks are in.
-    public let queue: DatabaseQueue
+    /// The database the tasks are in: a `KeyedDatabase`, a `DatabaseQueue` or another `DatabaseWriter`.
+    public let database: any DatabaseWriter
 
-    /// Opens the task list of `queue`, applying the task list's migrations (``migrationIDs``) that the database
-    /// does not have yet.
+    /// The database the tasks are in (the name from when it could only be a queue).
+    @available(*, deprecated, renamed: "database")
+    public var queue: any DatabaseWriter { database }
+
+    /// Opens the task list of `queue`: the same as ``init(database:createIfMissing:)``. Prefer that one with
+    /// the `KeyedDatabase` that owns the queue, which follows its key rotations.
+    public init(queue: DatabaseQueue, createIfMissing: Bool = true) throws {
+        try self.init(database: queue, createIfMissing: createIfMissing)
+    }
+
+    /// Opens the task list of `database`, applying the task list's migrations (``migrationIDs``) that the
+    /// database does not have yet.
+    ///
+    /// ```swift
+    /// let database = try KeyedDatabase(paths: paths, name: "tasks", keychain: Keychain())
+    /// let tasks = try TaskList(database: database)
+    /// try database.rotateKey()
+    /// try tasks.create(title: "Still works")   // the list uses the keyed database's new connection
+    /// ```
     ///
     /// The task list owns the migrations ``migrationIDs`` and any whose id starts with `tasks ` (its future
     /// ones); other migrations recorded in the database belong to the application that shares it and are left
@@ -40,33 +61,33 @@ public struct TaskList: Sendable {
     /// refused with ``SecureStoreError/notATaskList`` and left unchanged.
     ///
     /// When the database is up to date this is one read transaction (no write lock is taken), so it works on
-    /// a read-only queue and does not wait for another process that is writing.
+    /// a read-only database and does not wait for another process that is writing.
     ///
     /// - Throws: ``SecureStoreError/notATaskList``; ``SecureStoreError/notFound`` when the database has no task
     ///   list and `createIfMissing` is false; `DatabaseError.Code.unknownMigration` for a newer task list.
-    public init(queue: DatabaseQueue, createIfMissing: Bool = true) throws {
+    public init(database: any DatabaseWriter, createIfMissing: Bool = true) throws {
         let migrator = TaskList.migrator
-        let applied = try migrator.appliedMigrations(queue)
+        let applied = try migrator.appliedMigrations(database)
         let own = applied.filter(Self.ownsMigration)
         if own != TaskList.migrationIDs {
             if own.isEmpty {
-                let tables = try queue.read { db in try Self.ownTables(db) }
+                let tables = try database.read { db in try Self.ownTables(db) }
                 if applied.isEmpty, !tables.isEmpty {
                     throw SecureStoreError(
                         SecureStoreError.Code.notATaskList,
-                        "the database '\(queue.path)' is not a task list (it holds "
+                        "the database '\(database.path)' is not a task list (it holds "
                             + tables.prefix(3).map { "'\($0)'" }.joined(separator: ", ") + (tables.count > 3 ? ", …" : "")
                             + "); task commands never add tables to it, and nothing was changed")
                 }
                 guard createIfMissing else {
                     throw SecureStoreError(
                         SecureStoreError.Code.notFound,
-                        "the database '\(queue.path)' has no task list yet; nothing was changed")
+                        "the database '\(database.path)' has no task list yet; nothing was changed")
                 }
             }
-            try migrator.migrate(queue)
+            try migrator.migrate(database)
         }
-        self.queue = queue
+        self.database = database
     }
 
     /// Whether the migration `id` is the task list's: one of ``migrationIDs``, or a later one (`tasks …`).
@@ -83,9 +104,15 @@ public struct TaskList: Sendable {
         ) { try $0.string(at: 0) }
     }
 
-    /// The task list of `queue`, which the caller has already migrated with ``registerMigrations(in:)``.
+    /// The task list of `database`, which the caller has already migrated with ``registerMigrations(in:)``.
+    public init(migratedDatabase database: any DatabaseWriter) {
+        self.database = database
+    }
+
+    /// The task list of `queue`, which the caller has already migrated: the same as
+    /// ``init(migratedDatabase:)``.
     public init(migratedQueue queue: DatabaseQueue) {
-        self.queue = queue
+        self.init(migratedDatabase: queue)
     }
 
     // MARK: Creating
@@ -114,7 +141,7 @@ public struct TaskList: Sendable {
     /// - Throws: ``SecureStoreError/invalidArgument`` naming the first bad task; the database is unchanged.
     @discardableResult
     public func insert(_ tasks: some Sequence<TaskItem>) throws -> Int {
-        try queue.write { db in
+        try database.write { db in
             let statement = try db.cachedStatement(Self.insertSQL)
             var count = 0
             for task in tasks {
@@ -140,7 +167,7 @@ public struct TaskList: Sendable {
 
     /// The task with ID `id`, or `nil` when there is none.
     public func task(id: UUID) throws -> TaskItem? {
-        try queue.read { db in try Self.fetch(db, id: id) }
+        try database.read { db in try Self.fetch(db, id: id) }
     }
 
     /// The one task whose ID starts with the hexadecimal digits `prefix` (either case; dashes are ignored, so
@@ -154,7 +181,7 @@ public struct TaskList: Sendable {
         let condition = range.upper == nil ? "id >= ?" : "id >= ? AND id < ?"
         var arguments: [any DatabaseValueConvertible] = [Data(range.lower)]
         if let upper = range.upper { arguments.append(Data(upper)) }
-        return try queue.read { db in
+        return try database.read { db in
             let found = try db.fetch(
                 "SELECT \(Self.columns) FROM tasks WHERE \(condition) ORDER BY id LIMIT 2",
                 StatementArguments(arguments), Self.decode)
@@ -188,7 +215,7 @@ public struct TaskList: Sendable {
         limit: Int = 50
     ) throws -> [TaskItem] {
         try Self.checkPaging(offset: offset, limit: limit)
-        return try queue.read { db in try Self.list(db, filter, order, after, offset, limit) }
+        return try database.read { db in try Self.list(db, filter, order, after, offset, limit) }
     }
 
     /// One page of tasks, as ``list(_:order:after:offset:limit:)``, together with how many tasks match
@@ -203,7 +230,7 @@ public struct TaskList: Sendable {
         limit: Int = 50
     ) throws -> Page {
         try Self.checkPaging(offset: offset, limit: limit)
-        return try queue.read { db in
+        return try database.read { db in
             Page(items: try Self.list(db, filter, order, after, offset, limit), total: try Self.count(db, filter))
         }
     }
@@ -211,12 +238,12 @@ public struct TaskList: Sendable {
     /// How many tasks match `filter`, without reading them. Without a title search this reads one row,
     /// whatever the number of tasks; with one it scans the titles.
     public func count(_ filter: Filter = .all) throws -> Int {
-        try queue.read { db in try Self.count(db, filter) }
+        try database.read { db in try Self.count(db, filter) }
     }
 
     /// How many tasks there are, done and open, from one row.
     public func counts() throws -> Counts {
-        try queue.read { db in try Self.counts(db) }
+        try database.read { db in try Self.counts(db) }
     }
 
     // MARK: Changing
@@ -253,7 +280,7 @@ public struct TaskList: Sendable {
     /// - Throws: ``SecureStoreError/notFound`` when no task has this ID.
     @discardableResult
     public func delete(id: UUID) throws -> TaskItem {
-        try queue.write { db in
+        try database.write { db in
             guard let item = try Self.fetch(db, id: id) else { throw Self.notFound(id) }
             try db.execute("DELETE FROM tasks WHERE id = ?", [id])
             return item
@@ -263,7 +290,7 @@ public struct TaskList: Sendable {
     /// Marks every open task done, in one SQL statement. Returns how many tasks changed.
     @discardableResult
     public func markAllDone() throws -> Int {
-        try queue.write { db in
+        try database.write { db in
             try db.execute("UPDATE OR ROLLBACK tasks SET done = 1 WHERE done = 0")
             return db.changes
         }
@@ -272,7 +299,7 @@ public struct TaskList: Sendable {
     /// Deletes every done task, in one SQL statement. Returns how many were deleted.
     @discardableResult
     public func deleteAllDone() throws -> Int {
-        try queue.write { db in
+        try database.write { db in
             try db.execute("DELETE FROM tasks WHERE done = 1")
             return db.changes
         }
@@ -281,7 +308,7 @@ public struct TaskList: Sendable {
     // MARK: Implementation
 
     private func update(id: UUID, _ sql: String, _ arguments: StatementArguments) throws -> TaskItem {
-        try queue.write { db in
+        try database.write { db in
             try db.execute(sql, arguments)
             guard db.changes == 1, let item = try Self.fetch(db, id: id) else { throw Self.notFound(id) }
             return item

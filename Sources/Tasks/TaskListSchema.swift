@@ -9,7 +9,7 @@ extension TaskList {
     ///
     /// Use this when the database holds other components' tables too: register every component's migrations
     /// in one ``DatabaseMigrator`` (it refuses databases that hold migrations it does not know), migrate, and
-    /// open the list with ``TaskList/init(migratedQueue:)``.
+    /// open the list with ``TaskList/init(migratedDatabase:)``.
     public static func registerMigrations(in migrator: inout DatabaseMigrator) {
         // "create tasks": see Docs/tasks.md for the measurements behind this schema.
         //
