@@ -86,6 +86,8 @@ struct ArgumentSpec: Sendable {
     let name: String
     let help: String
     var optional = false
+    /// The last argument may take every remaining word (`tasks add Buy milk`); the command joins them.
+    var variadic = false
 }
 
 /// What a command's run function receives. Options are read with the typed subscripts, by the ``Flag`` or
@@ -133,6 +135,9 @@ struct Command: Sendable {
     var arguments: [ArgumentSpec] = []
     var options: [any CommandOption] = []
     var subcommands: [Command] = []
+    /// Whether the command reads a secret (from standard input or a prompt): only then does a usage error
+    /// talk about secrets.
+    var readsSecret = false
     var run: (@Sendable (Invocation) throws -> Int32)? = nil
 
     func subcommand(named name: String) -> Command? { subcommands.first { $0.name == name } }
@@ -271,12 +276,14 @@ struct Parser: Sendable {
             let missing = command.arguments[positionals.count]
             throw UsageError("missing argument \(missing.name)", path: path)
         }
-        if positionals.count > command.arguments.count {
+        if positionals.count > command.arguments.count, command.arguments.last?.variadic != true {
             // The extra argument is not repeated: it may be a secret typed where none is taken (`token set NAME
             // SECRET`), and stderr ends up in logs.
             throw UsageError(
                 "unexpected argument: this command takes \(command.arguments.count), not \(positionals.count) "
-                    + "(the extra one is not shown; secrets are read from standard input, never from arguments)",
+                    + (command.readsSecret
+                        ? "(the extra one is not shown; secrets are read from standard input, never from arguments)"
+                        : "(the extra one is not shown)"),
                 path: path)
         }
         for (position, value) in positionals.enumerated() where value.isEmpty {

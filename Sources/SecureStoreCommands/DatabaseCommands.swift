@@ -159,6 +159,7 @@ let dbCommand = Command(
                 would otherwise take over that database's key.
                 """,
             options: [nameOption],
+            readsSecret: true,
             run: { invocation in
                 let context = try Context(invocation)
                 let code = try readSecret(prompt: "Recovery code: ", raw: false)
@@ -179,6 +180,7 @@ let dbCommand = Command(
                 """,
             arguments: [ArgumentSpec(name: "BACKUP", help: "The backup file (made by 'securestore db backup').")],
             options: [nameOption],
+            readsSecret: true,
             run: { invocation in
                 let context = try Context(invocation)
                 let backup = URL(fileURLWithPath: invocation.argument(0) ?? "")

@@ -11,6 +11,7 @@ let gitCredentialCommand = Command(
         as the protocol asks; erase removes a credential only when its stored password matches.
         """,
     arguments: [ArgumentSpec(name: "OPERATION", help: "get, store or erase (given by git).")],
+    readsSecret: true,
     run: { invocation in
         let context = try Context(invocation)
         let store = GitCredentialStore(keychain: context.keychain, service: context.paths.gitCredentialService)

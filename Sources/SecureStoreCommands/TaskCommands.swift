@@ -86,11 +86,17 @@ let tasksCommand = Command(
     subcommands: [
         Command(
             name: "add", abstract: "Add a task and print it.",
-            arguments: [ArgumentSpec(name: "TITLE", help: "The task's title (at most 1000 characters).")],
+            arguments: [
+                ArgumentSpec(
+                    name: "TITLE", help: "The task's title (at most 1000 characters); several words are joined with spaces.",
+                    variadic: true)
+            ],
             options: [nameOption],
             run: { invocation in
-                try withTasks(invocation, create: true) { tasks in
-                    try printTask(try tasks.create(title: invocation.argument(0) ?? ""), invocation)
+                // `tasks add Buy milk` adds "Buy milk", as taskwarrior and todo.sh do.
+                let title = invocation.arguments.joined(separator: " ")
+                return try withTasks(invocation, create: true) { tasks in
+                    try printTask(try tasks.create(title: title), invocation)
                     return ExitStatus.success
                 }
             }),

@@ -20,6 +20,7 @@ let tokenCommand = Command(
             name: "set", abstract: "Store a token read from standard input (prompted without echo on a terminal).",
             arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
             options: [labelOption, rawFlag],
+            readsSecret: true,
             run: { invocation in
                 let context = try Context(invocation)
                 let name = try tokenName(invocation)

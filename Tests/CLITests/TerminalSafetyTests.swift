@@ -53,3 +53,28 @@ import Testing
         #expect(try securestore(["prefs", "get", "k\u{1B}[2J"], app: app).stdout == "two\nlines\n")
     }
 }
+
+/// Habits users bring from taskwarrior and todo.sh, and messages that talk about secrets only where one is read.
+@Suite struct CommandHabitTests {
+    init() throws { try Harness.require() }
+
+    @Test func tasksAddJoinsItsWords() throws {
+        let app = uniqueApp()
+        let added = try securestore(["tasks", "add", "Buy", "milk", "today"], app: app)
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(added.stdout.hasSuffix("  [ ]  Buy milk today\n"))
+        #expect(try securestore(["tasks", "list"], app: app).stdout.contains("Buy milk today"))
+    }
+
+    @Test func onlySecretReadingCommandsTalkAboutSecrets() throws {
+        let app = uniqueApp()
+        let list = try securestore(["tasks", "count", "extra"], app: app)
+        #expect(list.status == 64)
+        #expect(list.stderr.hasPrefix("securestore: unexpected argument: this command takes 0, not 1 (the extra one is not shown)"))
+        #expect(!list.stderr.contains("secret"))
+        let set = try securestore(["token", "set", "name", "ghp_not_here"], app: app)
+        #expect(set.status == 64)
+        #expect(set.stderr.contains("secrets are read from standard input, never from arguments"))
+        #expect(!set.stderr.contains("ghp_not_here"))
+    }
+}
