@@ -50,7 +50,7 @@
 //
 //   securestore-stress soak prefs DIR DOMAIN LOG
 //       Saves forever through Preferences: `counter` = n (n = 1, 2, …) plus a 10–40 KiB blob, logging `C n`
-//       after each save returned.
+//       after each save returned (and, first, the counter it found on disk: a killed writer's last save).
 //
 //   securestore-stress soak check-prefs DIR DOMAIN LOG
 //       Opens the domain and prints `check-prefs opened=0|1 committed=N counter=N lost=N`; the counter must
@@ -388,6 +388,9 @@ private let soakPreferencesLimits = PreferencesLimits(
 private func soakPreferences(directory: String, domain: String, log path: String) throws {
     let log = try SoakLog(path)
     let prefs = try Preferences(location: soakLocation(directory, domain), limits: soakPreferencesLimits)
+    // What a previous writer saved and was killed before logging is on disk, so committed: log it first, or a
+    // later check would count this writer's in-flight save as two ahead of the log.
+    try log.append("C \(prefs.get("counter", default: 0))")
     let blobs = (0..<4).map { digit in String(repeating: Character(String(digit)), count: Int.random(in: 10_000...40_000)) }
     while true {
         var saved = 0
