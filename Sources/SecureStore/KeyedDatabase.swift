@@ -53,12 +53,16 @@ public final class KeyedDatabase: Sendable {
     let items: KeyedDatabaseKeyItems
 
     private struct State: Sendable {
-        var queue: DatabaseQueue
         /// The lock file descriptor, or -1 once closed.
         var lock: Int32
     }
 
     private let state: Mutex<State>
+    /// The open connection, replaced by a rotation. Guarded by `state`: read and written only while it is
+    /// held (by the thread in `owner`, or in `deinit`). `nonisolated(unsafe)` so that the thread that holds
+    /// the lock can hand it out without taking the lock again (see ``queue``), as `DatabaseQueue` lends its
+    /// connection.
+    nonisolated(unsafe) private var currentQueue: DatabaseQueue
     /// The thread that holds `state` for a read, a write or a rotation, to turn a nested call (a deadlock)
     /// into an error.
     private let owner = Atomic<UInt>(0)
@@ -71,19 +75,17 @@ public final class KeyedDatabase: Sendable {
     /// property each time rather than keeping the queue. The queue is closed when this `KeyedDatabase` is
     /// released or closed: keep the handle alive while you use it.
     ///
-    /// Reading this property inside ``read(_:)`` or ``write(_:)`` of the same handle is a programming error
-    /// (it would deadlock) and stops the program; use the `db` given to the closure.
+    /// Inside ``read(_:)`` or ``write(_:)`` of this handle, use the `db` given to the closure: the queue's own
+    /// `read` and `write` there throw `misuse` (a nested access would deadlock).
     public var queue: DatabaseQueue {
-        precondition(
-            owner.load(ordering: .acquiring) != UInt(pthread_self()),
-            "KeyedDatabase.queue was read inside read, write or rotateKey of the same database; use the db given to "
-                + "the closure")
-        return state.withLock { $0.queue }
+        // The thread inside read, write or rotateKey of this handle already holds the lock.
+        if owner.load(ordering: .acquiring) == UInt(pthread_self()) { return currentQueue }
+        return state.withLock { _ in currentQueue }
     }
 
     /// Runs `body` with the queue while no rotation of this handle can run.
     func withQueue<R>(_ body: (DatabaseQueue) throws -> R) throws -> R {
-        try withState("read or write") { state in try body(state.queue) }
+        try withState("read or write") { _ in try body(currentQueue) }
     }
 
     /// Runs `body` with the state locked, after refusing a nested call from the thread that holds it (`what`
@@ -185,7 +187,8 @@ public final class KeyedDatabase: Sendable {
         self.files = files
         self.items = items
         self.databaseID = databaseID
-        state = Mutex(State(queue: queue, lock: lock))
+        currentQueue = queue
+        state = Mutex(State(lock: lock))
     }
 
     /// Closes the connection and releases the lock file, as ``close()`` does. The queue is closed too: a
@@ -193,7 +196,7 @@ public final class KeyedDatabase: Sendable {
     /// under it, so keep the `KeyedDatabase` for as long as its ``queue`` is in use.
     deinit {
         state.withLock { state in
-            try? state.queue.close(reason: Self.closedHandleReason)
+            try? currentQueue.close(reason: Self.closedHandleReason)
             KeyedDatabaseFiles.unlock(state.lock)
             state.lock = -1
         }
@@ -207,7 +210,7 @@ public final class KeyedDatabase: Sendable {
                 KeyedDatabaseFiles.unlock(state.lock)
                 state.lock = -1
             }
-            try state.queue.close(reason: Self.closedHandleReason)
+            try currentQueue.close(reason: Self.closedHandleReason)
         }
     }
 
@@ -669,12 +672,12 @@ public final class KeyedDatabase: Sendable {
             guard let oldKey = try items.key(account: items.currentAccount(id: databaseID)) else {
                 throw Self.missingKeyError(files: files, items: items)
             }
-            try state.queue.checkpoint()
-            try state.queue.close(reason: Self.rotatedQueueReason)
+            try currentQueue.checkpoint()
+            try currentQueue.close(reason: Self.rotatedQueueReason)
             var replaced = false
             do {
                 let (newKey, retired) = try rotate(from: oldKey, progress: progress, replaced: &replaced)
-                state.queue = try DatabaseQueue(path: files.path, key: newKey, configuration: configuration)
+                currentQueue = try DatabaseQueue(path: files.path, key: newKey, configuration: configuration)
                 return retired
             } catch {
                 if !replaced {
@@ -686,7 +689,7 @@ public final class KeyedDatabase: Sendable {
                 if let (queue, _) = try? Self.openResolving(
                     files: files, items: items, configuration: configuration, create: false)
                 {
-                    state.queue = queue
+                    currentQueue = queue
                 }
                 throw error
             }

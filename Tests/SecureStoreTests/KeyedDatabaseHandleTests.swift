@@ -139,6 +139,11 @@ import Testing
         })
         #expect(nested.contains("was called inside read, write or rotateKey of the same database"))
         _ = kdExpectError("misuse") { try database.read { _ in try database.rotateKey() } }
+        // The queue, asked for inside a write, is handed out (no deadlock), and refuses a nested read.
+        let inner = try #require(kdExpectError("misuse") {
+            try database.write { _ in try database.queue.read { _ in } }
+        })
+        #expect(inner.hasPrefix("read or write was called inside another read or write of the same database"))
         var inProgress: [String] = []
         try database.rotateKey { _ in
             do {
