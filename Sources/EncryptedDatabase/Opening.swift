@@ -93,11 +93,26 @@ enum Opening {
         }
     }
 
-    /// A path for a temporary file next to `path`, with a random suffix.
+    /// A path for a temporary file next to `path`: `.<name>.tmp-<pid>-<random>`, so that a later run can tell
+    /// the leftovers of a process that was killed from those of one still at work.
     static func temporaryPath(near path: String) -> String {
         let directory = directoryPart(path)
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        return (directory.isEmpty ? "" : directory + "/") + ".\(namePart(path)).tmp-\(suffix)"
+        return (directory.isEmpty ? "" : directory + "/") + ".\(namePart(path)).tmp-\(getpid())-\(suffix)"
+    }
+
+    /// Removes what a killed creation or export left beside `path`: `.<name>.tmp-<pid>-…` files (and their side
+    /// files) whose process no longer runs. They never hold anything but an unfinished copy.
+    static func removeStaleTemporaries(near path: String) {
+        let directory = directoryPart(path).isEmpty ? "." : directoryPart(path)
+        let prefix = ".\(namePart(path)).tmp-"
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for entry in entries where entry.hasPrefix(prefix) {
+            guard let pid = Int32(entry.dropFirst(prefix.count).prefix { $0.isNumber }), pid != getpid(),
+                kill(pid, 0) != 0, Errno.current == .noProcess
+            else { continue }
+            unlink(directory + "/" + entry)
+        }
     }
 
     /// Removes a database file and its `-wal`, `-shm` and `-journal` companions, ignoring errors.
@@ -373,6 +388,7 @@ enum Opening {
         try step(source, "PRAGMA main.user_version", row: { userVersion = sqlite3_column_int64($0, 0) })
         try step(source, "PRAGMA main.application_id", row: { applicationID = sqlite3_column_int64($0, 0) })
 
+        removeStaleTemporaries(near: destination)
         let temporary = temporaryPath(near: destination)
         try createExclusive(temporary)
         var attached = false

@@ -78,3 +78,29 @@ import Testing
         #expect(!set.stderr.contains("ghp_not_here"))
     }
 }
+
+/// What a `db backup` killed mid-way leaves beside its target (its unfinished temporary copy) is removed by the
+/// next backup to that place; a temporary file of a process that still runs is left alone.
+@Suite struct BackupLeftoverTests {
+    init() throws { try Harness.require() }
+
+    @Test func theNextBackupRemovesWhatAKilledOneLeft() throws {
+        let app = uniqueApp()
+        #expect(try securestore(["tasks", "add", "backed up"], app: app).status == 0)
+        let directory = try #require(Harness.root) + "/backups-\(app)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A process that has ended: its pid names the leftover.
+        let ended = try ChildProcess(["/bin/true"])
+        ended.wait()
+        let stale = directory + "/.tasks-backup.db.tmp-\(ended.pid)-1f2e3d"
+        let live = directory + "/.tasks-backup.db.tmp-\(getpid())-4c5b6a"
+        for file in [stale, stale + "-journal", live] { #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8))) }
+
+        let backup = try securestore(["db", "backup", directory + "/tasks-backup.db"], app: app)
+        #expect(backup.status == 0, "\(backup.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: stale))
+        #expect(!FileManager.default.fileExists(atPath: stale + "-journal"))
+        #expect(FileManager.default.fileExists(atPath: live), "a live process's file is left alone")
+        #expect(FileManager.default.fileExists(atPath: directory + "/tasks-backup.db"))
+    }
+}
