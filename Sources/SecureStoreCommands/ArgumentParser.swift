@@ -266,9 +266,11 @@ struct Parser: Sendable {
         }
 
         if wantsHelp { return .help(path) }
-        if wantsVersion && path.isEmpty { return .version }
+        // Global options work anywhere, as Docs/cli.md says: `securestore tasks --version` too.
+        if wantsVersion { return .version }
         guard command.run != nil else {
-            if path.isEmpty && arguments.isEmpty { return .help([]) }
+            // A bare command group prints its help, as bare `securestore` does, with the same status.
+            if positionals.isEmpty { return .help(path) }
             throw UsageError("missing subcommand", path: path)
         }
         let required = command.arguments.filter { !$0.optional }.count

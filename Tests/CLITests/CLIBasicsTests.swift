@@ -37,9 +37,15 @@ import Testing
         #expect(option.status == 64)
         #expect(option.stderr.hasPrefix("securestore: unknown option '--bogus'"))
 
+        // A bare command group prints its help, as bare `securestore` does, with the same status (0).
+        let bare = try securestore([])
         let noSubcommand = try securestore(["prefs"])
-        #expect(noSubcommand.status == 64)
-        #expect(noSubcommand.stderr.hasPrefix("securestore: missing subcommand"))
+        #expect(noSubcommand.status == bare.status)
+        #expect(noSubcommand.status == 0)
+        #expect(noSubcommand.stdout.contains("usage: securestore prefs"))
+        #expect(noSubcommand.stderr.isEmpty)
+        // Global options work anywhere.
+        #expect(try securestore(["tasks", "--version"]).stdout == (try securestore(["--version"])).stdout)
 
         let empty = try securestore(["token", "get", ""])
         #expect(empty.status == 64)
