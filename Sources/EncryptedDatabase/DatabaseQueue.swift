@@ -42,6 +42,10 @@ public struct DatabaseConfiguration: Sendable {
 /// keys it, applies the cipher settings and validates the key by reading the schema, so a wrong key fails
 /// here. Several processes may open the same file: it is in WAL mode with `synchronous = NORMAL`, and every
 /// write is a `BEGIN IMMEDIATE` transaction that waits up to the busy timeout for the lock.
+///
+/// A queue is a ``DatabaseWriter``. Keep the queue when you opened it yourself; when it is the `queue` of
+/// SecureStore's `KeyedDatabase`, keep the keyed database instead (also a ``DatabaseWriter``): a key
+/// rotation closes this queue and gives the keyed database a new one.
 public final class DatabaseQueue: Sendable {
     /// The path of the database file.
     public let path: String
@@ -135,7 +139,8 @@ public final class DatabaseQueue: Sendable {
     /// to write fails (`PRAGMA query_only`).
     ///
     /// Calls to ``read(_:)`` and ``write(_:)`` of one queue are serialized; calling either inside the other's
-    /// closure throws ``DatabaseError/Code/misuse``.
+    /// closure throws ``DatabaseError/Code/misuse``. On a queue taken from a `KeyedDatabase`, call the keyed
+    /// database's `read` instead: it follows key rotations, which close this queue.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         try withDatabase { db in
             try db.execute("PRAGMA query_only = 1")
@@ -149,6 +154,9 @@ public final class DatabaseQueue: Sendable {
     ///
     /// `BEGIN IMMEDIATE` takes the write lock at the start, waiting up to the busy timeout for other
     /// connections and processes, so a write never fails half-way because another one started first.
+    ///
+    /// On a queue taken from a `KeyedDatabase`, call the keyed database's `write` instead: it follows key
+    /// rotations, which close this queue.
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
         try withDatabase { db in
             try db.inTransaction(immediate: true) { try body(db) }
