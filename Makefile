@@ -105,8 +105,10 @@ STATIC := --static-swift-stdlib --scratch-path .build-static
 install: deps
 	$(SWIFT) build -c release $(STATIC) --product securestore
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 .build-static/release/securestore $(DESTDIR)$(PREFIX)/bin/securestore
+	install -m 0755 -s .build-static/release/securestore $(DESTDIR)$(PREFIX)/bin/securestore
 	ln -sf securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
+	@echo "installed: $(DESTDIR)$(PREFIX)/bin/securestore (stripped, $$(du -h $(DESTDIR)$(PREFIX)/bin/securestore | cut -f1))"
+	@echo "installed: $(DESTDIR)$(PREFIX)/bin/git-credential-securestore -> securestore (git credential helper)"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore

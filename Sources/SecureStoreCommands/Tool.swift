@@ -3,7 +3,8 @@
 import Foundation
 import Glibc
 
-let version = "0.1.0"
+/// 0.2: the pinned file format (securestore-1), key items named by database id, retired keys, restore.
+let version = "0.2.0"
 
 let root = Command(
     name: "securestore", abstract: "secrets in the keyring, records in an encrypted database, settings in checked preferences.",

@@ -7,7 +7,7 @@ import Testing
     @Test func versionAndHelpAtEveryLevel() throws {
         let version = try securestore(["--version"])
         #expect(version.status == 0)
-        #expect(version.stdout == "securestore 0.1.0\n")
+        #expect(version.stdout == "securestore 0.2.0\n")
 
         let help = try securestore(["--help"])
         #expect(help.status == 0)
