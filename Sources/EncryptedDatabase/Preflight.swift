@@ -206,7 +206,7 @@ enum Preflight {
                     "'\(path)' is in another SQLCipher format, \(format.name) (\(format.summary): "
                         + "\(format.pageSize)-byte pages, \(format.hmacAlgorithm), \(format.kdfAlgorithm)), not "
                         + "SecureStore's \(CipherFormat.secureStore.name); the key is right and nothing was "
-                        + "changed. It was written by another program or by SecureStore before version 2 on "
+                        + "changed. It was written by another program, or by SecureStore before 0.2 on "
                         + "SQLCipher 4")
             }
         }
