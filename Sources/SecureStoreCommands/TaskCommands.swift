@@ -22,7 +22,7 @@ private func openTasks(_ invocation: Invocation, create: Bool) throws -> (KeyedD
     let context = try Context(invocation)
     let database = try openDatabase(invocation, context, create: create)
     do {
-        return (database, try TaskList(queue: database.queue, createIfMissing: create))
+        return (database, try TaskList(database: database, createIfMissing: create))
     } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound {
         try? database.close()
         throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(database.name))

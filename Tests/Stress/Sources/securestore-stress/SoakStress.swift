@@ -170,7 +170,7 @@ private func soakOpen(dataDirectory: String, app: String) throws -> KeyedDatabas
 private func soakTasks(dataDirectory: String, app: String, log path: String, count: Int?) throws {
     let log = try SoakLog(path)
     let database = try soakOpen(dataDirectory: dataDirectory, app: app)
-    let tasks = try TaskList(queue: database.queue)
+    let tasks = try TaskList(database: database)
     var committed: [UUID] = []
     var step = 0
     while count.map({ step < $0 }) ?? true {
@@ -266,7 +266,7 @@ private func soakCheckTasks(dataDirectory: String, app: String, log path: String
     do {
         let database = try soakOpen(dataDirectory: dataDirectory, app: app)
         try database.queue.integrityCheck()
-        let tasks = try TaskList(queue: database.queue)
+        let tasks = try TaskList(database: database)
         for task in try tasks.list(limit: 10_000_000) { present[task.id] = task.done }
         try database.close()
     } catch {
