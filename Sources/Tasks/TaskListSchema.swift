@@ -28,36 +28,38 @@ extension TaskList {
         //   with a statement journal, and SQLCipher encrypts every page copied into it: a bulk insert was 8x
         //   slower. Each of our writes is its own transaction, so rolling the whole transaction back on a
         //   constraint failure is what we want anyway.
-        migrator.registerMigration(migrationIDs[0]) { db in
-            try db.executeScript(
-                """
-                CREATE TABLE tasks (
-                    created_at INTEGER NOT NULL,
-                    id BLOB NOT NULL CHECK (typeof(id) = 'blob' AND length(id) = 16),
-                    title TEXT NOT NULL,
-                    done INTEGER NOT NULL CHECK (done IN (0, 1)),
-                    PRIMARY KEY (created_at, id)
-                ) WITHOUT ROWID;
-                CREATE UNIQUE INDEX tasks_id ON tasks (id);
-                CREATE INDEX tasks_done ON tasks (done);
-                CREATE TABLE task_counts (
-                    singleton INTEGER PRIMARY KEY,
-                    total INTEGER NOT NULL,
-                    done INTEGER NOT NULL
-                );
-                INSERT INTO task_counts (singleton, total, done) VALUES (0, 0, 0);
-                CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks BEGIN
-                    UPDATE OR ROLLBACK task_counts SET total = total + 1, done = done + NEW.done WHERE singleton = 0;
-                END;
-                CREATE TRIGGER tasks_count_delete AFTER DELETE ON tasks BEGIN
-                    UPDATE OR ROLLBACK task_counts SET total = total - 1, done = done - OLD.done WHERE singleton = 0;
-                END;
-                CREATE TRIGGER tasks_count_done AFTER UPDATE OF done ON tasks WHEN OLD.done <> NEW.done BEGIN
-                    UPDATE OR ROLLBACK task_counts SET done = done + NEW.done - OLD.done WHERE singleton = 0;
-                END;
-                """)
-        }
+        migrator.registerMigration(migrationIDs[0]) { db in try db.executeScript(createSQL) }
     }
+
+    /// The SQL of the migration "create tasks": tables, indexes and the triggers that keep the counts. Shipped
+    /// SQL is never edited. Public so that the benchmark baseline, which links plain SQLite and so cannot use this
+    /// module, runs the very same schema (one source of truth, not a copy).
+    public static let createSQL = """
+        CREATE TABLE tasks (
+            created_at INTEGER NOT NULL,
+            id BLOB NOT NULL CHECK (typeof(id) = 'blob' AND length(id) = 16),
+            title TEXT NOT NULL,
+            done INTEGER NOT NULL CHECK (done IN (0, 1)),
+            PRIMARY KEY (created_at, id)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX tasks_id ON tasks (id);
+        CREATE INDEX tasks_done ON tasks (done);
+        CREATE TABLE task_counts (
+            singleton INTEGER PRIMARY KEY,
+            total INTEGER NOT NULL,
+            done INTEGER NOT NULL
+        );
+        INSERT INTO task_counts (singleton, total, done) VALUES (0, 0, 0);
+        CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks BEGIN
+            UPDATE OR ROLLBACK task_counts SET total = total + 1, done = done + NEW.done WHERE singleton = 0;
+        END;
+        CREATE TRIGGER tasks_count_delete AFTER DELETE ON tasks BEGIN
+            UPDATE OR ROLLBACK task_counts SET total = total - 1, done = done - OLD.done WHERE singleton = 0;
+        END;
+        CREATE TRIGGER tasks_count_done AFTER UPDATE OF done ON tasks WHEN OLD.done <> NEW.done BEGIN
+            UPDATE OR ROLLBACK task_counts SET done = done + NEW.done - OLD.done WHERE singleton = 0;
+        END;
+        """
 
     /// A migrator holding only the task list's migrations.
     static var migrator: DatabaseMigrator {

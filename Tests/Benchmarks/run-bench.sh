@@ -46,6 +46,9 @@ results="$work/results.txt"
 echo "# securestore bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# project:  $bin/securestore-bench run ${pass[*]:-}"
 "$bin/securestore-bench" run "$work/project" "${pass[@]}" | tee -a "$results" | sed 's/^/  /'
+# The baseline runs the product's own task schema, printed by the project side.
+"$bin/securestore-bench" schema >"$work/task-schema.sql"
+export BENCH_TASK_SCHEMA="$work/task-schema.sql"
 echo "# baseline: $baseline_bin/securestore-bench-baseline run ${pass[*]:-}"
 "$baseline_bin/securestore-bench-baseline" run "$work/baseline" "${pass[@]}" | tee -a "$results" | sed 's/^/  /'
 echo

@@ -307,35 +307,15 @@ public func toggleIndexes(count: Int, total: Int) -> [Int] {
 
 /// The SQL both sides run, where the project's library does not choose it itself.
 public enum BenchSQL {
-    /// The task list's schema (SecureStore's migration "create tasks", Docs/tasks.md), for the baseline.
-    /// A copy on purpose: the baseline links plain libsqlite3 and so cannot import SecureStore (which links
-    /// SQLCipher); keep it in step with Sources/SecureStore/TaskListSchema.swift.
-    public static let schema = """
-        CREATE TABLE tasks (
-            created_at INTEGER NOT NULL,
-            id BLOB NOT NULL CHECK (typeof(id) = 'blob' AND length(id) = 16),
-            title TEXT NOT NULL,
-            done INTEGER NOT NULL CHECK (done IN (0, 1)),
-            PRIMARY KEY (created_at, id)
-        ) WITHOUT ROWID;
-        CREATE UNIQUE INDEX tasks_id ON tasks (id);
-        CREATE INDEX tasks_done ON tasks (done);
-        CREATE TABLE task_counts (
-            singleton INTEGER PRIMARY KEY,
-            total INTEGER NOT NULL,
-            done INTEGER NOT NULL
-        );
-        INSERT INTO task_counts (singleton, total, done) VALUES (0, 0, 0);
-        CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks BEGIN
-            UPDATE OR ROLLBACK task_counts SET total = total + 1, done = done + NEW.done WHERE singleton = 0;
-        END;
-        CREATE TRIGGER tasks_count_delete AFTER DELETE ON tasks BEGIN
-            UPDATE OR ROLLBACK task_counts SET total = total - 1, done = done - OLD.done WHERE singleton = 0;
-        END;
-        CREATE TRIGGER tasks_count_done AFTER UPDATE OF done ON tasks WHEN OLD.done <> NEW.done BEGIN
-            UPDATE OR ROLLBACK task_counts SET done = done + NEW.done - OLD.done WHERE singleton = 0;
-        END;
-        """
+    /// The task list's schema for the baseline: the product's own `TaskList.createSQL`, which the project side
+    /// prints (`securestore-bench schema`) and run-bench.sh hands over in the file named by `BENCH_TASK_SCHEMA` —
+    /// the baseline links plain libsqlite3 and so cannot import the Tasks module (which links SQLCipher).
+    public static let schema: String = {
+        guard let path = ProcessInfo.processInfo.environment["BENCH_TASK_SCHEMA"],
+            let text = try? String(contentsOfFile: path, encoding: .utf8), !text.isEmpty
+        else { fail("BENCH_TASK_SCHEMA must name a file holding the task list's schema (run-bench.sh makes it)") }
+        return text
+    }()
     /// Inserting one task.
     public static let insert = "INSERT OR ROLLBACK INTO tasks (created_at, id, title, done) VALUES (?, ?, ?, ?)"
     /// Every task, oldest first.

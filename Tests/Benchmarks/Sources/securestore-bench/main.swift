@@ -265,6 +265,9 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 let options = BenchOptions(&arguments)
 do {
     switch (arguments.first, arguments.count) {
+    case ("schema", 1):
+        // The task list's schema, for the baseline (one source of truth: the Tasks module).
+        print(TaskList.createSQL)
     case ("run", 2):
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
         try ProjectBench(directory: arguments[1], options: options).run()
