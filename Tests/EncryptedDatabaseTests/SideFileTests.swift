@@ -236,6 +236,26 @@ func resealWAL(_ path: String) throws {
         try queue.integrityCheck()
     }
 
+    @Test func privateCheckCopiesLeftByAKilledProcessAreRemoved() throws {
+        // A process killed during a check leaves `.NAME.check-PID-XXXXXX` (an encrypted copy) beside the
+        // database; the next check removes those of processes that are gone, and leaves a live one's alone.
+        let image = try crashImage("a.db", key: try testKey(), titles: ["one"], pending: ["two"])
+        let (path, folder) = try isolate(image)
+        let ended = try ChildProcess(["/bin/true"])
+        ended.wait()
+        let stale = folder + "/.db.check-\(ended.pid)-AbCdEf"
+        let live = folder + "/.db.check-\(getpid() == 1 ? 2 : 1)-GhIjKl"  // pid 1 always runs
+        for directory in [stale, live] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            #expect(FileManager.default.createFile(atPath: directory + "/copy.db", contents: Data("x".utf8)))
+        }
+        #expect(try titles(DatabaseQueue(path: path, key: try testKey())) == ["one", "two"])
+        #expect(!fileExists(stale))
+        #expect(fileExists(live + "/copy.db"))
+        let own = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.contains(".check-\(getpid())-") }
+        #expect(own.isEmpty, "this process's own check copy is removed when the check ends")
+    }
+
     @Test func aLiveLogOfAnotherConnectionIsUsedAsIs() throws {
         // Two handles on one file in this process: the second must see the first's committed rows, which are
         // still in the log (no preflight copy is needed: the log is live).
