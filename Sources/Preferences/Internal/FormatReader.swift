@@ -25,6 +25,15 @@ func quoted(_ text: String) -> String {
 
 /// Reads a whole preferences document.
 struct FormatReader {
+    /// Parses one JSON document (any value: object, array, string, number…) as the file's values are parsed:
+    /// integers stay integers, `{"$data": …}` and `{"$date": …}` are the tagged types.
+    static func value(_ bytes: [UInt8]) throws(FormatProblem) -> PreferenceValue {
+        try bytes.withUnsafeBufferPointer { buffer throws(FormatProblem) in
+            var reader = Parser(buffer)
+            return try reader.parseDocument()
+        }
+    }
+
     /// Parses a whole file into its values, checking the envelope (format name and version).
     static func document(_ bytes: [UInt8]) throws(FormatProblem) -> [String: PreferenceValue] {
         if bytes.isEmpty { throw FormatProblem(reason: "the file is empty (0 bytes)") }
