@@ -53,8 +53,12 @@ build: deps
 BENCHMARKS := --package-path Tests/Benchmarks
 STRESS := --package-path Tests/Stress
 STRESS_BIN := Tests/Stress/.build/debug/securestore-stress
+# SwiftPM reuses a dependent package's build plan when only the product's source files changed, so a file added
+# to the product is missing there ("cannot find … in scope"): drop the plans (not the objects) before building.
+FRESH_PLANS := rm -f Tests/Stress/.build/*.yaml Tests/Benchmarks/.build/*.yaml Tests/Benchmarks/.build-static/*.yaml
 build-tests: deps
 	$(SWIFT) build --build-tests
+	$(FRESH_PLANS)
 	$(SWIFT) build $(STRESS)
 	$(SWIFT) build $(BENCHMARKS)
 
@@ -87,6 +91,7 @@ deps-debian13:
 	$(call install-missing,$(HOST_PACKAGES_DEBIAN13))
 
 test-debian13: deps-debian13
+	$(FRESH_PLANS)
 	$(SWIFT) build $(STRESS)
 	rm -rf $(CROSS) && mkdir -p $(CROSS)
 	$(STRESS_BIN) cross write $(CROSS)/debian12
@@ -117,6 +122,7 @@ uninstall:
 # C API, UserDefaults); ends with one "BENCH <workload> project=… baseline=… ratio=…" line per workload.
 # The project side is built as `make install` builds the tool; the baseline with the default dynamic runtime.
 bench: deps
+	$(FRESH_PLANS)
 	$(SWIFT) build $(BENCHMARKS) -c release --static-swift-stdlib --scratch-path Tests/Benchmarks/.build-static \
 	    --product securestore-bench
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-baseline
@@ -126,6 +132,7 @@ bench: deps
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400
 soak: build
+	$(FRESH_PLANS)
 	$(SWIFT) build $(STRESS)
 	$(HARNESS) timeout 600 Tests/Soak/run-soak.sh $(SOAK_KILLS)
 

@@ -1,6 +1,7 @@
 // The Sendable handle: one connection behind a mutex, reached through scoped read and write.
 internal import CSQLCipher
 internal import Foundation
+internal import SecureStoreCore
 internal import Synchronization
 #if canImport(Glibc)
 internal import Glibc
@@ -59,6 +60,9 @@ public final class DatabaseQueue: Sendable {
     nonisolated(unsafe) private var closedReason: String?
     /// The thread inside the mutex, to turn a nested access (a deadlock) into an error.
     private let owner = Atomic<UInt>(0)
+    /// Where the `async` forms of ``read(_:)`` and ``write(_:)`` run: this queue's own serial dispatch queue,
+    /// never Swift concurrency's cooperative pool (a write can wait for another process's lock).
+    private let asyncQueue = DispatchQueue(label: "securestore.database-queue")
 
     /// Opens (or creates) the database at `path` with a 32-byte key, in SQLCipher's raw-key form. This is the
     /// fast path: no key derivation, well under a millisecond once the library is loaded.
@@ -161,6 +165,17 @@ public final class DatabaseQueue: Sendable {
         try withDatabase { db in
             try db.inTransaction(immediate: true) { try body(db) }
         }
+    }
+
+    /// The `async` form of ``read(_:)``: runs on this queue's own dispatch queue, so an `async` caller never
+    /// blocks a thread of Swift concurrency's cooperative pool.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await runBlocking(on: asyncQueue) { try self.read(body) }
+    }
+
+    /// The `async` form of ``write(_:)``: runs on this queue's own dispatch queue.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await runBlocking(on: asyncQueue) { try self.write(body) }
     }
 
     /// Runs `body` with the connection outside any transaction, for statements that cannot run inside one

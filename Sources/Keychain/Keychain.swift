@@ -87,6 +87,9 @@ public final class Keychain: Sendable {
     public let configuration: Configuration
 
     private let connection = Mutex<SecretServiceConnection?>(nil)
+    /// Where the `async` forms run: a dispatch queue of this keychain, never Swift concurrency's cooperative
+    /// pool (a Secret Service call can wait up to its timeout, or for a person's prompt).
+    let asyncQueue = DispatchQueue(label: "securestore.keychain")
 
     /// A keychain on the session bus's Secret Service. Connecting happens at the first call.
     public init(configuration: Configuration = Configuration()) {

@@ -3,6 +3,7 @@
 public import EncryptedDatabase
 public import Foundation
 public import Keychain
+internal import SecureStoreCore
 internal import Synchronization
 
 /// A named encrypted database whose random 32-byte key is kept in the Keychain.
@@ -58,6 +59,8 @@ public final class KeyedDatabase: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Where the `async` forms run (``read(_:)``, ``write(_:)``, ``rotateKey()``).
+    private let asyncQueue = DispatchQueue(label: "securestore.keyed-database")
     /// The open connection, replaced by a rotation. Guarded by `state`: read and written only while it is
     /// held (by the thread in `owner`, or in `deinit`). `nonisolated(unsafe)` so that the thread that holds
     /// the lock can hand it out without taking the lock again (see ``queue``), as `DatabaseQueue` lends its
@@ -1005,5 +1008,23 @@ extension KeyedDatabase: DatabaseWriter {
     /// ``DatabaseQueue/writeWithoutTransaction(_:)``); like ``write(_:)``, it follows key rotations.
     public func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
         try withQueue { queue in try queue.writeWithoutTransaction(body) }
+    }
+
+    /// The `async` form of ``read(_:)``: runs on a dispatch queue of this handle, never on Swift concurrency's
+    /// cooperative pool (it may wait for a rotation or for another process's lock).
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await runBlocking(on: asyncQueue) { try self.read(body) }
+    }
+
+    /// The `async` form of ``write(_:)``, on a dispatch queue of this handle.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await runBlocking(on: asyncQueue) { try self.write(body) }
+    }
+
+    /// The `async` form of ``rotateKey(progress:)``, on a dispatch queue of this handle (a rotation copies the
+    /// whole database).
+    @discardableResult
+    public func rotateKey() async throws -> KeyedDatabaseRetiredKey {
+        try await runBlocking(on: asyncQueue) { try self.rotateKey() }
     }
 }
