@@ -5,7 +5,7 @@ HARNESS := Tests/Harness/with-keyring
 # Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
 # tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run.
 APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
-                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config
+                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3
 # Host packages `make test-debian13` needs on top (the packages inside its Debian 13 root are
 # APT_PACKAGES plus the toolchain's, listed in Tests/Harness/debian13).
 HOST_PACKAGES_DEBIAN13 := debootstrap
@@ -67,6 +67,7 @@ build-tests: deps
 # Then the Keychain, keyed-database and git-credential suites again against KeePassXC with stock settings;
 # SECURESTORE_PROMPT=always lets the processes the tests start answer KeePassXC's approval prompts.
 test: build-tests
+	Tests/DocExamples/check-doc-examples
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
 	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
 	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \
@@ -142,5 +143,5 @@ fuzz: deps
 	Tests/Fuzz/run-fuzz.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf .build .build-static .build-fuzz .build-cross Tests/Benchmarks/.build Tests/Benchmarks/.build-static \
+	rm -rf .build .build-static .build-fuzz .build-cross .build-doc-examples Tests/Benchmarks/.build Tests/Benchmarks/.build-static \
 	    Tests/Stress/.build
