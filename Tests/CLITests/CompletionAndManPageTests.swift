@@ -216,6 +216,36 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(!result.stdout.contains("ghp_value_not_offered"))
         #expect(!FileManager.default.fileExists(atPath: data.path + "/none"), "completion creates nothing")
 
+        // fish and zsh ask the same way.
+        let tool = product("securestore")
+        if installed("fish") {
+            let path = try write(try securestore(["completion", "fish"]).stdout, "securestore.fish", in: directory)
+            let fish = try run([
+                "fish", "--no-config", "-c",
+                "source '\(path)'; complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks done '; echo ==; "
+                    + "complete -C '\(tool) --app \(app) token delete '; echo ==; complete -C '\(tool) --app \(app)-absent token get '",
+            ])
+            #expect(fish.status == 0, "\(fish.stderr)")
+            #expect(fish.stdout == "\(id)\n==\ngithub\n==\n")
+        } else {
+            print("SKIPPED: fish task ID and token name completion: fish is not installed ('make deps' installs it)")
+        }
+        if installed("zsh") {
+            let path = try write(try securestore(["completion", "zsh"]).stdout, "_securestore", in: directory)
+            let program = #"""
+                source "$1" >/dev/null 2>&1
+                compadd() { shift 2; print -r -- "> $*"; }
+                c() { words=("$@"); CURRENT=${#words}; _securestore; }
+                c "$2" --app "$3" --data-dir "$4" tasks undo ''
+                c "$2" --app "$3" token get ''
+                """#
+            let zsh = try run(["zsh", "-f", "-c", program, "zsh", path, tool, app, data.path])
+            #expect(zsh.status == 0, "\(zsh.stderr)")
+            #expect(zsh.stdout == "> \(id)\n> github\n")
+        } else {
+            print("SKIPPED: zsh task ID and token name completion: zsh is not installed ('make deps' installs it)")
+        }
+
         // The hidden command itself: names only, never a secret; silent and 0 when there is nothing to read.
         let names = try securestore(["__complete", "token-names"], app: app)
         #expect(names.status == 0)
