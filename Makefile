@@ -5,7 +5,7 @@ HARNESS := Tests/Harness/with-keyring
 # Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
 # tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run.
 APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
-                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3
+                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3 man-db
 # Host packages `make test-debian13` needs on top (the packages inside its Debian 13 root are
 # APT_PACKAGES plus the toolchain's, listed in Tests/Harness/debian13).
 HOST_PACKAGES_DEBIAN13 := debootstrap
@@ -13,6 +13,8 @@ HOST_PACKAGES_DEBIAN13 := debootstrap
 # by xdotool (Tests/Harness/with-keepassxc). `make deps` installs them when it can; `make test` skips that
 # part, saying so, when one is missing.
 APT_OPTIONAL := keepassxc xvfb xdotool
+# The shells whose completion scripts the suite checks (zsh -n, fish -n; skipped, saying so, when absent).
+APT_OPTIONAL += zsh fish
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests
@@ -40,9 +42,9 @@ deps:
 	done; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
-	    echo "deps: installing$$missing (for the KeePassXC tests)"; \
+	    echo "deps: installing$$missing (for the KeePassXC and completion tests)"; \
 	    { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; } || \
-	        echo "deps: could not install$$missing; make test will skip the KeePassXC part"; \
+	        echo "deps: could not install$$missing; make test will skip the parts that need them"; \
 	fi
 
 build: deps
@@ -108,6 +110,11 @@ demo: build
 # The installed tool carries the Swift runtime inside it (--static-swift-stdlib): it runs without the
 # toolchain's libraries and starts in half the time (Docs/performance.md). Built in its own scratch folder.
 STATIC := --static-swift-stdlib --scratch-path .build-static
+# Where completion scripts and manual pages go under PREFIX: where bash-completion, zsh, fish and man look.
+BASH_COMPLETION := share/bash-completion/completions/securestore
+ZSH_COMPLETION := share/zsh/site-functions/_securestore
+FISH_COMPLETION := share/fish/vendor_completions.d/securestore.fish
+MAN1 := share/man/man1
 install: deps
 	$(SWIFT) build -c release $(STATIC) --product securestore
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin
@@ -115,9 +122,29 @@ install: deps
 	ln -sf securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
 	@echo "installed: $(DESTDIR)$(PREFIX)/bin/securestore (stripped, $$(du -h $(DESTDIR)$(PREFIX)/bin/securestore | cut -f1))"
 	@echo "installed: $(DESTDIR)$(PREFIX)/bin/git-credential-securestore -> securestore (git credential helper)"
+	@# Completion scripts and manual pages, generated now by the tool just built, from its command tree.
+	@set -e; bin=.build-static/release/securestore; \
+	for shell in bash zsh fish; do \
+	    case $$shell in \
+	    bash) file=$(DESTDIR)$(PREFIX)/$(BASH_COMPLETION) ;; \
+	    zsh) file=$(DESTDIR)$(PREFIX)/$(ZSH_COMPLETION) ;; \
+	    fish) file=$(DESTDIR)$(PREFIX)/$(FISH_COMPLETION) ;; \
+	    esac; \
+	    install -d -m 0755 "$$(dirname "$$file")"; \
+	    $$bin completion $$shell > "$$file.tmp"; chmod 0644 "$$file.tmp"; mv "$$file.tmp" "$$file"; \
+	    echo "installed: $$file ($$shell completion)"; \
+	done; \
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/$(MAN1); \
+	for group in "" $$($$bin man --list); do \
+	    file=$(DESTDIR)$(PREFIX)/$(MAN1)/securestore$${group:+-$$group}.1; \
+	    $$bin man $$group > "$$file.tmp"; chmod 0644 "$$file.tmp"; mv "$$file.tmp" "$$file"; \
+	    echo "installed: $$file"; \
+	done
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
+	rm -f $(DESTDIR)$(PREFIX)/$(BASH_COMPLETION) $(DESTDIR)$(PREFIX)/$(ZSH_COMPLETION) $(DESTDIR)$(PREFIX)/$(FISH_COMPLETION)
+	rm -f $(DESTDIR)$(PREFIX)/$(MAN1)/securestore.1 $(DESTDIR)$(PREFIX)/$(MAN1)/securestore-*.1
 
 # Benchmarks, release build, side by side with baselines (plain libsqlite3 in its own process, libsecret's
 # C API, UserDefaults); ends with one "BENCH <workload> project=… baseline=… ratio=…" line per workload.

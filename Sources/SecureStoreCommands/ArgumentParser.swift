@@ -138,6 +138,8 @@ struct Command: Sendable {
     /// Whether the command reads a secret (from standard input or a prompt): only then does a usage error
     /// talk about secrets.
     var readsSecret = false
+    /// Left out of help, man pages and completion: the completion scripts' own helper (`__complete`).
+    var hidden = false
     var run: (@Sendable (Invocation) throws -> Int32)? = nil
 
     func subcommand(named name: String) -> Command? { subcommands.first { $0.name == name } }
@@ -251,7 +253,7 @@ struct Parser: Sendable {
             if !command.subcommands.isEmpty && positionals.isEmpty {
                 guard let next = command.subcommand(named: argument) else {
                     if wantsHelp { break }
-                    let known = command.subcommands.map(\.name).joined(separator: ", ")
+                    let known = command.subcommands.filter { !$0.hidden }.map(\.name).joined(separator: ", ")
                     throw UsageError("unknown command \(UsageError.quoted(argument)) (expected one of: \(known))", path: path)
                 }
                 // Options given before the subcommand belong to the parent: only global ones are allowed.
@@ -335,7 +337,7 @@ struct Parser: Sendable {
             }
         }
         if !command.subcommands.isEmpty {
-            lines += ["", "Commands:"] + table(command.subcommands.map { ($0.name, $0.abstract) })
+            lines += ["", "Commands:"] + table(command.subcommands.filter { !$0.hidden }.map { ($0.name, $0.abstract) })
         }
         if !command.arguments.isEmpty {
             lines += ["", "Arguments:"] + table(command.arguments.map { ($0.name, $0.help) })

@@ -20,6 +20,21 @@ enum ExitStatus {
     static let ioError: Int32 = 74
     static let temporaryFailure: Int32 = 75
     static let denied: Int32 = 77
+
+    /// Every status with what it means, in order: the man page's EXIT STATUS section is written from it.
+    static let meanings: [(status: Int32, meaning: String)] = [
+        (success, "Success."),
+        (checkFailed, "A check found a problem: prefs audit found a secret or a hard limit exceeded, db verify failed, a backup did not verify."),
+        (usage, "Usage error: unknown command or option, missing or extra argument, bad value, ambiguous task ID prefix."),
+        (dataError, "Bad data: a value over its limit, a damaged preferences file, a wrong key or a damaged database, a copied database."),
+        (notFound, "Not found: no such token, task, preference or database (commands other than the creating ones create nothing)."),
+        (unavailable, "Service unavailable: no D-Bus session bus or no Secret Service provider."),
+        (software, "Internal error: a bug, please report it."),
+        (cannotCreate, "Cannot create: a backup or import target exists."),
+        (ioError, "I/O error: disk full, I/O failure, a data directory that is not a directory."),
+        (temporaryFailure, "Temporary failure: the keyring timed out or the database stayed busy; try again."),
+        (denied, "Denied: the keyring or item is locked, an approval is needed and no prompt may be shown, a prompt was dismissed, permission denied."),
+    ]
 }
 
 /// An error of the tool itself, with its exit status and an optional hint.

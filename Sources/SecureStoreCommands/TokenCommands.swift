@@ -88,10 +88,10 @@ struct Context {
     let paths: AppPaths
     let keychain: Keychain
 
-    init(_ invocation: Invocation) throws {
+    init(_ invocation: Invocation, allowsPrompts: Bool = Context.allowsPrompts()) throws {
         let dataDirectory = invocation.global.dataDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         paths = try AppPaths(app: invocation.global.app, dataDirectory: dataDirectory)
-        keychain = Keychain(configuration: Keychain.Configuration(allowsPrompts: Context.allowsPrompts()))
+        keychain = Keychain(configuration: Keychain.Configuration(allowsPrompts: allowsPrompts))
     }
 
     /// A person on a terminal can answer the keyring's unlock or approval dialog; a pipe (git, a script,

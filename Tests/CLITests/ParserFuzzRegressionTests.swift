@@ -37,7 +37,7 @@ import Testing
     @Test func printableTextIsQuotedAsItIs() {
         #expect(UsageError.quoted("größe ✓ \"x\" \\n") == "'größe ✓ \"x\" \\n'")
         #expect(UsageError.quoted("") == "''")
-        #expect(usageError(["tokn"])?.message == "unknown command 'tokn' (expected one of: token, tasks, db, prefs, git-credential)")
+        #expect(usageError(["tokn"])?.message == "unknown command 'tokn' (expected one of: token, tasks, db, prefs, git-credential, completion, man)")
     }
 
     @Test func anIntegerOptionQuotesTheTextItRefuses() {
