@@ -1,5 +1,5 @@
 // Codable values in preferences, a readable PreferenceValue, and changes as an AsyncSequence.
-import Foundation
+public import Foundation
 
 extension Preferences {
     /// Stores any `Encodable` value for `key`, within the same limits as every value: it is encoded to JSON
@@ -85,5 +85,36 @@ extension PreferenceValue: CustomStringConvertible {
     /// `{"width": 800}`; data and dates as the format's tagged objects.
     public var description: String {
         (try? FormatWriter.compact(self)) ?? typeName
+    }
+}
+
+extension Preferences {
+    /// The stored values as a preferences document — the same format as the domain's file, whatever its
+    /// location — for a backup or another machine (the `dconf dump` of this module). Registered defaults are not
+    /// included.
+    public func exportDocument() throws -> Data {
+        Data(try FormatWriter.document(storedValues))
+    }
+
+    /// Reads a document made by ``exportDocument()`` (or a domain's file) and stores its values as one version:
+    /// added to the stored ones (a value for the same key replaced), or, with `replacing`, instead of them. Every
+    /// limit is checked first; when one is hit or the document is damaged, nothing changes.
+    ///
+    /// - Throws: ``PreferencesError/Code/damagedFile`` (the line and column of the problem) for a document that is
+    ///   not a preferences document, ``PreferencesError/Code/unsupportedFormat`` for a newer format version, and
+    ///   everything ``set(_:forKey:)`` throws.
+    @discardableResult
+    public func importDocument(_ document: Data, replacing: Bool = false) throws -> PreferencesWarning? {
+        let imported: [String: PreferenceValue]
+        do {
+            imported = try FormatReader.document([UInt8](document))
+        } catch {
+            throw PreferencesError(
+                code: error.newerVersion ? .unsupportedFormat : .damagedFile,
+                message: "the document to import is not a preferences document: \(error.text); nothing was changed")
+        }
+        return try update { values in
+            if replacing { values = imported } else { values.merge(imported) { _, new in new } }
+        }
     }
 }

@@ -8,6 +8,8 @@ import SecureStoreCore
 let prefsCommand = Command(
     name: "prefs", abstract: "Read, write and audit preferences (small settings, size-limited).",
     subcommands: [
+        prefsExportCommand,
+        prefsImportCommand,
         Command(
             name: "get", abstract: "Print a preference's value.",
             arguments: [ArgumentSpec(name: "KEY", help: "The preference's key.")],

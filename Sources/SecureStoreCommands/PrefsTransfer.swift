@@ -1,0 +1,93 @@
+// `securestore prefs export|import`: the dconf dump/load of this tool.
+import Foundation
+import Preferences
+import SecureStore
+import SecureStoreCore
+
+private let outputOption = Option<String>(
+    "output", valueName: "FILE", help: "Write to FILE (created 0600, replaced atomically) instead of standard output.")
+private let replaceFlag = Flag("replace", help: "Replace every stored preference instead of adding to them.")
+
+/// `prefs export`: the stored values as a preferences document.
+let prefsExportCommand = Command(
+    name: "export", abstract: "Print the preferences as a document that 'prefs import' reads (a backup, another machine).",
+    options: [outputOption],
+    run: { invocation in
+        let context = try Context(invocation)
+        let location = try PreferencesLocation(directory: context.paths.configDirectory)
+        guard FileManager.default.fileExists(atPath: location.fileURL.path) else {
+            throw CLIError(
+                status: ExitStatus.notFound,
+                message: "there are no preferences for application '\(context.paths.app)' (no file '\(location.fileURL.path)')",
+                hint: "check --app; 'securestore prefs set KEY VALUE' creates them")
+        }
+        let document = try Preferences(location: location).exportDocument()
+        if let output = try invocation[outputOption] {
+            try writeFileAtomically(document, to: output)
+        } else {
+            FileHandle.standardOutput.write(document)
+        }
+        return ExitStatus.success
+    })
+
+/// `prefs import [FILE]`: stores a document's values as one version.
+let prefsImportCommand = Command(
+    name: "import", abstract: "Store the preferences of a document made by 'prefs export' (standard input without FILE).",
+    discussion: """
+        Added to the stored preferences (a value for the same key replaced), or instead of them with --replace.
+        Every limit is checked before anything is written: a refused or damaged document changes nothing.
+        Values the audit takes for secrets are named on standard error (never shown); move them to the
+        keyring with 'securestore prefs move-to-keychain'.
+        """,
+    arguments: [ArgumentSpec(name: "FILE", help: "The document (default: standard input).", optional: true)],
+    options: [replaceFlag],
+    run: { invocation in
+        let context = try Context(invocation)
+        let document: Data
+        if let file = invocation.argument(0) {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw CLIError(status: ExitStatus.notFound, message: "cannot read \(UsageError.quoted(file))")
+            }
+            document = data
+        } else {
+            document = FileHandle.standardInput.readDataToEndOfFile()
+        }
+        let preferences = try Preferences(location: PreferencesLocation(directory: context.paths.configDirectory))
+        if let warning = try preferences.importDocument(document, replacing: invocation[replaceFlag]) {
+            Console.err("securestore: \(warning)\n")
+        }
+        for finding in preferences.audit().secrets {
+            Console.err("securestore: warning: \(UsageError.quoted(finding.key)) looks like a secret (\(finding.rule.id)); "
+                + "move it with 'securestore prefs move-to-keychain'\n")
+        }
+        return ExitStatus.success
+    })
+
+/// Writes `data` to `path` through a temporary file beside it (0600), fsynced and renamed into place.
+private func writeFileAtomically(_ data: Data, to path: String) throws {
+    let directory = directoryPart(path).isEmpty ? "." : directoryPart(path)
+    let temporary = directory + "/.\(namePart(path)).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    do {
+        let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+        do {
+            try descriptor.closeAfter { () throws(Errno) in
+                try descriptor.setMode(0o600)
+                try descriptor.writeAll([UInt8](data))
+                try descriptor.sync()
+            }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else {
+            let error = Errno.current
+            unlink(temporary)
+            throw error
+        }
+        try? syncDirectory(directory)
+    } catch {
+        throw CLIError(
+            status: (error as? Errno)?.isDiskFull == true ? ExitStatus.ioError : ExitStatus.cannotCreate,
+            message: "cannot write \(UsageError.quoted(path)): \(error)")
+    }
+}
