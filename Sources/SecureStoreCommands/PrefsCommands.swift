@@ -73,6 +73,9 @@ let prefsCommand = Command(
                 if let warning = try preferences.set(value, forKey: key) {
                     Console.err("securestore: warning: \(warning)\n")
                 }
+                if invocation.global.json {
+                    try Console.json(PreferenceStoredJSON(key: key, type: value.typeName, stored: true))
+                }
                 return ExitStatus.success
             }),
         Command(
@@ -84,6 +87,7 @@ let prefsCommand = Command(
                 guard try preferences.remove(key) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
+                if invocation.global.json { try Console.json(DeletedJSON(name: key, deleted: true)) }
                 return ExitStatus.success
             }),
         Command(
@@ -130,6 +134,7 @@ let prefsCommand = Command(
                 let name = invocation.argument(1) ?? key
                 try PreferenceSecretMover(preferences: preferences, keychain: context.keychain, service: context.paths.tokenService)
                     .move(key: key, toAccount: name)
+                if invocation.global.json { try Console.json(PreferenceMovedJSON(key: key, token: name, moved: true)) }
                 Console.err("moved preference \(UsageError.quoted(key)) to the keyring as token \(UsageError.quoted(name))\n")
                 return ExitStatus.success
             }),
@@ -160,7 +165,11 @@ let prefsCommand = Command(
                         throw CLIError(status: ExitStatus.dataError, message: "not reset; nothing was changed")
                     }
                 }
-                if let moved = try Preferences.reset(location) {
+                let moved = try Preferences.reset(location)
+                if invocation.global.json {
+                    try Console.json(PreferencesResetJSON(path: location.fileURL.path, movedTo: moved?.path))
+                }
+                if let moved {
                     Console.err("moved \(location.fileURL.path) to \(moved.path)\n")
                 }
                 return ExitStatus.success

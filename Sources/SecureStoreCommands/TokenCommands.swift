@@ -54,6 +54,10 @@ let tokenCommand = Command(
                         status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))",
                         hint: "'securestore token list' shows the stored names")
                 }
+                if invocation.global.json {
+                    try printJSON(name: name, secret: secret)
+                    return ExitStatus.success
+                }
                 secret.withUnsafeBytes { bytes in FileHandle.standardOutput.write(Data(bytes)) }
                 if Console.stdoutIsTerminal { Console.out("\n") }
                 return ExitStatus.success
@@ -67,6 +71,7 @@ let tokenCommand = Command(
                 guard try context.keychain.delete(service: context.paths.tokenService, account: name) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))")
                 }
+                if invocation.global.json { try Console.json(DeletedJSON(name: name, deleted: true)) }
                 return ExitStatus.success
             }),
         Command(
@@ -191,6 +196,33 @@ enum TokenCharset {
             }
         }
     }
+}
+
+/// `token get --json`: `{"name":…,"secret":…}`, the secret escaped byte by byte from its own buffer into one
+/// that is wiped (never a String). A secret that is not UTF-8 cannot be a JSON string: exit 65.
+private func printJSON(name: String, secret: Secret) throws {
+    let valid = secret.withUnsafeBytes { isValidUTF8($0) }
+    guard valid else {
+        throw CLIError(
+            status: ExitStatus.dataError, message: "token \(UsageError.quoted(name)) is not UTF-8 text, so --json cannot show it",
+            hint: "run 'securestore token get NAME' without --json for the bytes")
+    }
+    let head = try JSONEncoder().encode(["name": name])  // {"name":"…"}
+    var output = [UInt8](head.dropLast()) + Array(",\"secret\":\"".utf8)
+    defer { output.withUnsafeMutableBytes { secureZero($0) } }
+    output.reserveCapacity(output.count + secret.count * 6 + 3)
+    secret.withUnsafeBytes { bytes in
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), byte]
+            case 0..<0x20, 0x7F:
+                output += Array("\\u00".utf8) + Array(hexString([byte]).utf8)
+            default: output.append(byte)
+            }
+        }
+    }
+    output += Array("\"}\n".utf8)
+    output.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
 }
 
 private func tokenName(_ invocation: Invocation) throws -> String {
