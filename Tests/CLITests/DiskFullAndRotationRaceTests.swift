@@ -76,6 +76,31 @@ import Testing
         #expect(verify.status == 0, "the database still opens with its key: \(verify.stderr)")
     }
 
+    @Test func aFullDiskUnderThePreferencesExits74NamingTheFileAndKeepsTheOldValues() throws {
+        guard let mount = try mountTmpfs(size: "64k") else { return }
+        defer { unmount(mount) }
+        let app = uniqueApp()
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = mount
+        #expect(try securestore(["prefs", "set", "theme", "dark"], app: app, environment: environment).status == 0)
+        let file = mount + "/\(app)/preferences.json"
+        let before = try Data(contentsOf: URL(fileURLWithPath: file))
+        // Fill the file system to the last block.
+        #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
+        let filler = FileHandle(forWritingAtPath: mount + "/filler")
+        for _ in 0..<64 { try? filler?.write(contentsOf: Data(count: 4096)) }
+        try? filler?.close()
+
+        let full = try securestore(
+            ["prefs", "set", "blob", String(repeating: "x", count: 6000)], app: app, environment: environment)
+        #expect(full.status == 74)
+        #expect(full.stderr.hasPrefix("securestore: cannot write \(mount)/\(app)/.preferences.json.tmp-"))
+        #expect(full.stderr.hasSuffix(": No space left on device\n"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mount + "/\(app)").filter { $0.contains(".tmp-") }
+            .isEmpty, "no temporary file left")
+    }
+
     @Test func twoRotationsAtOnceSayAnotherSecureStoreProcessIsRotating() throws {
         let app = uniqueApp()
         let work = NSTemporaryDirectory() + "securestore-race-\(UUID().uuidString.prefix(8))"
