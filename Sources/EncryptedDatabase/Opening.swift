@@ -388,6 +388,11 @@ enum Opening {
         try step(source, "PRAGMA main.user_version", row: { userVersion = sqlite3_column_int64($0, 0) })
         try step(source, "PRAGMA main.application_id", row: { applicationID = sqlite3_column_int64($0, 0) })
 
+        var pageCount: Int64 = 0
+        var pageSize: Int64 = 0
+        try step(source, "PRAGMA main.page_count", row: { pageCount = sqlite3_column_int64($0, 0) })
+        try step(source, "PRAGMA main.page_size", row: { pageSize = sqlite3_column_int64($0, 0) })
+
         removeStaleTemporaries(near: destination)
         let temporary = temporaryPath(near: destination)
         try createExclusive(temporary)
@@ -417,8 +422,53 @@ enum Opening {
         } catch {
             if attached { try? exec(source, "DETACH DATABASE securestore_export") }
             removeDatabaseFiles(temporary)
-            throw error
+            throw exportError(error, destination: destination, needed: pageCount * pageSize)
         }
+    }
+
+    /// `sqlcipher_export` reports a full disk or an I/O error of the file it writes as a plain `SQLITE_ERROR`
+    /// holding only SQLite's bare message ("database or disk is full"); this gives such an error its code, the
+    /// file, and what the copy needs against what is free.
+    private static func exportError(_ error: any Error, destination: String, needed: Int64) -> any Error {
+        guard let error = error as? DatabaseError, error.code == .sqlite || error.code == .diskFull || error.code == .io
+        else { return error }
+        let full = String(cString: sqlite3_errstr(SQLITE_FULL))
+        let io = String(cString: sqlite3_errstr(SQLITE_IOERR))
+        if error.code == .diskFull || error.message.contains(full) {
+            var space = ""
+            if needed > 0 {
+                space = " (the copy needs about \(byteCount(needed))"
+                if let free = availableBytes(onFileSystemOf: directoryPart(destination)) {
+                    space += "; \(byteCount(free)) is free there"
+                }
+                space += ")"
+            }
+            return DatabaseError(
+                .diskFull,
+                "the disk is full: cannot write '\(destination)'\(space); the partial copy was removed; free some "
+                    + "space and try again",
+                extendedResultCode: SQLITE_FULL)
+        }
+        if error.code == .io || error.message.contains(io) {
+            return DatabaseError(
+                .io, "an input/output error writing '\(destination)' (\(error.message)); the partial copy was removed",
+                extendedResultCode: error.extendedResultCode ?? SQLITE_IOERR)
+        }
+        return error
+    }
+
+    /// `bytes` for a person: "640 KiB", "12.5 MiB".
+    static func byteCount(_ bytes: Int64) -> String {
+        if bytes < 1024 { return "\(bytes) bytes" }
+        let units = ["KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes) / 1024
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        let rounded = value >= 100 ? String(Int(value.rounded())) : String((value * 10).rounded() / 10)
+        return "\(rounded) \(units[unit])"
     }
 
     /// Encrypts the plaintext SQLite database `source` into the new file `destination` under `key`.

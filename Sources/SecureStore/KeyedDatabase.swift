@@ -644,6 +644,14 @@ public final class KeyedDatabase: Sendable {
             guard state.lock >= 0 else {
                 throw SecureStoreError(SecureStoreError.Code.invalidArgument, "the database '\(files.path)' is closed")
             }
+            guard try KeyedDatabaseFiles.beginRotation(state.lock, path: files.path) else {
+                throw SecureStoreError(
+                    SecureStoreError.Code.inUse,
+                    "another SecureStore process (or handle) is rotating the key of '\(files.path)'; nothing was "
+                        + "changed; wait for it to finish",
+                    databaseName: items.databaseName, path: files.path)
+            }
+            defer { KeyedDatabaseFiles.endRotation(state.lock) }
             do {
                 // Wait a little for another process's open to finish, not for a handle that stays open.
                 try KeyedDatabaseFiles.relock(

@@ -229,6 +229,37 @@ struct KeyedDatabaseFiles: Sendable {
         }
     }
 
+    /// Marks a key rotation of the database in the lock file (an open-file-description lock on one byte far
+    /// past its contents), without waiting: false when another handle or process holds the mark. `flock`
+    /// converts a shared lock to exclusive and back by dropping it first, so a second rotation could slip into
+    /// that gap; the mark is held across both conversions and tells it that a SecureStore process is rotating.
+    /// Released by ``endRotation(_:)`` or when the descriptor closes.
+    static func beginRotation(_ descriptor: Int32, path: String) throws -> Bool {
+        try rotationMark(descriptor, type: Int16(F_WRLCK), path: path)
+    }
+
+    /// Releases the mark of ``beginRotation(_:path:)``.
+    static func endRotation(_ descriptor: Int32) {
+        _ = try? rotationMark(descriptor, type: Int16(F_UNLCK), path: "")
+    }
+
+    /// The corresponding C call is `fcntl(F_OFD_SETLK)`.
+    private static func rotationMark(_ descriptor: Int32, type: Int16, path: String) throws -> Bool {
+        var mark = flock()
+        mark.l_type = type
+        mark.l_whence = Int16(SEEK_SET)
+        mark.l_start = 1 << 30
+        mark.l_len = 1
+        let setOpenFileDescriptionLock: Int32 = 37  // F_OFD_SETLK (Linux 3.15), not exported to Swift by Glibc
+        while fcntl(descriptor, setOpenFileDescriptionLock, &mark) != 0 {
+            let error = Errno.current
+            if error == .interrupted { continue }
+            if error == .wouldBlock || error == .permissionDenied { return false }
+            throw errnoError(error, "cannot lock '\(path)'")
+        }
+        return true
+    }
+
     /// Changes the lock held through `descriptor` to shared or exclusive, waiting up to `timeout`.
     static func relock(_ descriptor: Int32, exclusive: Bool, timeoutMilliseconds: Int, path: String) throws {
         let operation = (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB

@@ -132,6 +132,12 @@ let dbCommand = Command(
                     from: source, paths: context.paths, name: try databaseName(invocation), keychain: context.keychain)
                 defer { try? database.close() }
                 Console.progress("importing", done: 1, total: 1)
+                if invocation.global.json {
+                    try Console.json(
+                        DatabaseStoredJSON(
+                            name: database.name, path: database.url.path, databaseId: database.databaseID,
+                            source: source.path))
+                }
                 Console.err("imported \(source.path) into encrypted database '\(database.name)' at \(database.url.path)\n")
                 Console.err("the plaintext source \(source.path) still exists, unencrypted and unchanged: delete it once you have checked the import\n")
                 return ExitStatus.success
@@ -147,8 +153,11 @@ let dbCommand = Command(
                 if Console.stdoutIsTerminal {
                     Console.err("This code is the database key. Write it down and keep it offline; anyone with it and the file can read the data.\n")
                 }
+                // The code is letters, digits and dashes: written into the JSON string as it is, never copied
+                // into a String.
+                if invocation.global.json { Console.out("{\"recoveryCode\":\"") }
                 code.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
-                Console.out("\n")
+                Console.out(invocation.global.json ? "\"}\n" : "\n")
                 return ExitStatus.success
             }),
         Command(
@@ -166,6 +175,10 @@ let dbCommand = Command(
                 let database = try KeyedDatabase.recover(
                     paths: context.paths, name: try databaseName(invocation), keychain: context.keychain, code: code)
                 defer { try? database.close() }
+                if invocation.global.json {
+                    try Console.json(
+                        DatabaseStoredJSON(name: database.name, path: database.url.path, databaseId: database.databaseID))
+                }
                 Console.err("the recovery code opens '\(database.url.path)'; its key is stored in the keyring again\n")
                 return ExitStatus.success
             }),

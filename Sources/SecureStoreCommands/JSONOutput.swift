@@ -233,3 +233,46 @@ struct PreferenceValueJSON: Encodable {
         }
     }
 }
+
+/// `token delete`, `prefs delete`.
+struct DeletedJSON: Encodable {
+    let name: String
+    let deleted: Bool
+}
+
+/// `prefs set`: the key and its type, never the value (it may be a secret stored with --force).
+struct PreferenceStoredJSON: Encodable {
+    let key: String
+    let type: String
+    let stored: Bool
+}
+
+/// `prefs move-to-keychain`.
+struct PreferenceMovedJSON: Encodable {
+    let key: String
+    let token: String
+    let moved: Bool
+}
+
+/// `prefs reset`: where the file was moved, or null when there was none.
+struct PreferencesResetJSON: Encodable {
+    let path: String
+    let movedTo: String?
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(path, forKey: .path)
+        try container.encode(movedTo, forKey: .movedTo)  // null, not left out
+    }
+
+    private enum CodingKeys: String, CodingKey { case path, movedTo }
+}
+
+/// `db import-plaintext`, `db recover`: the database and its file.
+struct DatabaseStoredJSON: Encodable {
+    let name: String
+    let path: String
+    let databaseId: String
+    /// `db import-plaintext`: the plaintext source, which is left in place.
+    var source: String? = nil
+}

@@ -29,17 +29,54 @@ let prefsCommand = Command(
             }),
         Command(
             name: "set", abstract: "Set a preference (a string unless a type option is given).",
+            discussion: """
+                A value that `prefs audit` would flag as a secret (a token prefix, a private key, a password
+                under a password-like key…) is refused, naming the rule and never the value: store secrets with
+                `securestore token set NAME`, or move one with `securestore prefs move-to-keychain KEY`.
+                --force stores it anyway. --stdin reads VALUE from standard input (one trailing newline
+                removed), so that it appears in no argument list or shell history.
+                """,
             arguments: [
                 ArgumentSpec(name: "KEY", help: "The preference's key."),
-                ArgumentSpec(name: "VALUE", help: "The value, read according to the type option."),
+                ArgumentSpec(
+                    name: "VALUE", help: "The value, read according to the type option (not with --stdin).",
+                    optional: true),
             ],
-            options: ValueType.allCases.map(\.flag),
+            options: ValueType.allCases.map(\.flag) + [stdinFlag, forceSetFlag],
             run: { invocation in
-                let preferences = try openPreferences(invocation)
                 let key = invocation.argument(0) ?? ""
-                let value = try parseValue(invocation.argument(1) ?? "", invocation)
+                let text: String
+                if invocation[stdinFlag] {
+                    guard invocation.argument(1) == nil else {
+                        throw UsageError("give VALUE or --stdin, not both", path: invocation.path)
+                    }
+                    text = try readValueFromStandardInput()
+                } else {
+                    guard let argument = invocation.argument(1) else {
+                        throw UsageError("missing VALUE (or --stdin to read it from standard input)", path: invocation.path)
+                    }
+                    text = argument
+                }
+                let value = try parseValue(text, invocation, echoes: !invocation[stdinFlag])
+                if !invocation[forceSetFlag] {
+                    let findings = PreferencesAudit.run(
+                        values: [key: value], limits: PreferencesLimits(), path: "").secrets
+                    if let finding = findings.first {
+                        throw CLIError(
+                            status: ExitStatus.dataError,
+                            message: "refusing to store preference \(UsageError.quoted(key)): its value looks like a "
+                                + "secret (\(finding.rule.summary) [\(finding.rule.id)]); nothing was changed",
+                            hint: "keep secrets in the keyring: `securestore token set NAME` reads one from standard "
+                                + "input, `securestore prefs move-to-keychain KEY` moves a stored one; --force stores "
+                                + "it here anyway")
+                    }
+                }
+                let preferences = try openPreferences(invocation)
                 if let warning = try preferences.set(value, forKey: key) {
                     Console.err("securestore: warning: \(warning)\n")
+                }
+                if invocation.global.json {
+                    try Console.json(PreferenceStoredJSON(key: key, type: value.typeName, stored: true))
                 }
                 return ExitStatus.success
             }),
@@ -52,6 +89,7 @@ let prefsCommand = Command(
                 guard try preferences.remove(key) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
+                if invocation.global.json { try Console.json(DeletedJSON(name: key, deleted: true)) }
                 return ExitStatus.success
             }),
         Command(
@@ -98,20 +136,74 @@ let prefsCommand = Command(
                 let name = invocation.argument(1) ?? key
                 try PreferenceSecretMover(preferences: preferences, keychain: context.keychain, service: context.paths.tokenService)
                     .move(key: key, toAccount: name)
+                if invocation.global.json { try Console.json(PreferenceMovedJSON(key: key, token: name, moved: true)) }
                 Console.err("moved preference \(UsageError.quoted(key)) to the keyring as token \(UsageError.quoted(name))\n")
                 return ExitStatus.success
             }),
         Command(
             name: "reset", abstract: "Move a damaged preferences file aside (timestamped) and start fresh.",
+            discussion: """
+                A damaged file is moved aside at once. A healthy one is moved aside only after a yes on a
+                terminal, or with --force; otherwise nothing is changed and the exit status is 65.
+                """,
+            options: [forceResetFlag],
             run: { invocation in
                 let context = try Context(invocation)
                 let location = try PreferencesLocation(directory: context.paths.configDirectory)
-                if let moved = try Preferences.reset(location) {
+                if !invocation[forceResetFlag], FileManager.default.fileExists(atPath: location.fileURL.path),
+                    let healthy = try? Preferences(location: location)
+                {
+                    let count = healthy.storedValues.count
+                    let what = "the preferences file '\(location.fileURL.path)' is not damaged (\(count) "
+                        + (count == 1 ? "key" : "keys") + ")"
+                    guard Console.stdinIsTerminal, Console.stderrIsTerminal else {
+                        throw CLIError(
+                            status: ExitStatus.dataError, message: "\(what); nothing was changed",
+                            hint: "--force moves it aside anyway")
+                    }
+                    Console.err("\(what). Move it aside and start fresh? [y/N] ")
+                    let answer = readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces).lowercased()
+                    guard answer == "y" || answer == "yes" else {
+                        throw CLIError(status: ExitStatus.dataError, message: "not reset; nothing was changed")
+                    }
+                }
+                let moved = try Preferences.reset(location)
+                if invocation.global.json {
+                    try Console.json(PreferencesResetJSON(path: location.fileURL.path, movedTo: moved?.path))
+                }
+                if let moved {
                     Console.err("moved \(location.fileURL.path) to \(moved.path)\n")
                 }
                 return ExitStatus.success
             }),
     ])
+
+private let stdinFlag = Flag("stdin", help: "Read VALUE from standard input (one trailing newline removed).")
+private let forceSetFlag = Flag("force", help: "Store a value even if it looks like a secret.")
+private let forceResetFlag = Flag("force", help: "Reset a file that is not damaged, without asking.")
+
+/// The value of `prefs set --stdin`: all of standard input, one trailing newline removed, UTF-8.
+private func readValueFromStandardInput() throws -> String {
+    // Far above any preference limit: the preferences refuse what is over theirs, with the usual message.
+    let cap = 4 << 20
+    var data = Data()
+    while data.count <= cap {
+        let chunk = FileHandle.standardInput.readData(ofLength: 64 << 10)
+        if chunk.isEmpty { break }
+        data.append(chunk)
+    }
+    guard data.count <= cap else {
+        throw CLIError(status: ExitStatus.dataError, message: "standard input is more than 4 MiB; nothing was changed")
+    }
+    if data.last == UInt8(ascii: "\n") {
+        data.removeLast()
+        if data.last == UInt8(ascii: "\r") { data.removeLast() }
+    }
+    guard let text = String(data: data, encoding: .utf8) else {
+        throw CLIError(status: ExitStatus.dataError, message: "standard input is not UTF-8; nothing was changed")
+    }
+    return text
+}
 
 /// Opens the preferences of an invocation. Commands that only read (`create: false`) on an application
 /// that has no preferences file create nothing — no file, no directory — and exit 66 with a hint.
@@ -143,14 +235,17 @@ private enum ValueType: String, CaseIterable {
     }
 }
 
-private func parseValue(_ text: String, _ invocation: Invocation) throws -> PreferenceValue {
+private func parseValue(_ text: String, _ invocation: Invocation, echoes: Bool = true) throws -> PreferenceValue {
     let types = ValueType.allCases.filter { invocation[$0.flag] }
     guard types.count <= 1 else {
         throw UsageError(
             "give at most one type option (got --\(types.map(\.flag.spec.name).joined(separator: " --")))", path: invocation.path)
     }
     func bad(_ type: String) -> UsageError {
-        UsageError("VALUE is not \(type): \(UsageError.quoted(String(text.prefix(40))))", path: invocation.path)
+        // A value read from standard input is never repeated: it may be a secret.
+        UsageError(
+            echoes ? "VALUE is not \(type): \(UsageError.quoted(String(text.prefix(40))))" : "VALUE is not \(type)",
+            path: invocation.path)
     }
     switch types.first ?? .string {
     case .int:

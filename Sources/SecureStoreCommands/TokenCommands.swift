@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Keychain
 import SecureStore
 import SecureStoreCore
@@ -18,6 +19,10 @@ let tokenCommand = Command(
     subcommands: [
         Command(
             name: "set", abstract: "Store a token read from standard input (prompted without echo on a terminal).",
+            discussion: """
+                On a terminal the secret is asked twice, without echo; if the two differ nothing is stored.
+                Replacing a token keeps its label unless --label is given.
+                """,
             arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
             options: [labelOption, rawFlag],
             readsSecret: true,
@@ -25,7 +30,15 @@ let tokenCommand = Command(
                 let context = try Context(invocation)
                 let name = try tokenName(invocation)
                 let secret = try readSecret(prompt: "Secret for \(name): ", raw: invocation[rawFlag])
-                let label = try invocation[labelOption] ?? "\(context.paths.app) token \(name)"
+                if Console.stdinIsTerminal {
+                    let again = try readSecret(prompt: "Retype the secret for \(name): ", raw: invocation[rawFlag])
+                    guard again == secret else {
+                        throw CLIError(
+                            status: ExitStatus.dataError, message: "the two entries differ; nothing was stored")
+                    }
+                }
+                let label = try invocation[labelOption] ?? existingLabel(context, name)
+                    ?? "\(context.paths.app) token \(name)"
                 try context.keychain.set(secret, service: context.paths.tokenService, account: name, label: label)
                 if invocation.global.json { try Console.json(TokenStoredJSON(name: name, stored: true)) }
                 return ExitStatus.success
@@ -41,6 +54,10 @@ let tokenCommand = Command(
                         status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))",
                         hint: "'securestore token list' shows the stored names")
                 }
+                if invocation.global.json {
+                    try printJSON(name: name, secret: secret)
+                    return ExitStatus.success
+                }
                 secret.withUnsafeBytes { bytes in FileHandle.standardOutput.write(Data(bytes)) }
                 if Console.stdoutIsTerminal { Console.out("\n") }
                 return ExitStatus.success
@@ -54,13 +71,65 @@ let tokenCommand = Command(
                 guard try context.keychain.delete(service: context.paths.tokenService, account: name) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))")
                 }
+                if invocation.global.json { try Console.json(DeletedJSON(name: name, deleted: true)) }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "generate", abstract: "Store a new random token (from the system's CSPRNG); print it only with --print.",
+            discussion: """
+                Characters are drawn uniformly from the character set (rejection sampling over the system
+                random number generator, getrandom(2)). An existing token is replaced only with --force.
+                """,
+            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            options: [lengthOption, charsetOption, printFlag, forceFlag, labelOption],
+            run: { invocation in
+                let context = try Context(invocation)
+                let name = try tokenName(invocation)
+                let length = try invocation[lengthOption] ?? 32
+                guard length <= 4096 else {
+                    throw UsageError("--length must be at most 4096", path: invocation.path)
+                }
+                let charsetName = try invocation[charsetOption] ?? "alnum"
+                guard let alphabet = TokenCharset.alphabets[charsetName] else {
+                    throw UsageError(
+                        "unknown --charset \(UsageError.quoted(charsetName)) (one of: "
+                            + TokenCharset.names.joined(separator: ", ") + ")", path: invocation.path)
+                }
+                if invocation[printFlag] && invocation.global.json {
+                    throw UsageError("--print and --json cannot be combined", path: invocation.path)
+                }
+                let label = try invocation[labelOption] ?? existingLabel(context, name)
+                if !invocation[forceFlag], label != nil {
+                    throw CLIError(
+                        status: ExitStatus.cannotCreate,
+                        message: "a token named \(UsageError.quoted(name)) exists; nothing was changed",
+                        hint: "--force replaces it")
+                }
+                let secret = TokenCharset.random(length: length, alphabet: alphabet)
+                try context.keychain.set(
+                    secret, service: context.paths.tokenService, account: name,
+                    label: label ?? "\(context.paths.app) token \(name)")
+                if invocation.global.json {
+                    try Console.json(TokenStoredJSON(name: name, stored: true))
+                } else if invocation[printFlag] {
+                    secret.withUnsafeBytes { bytes in FileHandle.standardOutput.write(Data(bytes)) }
+                    if Console.stdoutIsTerminal { Console.out("\n") }
+                }
                 return ExitStatus.success
             }),
         Command(
             name: "list", abstract: "List token names and labels (never their values).",
+            discussion: "PATTERN is a shell pattern (`gh*`, `*-prod`) matched against whole names.",
+            arguments: [ArgumentSpec(name: "PATTERN", help: "Only names matching this pattern.", optional: true)],
+            options: [prefixOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let items = try context.keychain.items(service: context.paths.tokenService)
+                let pattern = invocation.argument(0)
+                let prefix = try invocation[prefixOption]
+                let items = try context.keychain.items(service: context.paths.tokenService).filter { item in
+                    (prefix.map { item.account.hasPrefix($0) } ?? true)
+                        && (pattern.map { fnmatch($0, item.account, 0) == 0 } ?? true)
+                }
                 if invocation.global.json {
                     try Console.json(items.map { TokenJSON(name: $0.account, label: $0.label) })
                 } else {
@@ -74,6 +143,87 @@ let tokenCommand = Command(
                 return ExitStatus.success
             }),
     ])
+
+private let lengthOption = Option<Int>.wholeNumber(
+    "length", help: "How many characters (default 32, at most 4096).", minimum: 1)
+private let charsetOption = Option<String>(
+    "charset", valueName: "SET", help: "alnum (default), alpha, digits, hex, base64url or graph (printable ASCII).")
+private let printFlag = Flag("print", help: "Print the new token (it is never printed otherwise).")
+private let forceFlag = Flag("force", help: "Replace an existing token of that name.")
+private let prefixOption = Option<String>("prefix", valueName: "TEXT", help: "Only names starting with TEXT.")
+
+/// The label of the stored token `name`, or nil when there is none.
+private func existingLabel(_ context: Context, _ name: String) throws -> String? {
+    try context.keychain.items(service: context.paths.tokenService).first { $0.account == name }?.label
+}
+
+/// The character sets of `token generate`, and an unbiased draw from one.
+enum TokenCharset {
+    static let alphabets: [String: [UInt8]] = {
+        let lower = Array("abcdefghijklmnopqrstuvwxyz".utf8)
+        let upper = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        let digits = Array("0123456789".utf8)
+        return [
+            "alnum": upper + lower + digits,
+            "alpha": upper + lower,
+            "digits": digits,
+            "hex": digits + Array("abcdef".utf8),
+            "base64url": upper + lower + digits + Array("-_".utf8),
+            "graph": Array(UInt8(0x21)...UInt8(0x7E)),
+        ]
+    }()
+    static let names = ["alnum", "alpha", "digits", "hex", "base64url", "graph"]
+
+    /// `length` characters drawn uniformly from `alphabet` (at most 256 characters) with
+    /// `SystemRandomNumberGenerator`: a random byte is kept only below the largest multiple of the alphabet's
+    /// size, so no character is more likely than another. The bytes go straight into the ``Secret``.
+    static func random(length: Int, alphabet: [UInt8]) -> Secret {
+        var generator = SystemRandomNumberGenerator()
+        let size = alphabet.count
+        let limit = 256 - 256 % size  // bytes at or above it are drawn again
+        return Secret(count: length) { buffer in
+            var filled = 0
+            while filled < length {
+                var word = generator.next() as UInt64
+                for _ in 0..<8 where filled < length {
+                    let byte = Int(word & 0xFF)
+                    word >>= 8
+                    guard byte < limit else { continue }
+                    buffer[filled] = alphabet[byte % size]
+                    filled += 1
+                }
+                word = 0
+            }
+        }
+    }
+}
+
+/// `token get --json`: `{"name":…,"secret":…}`, the secret escaped byte by byte from its own buffer into one
+/// that is wiped (never a String). A secret that is not UTF-8 cannot be a JSON string: exit 65.
+private func printJSON(name: String, secret: Secret) throws {
+    let valid = secret.withUnsafeBytes { isValidUTF8($0) }
+    guard valid else {
+        throw CLIError(
+            status: ExitStatus.dataError, message: "token \(UsageError.quoted(name)) is not UTF-8 text, so --json cannot show it",
+            hint: "run 'securestore token get NAME' without --json for the bytes")
+    }
+    let head = try JSONEncoder().encode(["name": name])  // {"name":"…"}
+    var output = [UInt8](head.dropLast()) + Array(",\"secret\":\"".utf8)
+    defer { output.withUnsafeMutableBytes { secureZero($0) } }
+    output.reserveCapacity(output.count + secret.count * 6 + 3)
+    secret.withUnsafeBytes { bytes in
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), byte]
+            case 0..<0x20, 0x7F:
+                output += Array("\\u00".utf8) + Array(hexString([byte]).utf8)
+            default: output.append(byte)
+            }
+        }
+    }
+    output += Array("\"}\n".utf8)
+    output.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
+}
 
 private func tokenName(_ invocation: Invocation) throws -> String {
     let name = invocation.argument(0) ?? ""

@@ -116,3 +116,11 @@ package func copyFile(_ source: String, to destination: String, prefix: Int? = n
     if sync { try writing { () throws(Errno) in try output.sync() } }
     complete = true
 }
+
+/// The bytes an unprivileged writer may still use on the file system holding `path`, or nil when it cannot
+/// be asked. The corresponding C function is `statvfs`.
+package func availableBytes(onFileSystemOf path: String) -> Int64? {
+    var status = statvfs()
+    guard statvfs(path.isEmpty ? "." : path, &status) == 0 else { return nil }
+    return Int64(status.f_bavail) * Int64(status.f_frsize)
+}

@@ -84,7 +84,7 @@ import Testing
         let app = uniqueApp()
         let token = "ghp_" + String(repeating: "A1b2C3d4", count: 5).prefix(36)
         #expect(try securestore(["prefs", "set", "theme", "dark"], app: app).status == 0)
-        #expect(try securestore(["prefs", "set", "githubToken", token], app: app).status == 0)
+        #expect(try securestore(["prefs", "set", "--force", "githubToken", token], app: app).status == 0)
 
         let audit = try securestore(["prefs", "audit"], app: app)
         #expect(audit.status == 1)
@@ -110,7 +110,7 @@ import Testing
 
     @Test func moveToKeychainWithALockedKeyringKeepsThePreference() throws {
         let app = uniqueApp()
-        #expect(try securestore(["prefs", "set", "apiToken", "xoxb-123456789012-abcdefABCDEF"], app: app).status == 0)
+        #expect(try securestore(["prefs", "set", "--force", "apiToken", "xoxb-123456789012-abcdefABCDEF"], app: app).status == 0)
         try Harness.keyringCtl("lock")
         defer { _ = try? Harness.keyringCtl("unlock") }
         let move = try securestore(["prefs", "move-to-keychain", "apiToken"], app: app)

@@ -1,0 +1,140 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// A full disk and two rotations at once, for real: a small tmpfs mounted by the test (root only) and two
+/// `securestore` processes.
+@Suite(.serialized) struct DiskFullAndRotationRaceTests {
+    init() throws { try Harness.require() }
+
+    /// A plaintext SQLite database of about `kilobytes` KiB (python3's sqlite3, another real client).
+    private func plaintextDatabase(at path: String, kilobytes: Int) throws {
+        let script = """
+            import sqlite3, os, sys
+            c = sqlite3.connect(sys.argv[1]); c.execute('create table t(b blob)')
+            for i in range(int(sys.argv[2]) // 4): c.execute('insert into t values(?)', (os.urandom(4000),))
+            c.commit()
+            """
+        #expect(try run(["python3", "-c", script, path, String(kilobytes)]).status == 0)
+    }
+
+    /// Mounts a tmpfs of `size` (e.g. `1m`) at a new directory; nil (with the reason printed) when not root.
+    private func mountTmpfs(size: String) throws -> String? {
+        guard getuid() == 0 else {
+            print("skipped: mounting a tmpfs needs root, and this test runs as uid \(getuid())")
+            return nil
+        }
+        let directory = NSTemporaryDirectory() + "securestore-full-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let mounted = try run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", directory])
+        try #require(mounted.status == 0, "mount: \(mounted.stderr)")
+        return directory
+    }
+
+    private func unmount(_ directory: String) {
+        _ = try? run(["umount", directory])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func sha256(_ path: String) throws -> String {
+        try run(["sha256sum", path]).stdout
+    }
+
+    @Test func aFullDiskDuringRotationAndBackupExits74NamingTheFileAndChangesNothing() throws {
+        guard let mount = try mountTmpfs(size: "1m") else { return }
+        defer { unmount(mount) }
+        let app = uniqueApp()
+        let work = NSTemporaryDirectory() + "securestore-plain-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        // 600 KiB fits once in 1 MiB, not twice: the rotation's copy and a backup beside it cannot be written.
+        try plaintextDatabase(at: work + "/plain.db", kilobytes: 600)
+        let data = mount + "/data"
+        #expect(try securestore(["--data-dir", data, "db", "import-plaintext", work + "/plain.db"], app: app).status == 0)
+        let database = data + "/tasks.db"
+        let hash = try sha256(database)
+        let keys = try databaseKeyAccounts(app)
+        let listing = try FileManager.default.contentsOfDirectory(atPath: data).sorted()
+
+        let rotation = try securestore(["--data-dir", data, "db", "rotate-key"], app: app)
+        #expect(rotation.status == 74)
+        #expect(rotation.stderr.hasPrefix("securestore: the disk is full: cannot write '\(data)/.tasks.db.rotating'"))
+        #expect(rotation.stderr.contains("(the copy needs about 6"))
+        #expect(rotation.stderr.contains("KiB is free there)"))
+        #expect(rotation.stderr.split(separator: "\n").count == 1)
+
+        let backup = try securestore(["--data-dir", data, "db", "backup", mount + "/backup.db"], app: app)
+        #expect(backup.status == 74)
+        #expect(backup.stderr.hasPrefix("securestore: the disk is full: cannot write '\(mount)/backup.db'"))
+        #expect(backup.stderr.contains("the copy needs about"))
+        #expect(!FileManager.default.fileExists(atPath: mount + "/backup.db"))
+
+        #expect(try sha256(database) == hash)
+        #expect(try databaseKeyAccounts(app) == keys, "no pending key left, no key retired")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: data).sorted() == listing)
+        let verify = try securestore(["--data-dir", data, "db", "verify"], app: app)
+        #expect(verify.status == 0, "the database still opens with its key: \(verify.stderr)")
+    }
+
+    @Test func aFullDiskUnderThePreferencesExits74NamingTheFileAndKeepsTheOldValues() throws {
+        guard let mount = try mountTmpfs(size: "64k") else { return }
+        defer { unmount(mount) }
+        let app = uniqueApp()
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = mount
+        #expect(try securestore(["prefs", "set", "theme", "dark"], app: app, environment: environment).status == 0)
+        let file = mount + "/\(app)/preferences.json"
+        let before = try Data(contentsOf: URL(fileURLWithPath: file))
+        // Fill the file system to the last block.
+        #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
+        let filler = FileHandle(forWritingAtPath: mount + "/filler")
+        for _ in 0..<64 { try? filler?.write(contentsOf: Data(count: 4096)) }
+        try? filler?.close()
+
+        let full = try securestore(
+            ["prefs", "set", "blob", String(repeating: "x", count: 6000)], app: app, environment: environment)
+        #expect(full.status == 74)
+        #expect(full.stderr.hasPrefix("securestore: cannot write \(mount)/\(app)/.preferences.json.tmp-"))
+        #expect(full.stderr.hasSuffix(": No space left on device\n"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mount + "/\(app)").filter { $0.contains(".tmp-") }
+            .isEmpty, "no temporary file left")
+    }
+
+    @Test func twoRotationsAtOnceSayAnotherSecureStoreProcessIsRotating() throws {
+        let app = uniqueApp()
+        let work = NSTemporaryDirectory() + "securestore-race-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        // Large enough that a rotation takes a while (a copy, a verification).
+        try plaintextDatabase(at: work + "/plain.db", kilobytes: 12_000)
+        let data = work + "/data"
+        #expect(try securestore(["--data-dir", data, "db", "import-plaintext", work + "/plain.db"], app: app).status == 0)
+        let script = """
+            "$1" --app "$2" --data-dir "$3" db rotate-key >/dev/null 2>"$3/../e1" & a=$!
+            "$1" --app "$2" --data-dir "$3" db rotate-key >/dev/null 2>"$3/../e2" & b=$!
+            wait $a; echo $?; wait $b; echo $?
+            """
+        var sawRefusal = false
+        for _ in 0..<5 where !sawRefusal {
+            let both = try run(["/bin/sh", "-c", script, "sh", product("securestore"), app, data])
+            let statuses = both.stdout.split(separator: "\n").map(String.init)
+            let errors = [try String(contentsOfFile: work + "/e1", encoding: .utf8),
+                          try String(contentsOfFile: work + "/e2", encoding: .utf8)]
+            #expect(statuses.contains("0"), "one of them rotates: \(errors)")
+            for (status, error) in zip(statuses, errors) where status != "0" {
+                #expect(status == "75")
+                #expect(error == "securestore: another SecureStore process (or handle) is rotating the key of "
+                    + "'\(canonicalPath(data + "/tasks.db"))'; nothing was changed; wait for it to finish\n"
+                    || error == "securestore: another SecureStore process (or handle) is rotating the key of "
+                    + "'\(data)/tasks.db'; nothing was changed; wait for it to finish\n", "\(error)")
+                #expect(!error.contains("another program"))
+                sawRefusal = true
+            }
+        }
+        #expect(sawRefusal, "two rotations started together: one refused the other")
+        // Whatever happened, the database opens with its current key and no pending key is left.
+        #expect(try securestore(["--data-dir", data, "db", "verify"], app: app).status == 0)
+        #expect(try databaseKeyAccounts(app).allSatisfy { !$0.contains("pending") })
+    }
+}
