@@ -8,8 +8,6 @@ import SecureStoreCore
 let prefsCommand = Command(
     name: "prefs", abstract: "Read, write and audit preferences (small settings, size-limited).",
     subcommands: [
-        prefsExportCommand,
-        prefsImportCommand,
         Command(
             name: "get", abstract: "Print a preference's value.",
             arguments: [ArgumentSpec(name: "KEY", help: "The preference's key.")],
@@ -176,6 +174,8 @@ let prefsCommand = Command(
                 }
                 return ExitStatus.success
             }),
+        prefsExportCommand,
+        prefsImportCommand
     ])
 
 private let stdinFlag = Flag("stdin", help: "Read VALUE from standard input (one trailing newline removed).")
