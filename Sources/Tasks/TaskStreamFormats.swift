@@ -40,8 +40,9 @@ final class BufferedWriter {
 
     func write(_ text: String) throws { try write(text.utf8) }
 
-    func write(byte: UInt8) throws {
-        buffer.append(byte)
+    /// Lets `body` append straight to the buffer (no array per record), then flushes when it is full.
+    func append(_ body: (inout [UInt8]) -> Void) throws {
+        body(&buffer)
         if buffer.count >= capacity { try flush() }
     }
 
@@ -106,30 +107,44 @@ public struct TaskStreamWriter {
 
     /// Writes one task (buffered: one write(2) per 64 KiB).
     public mutating func encode(_ task: TaskItem) throws {
-        var line: [UInt8] = []
-        line.reserveCapacity(task.title.utf8.count + 120)
-        switch format {
-        case .csv:
-            appendID(task.id, to: &line)
-            line.append(UInt8(ascii: ","))
-            appendCSV(task.title, to: &line)
-            line.append(contentsOf: task.done ? Array(",true,".utf8) : Array(",false,".utf8))
-            appendDate(task.createdAtMicrosecondsSince1970, to: &line)
-            line.append(UInt8(ascii: "\n"))
-        case .json, .jsonl, .lines:
-            if format == .json { line.append(contentsOf: first ? Array("\n".utf8) : Array(",\n".utf8)) }
-            line.append(contentsOf: Array("{\"createdAt\":\"".utf8))
-            appendDate(task.createdAtMicrosecondsSince1970, to: &line)
-            line.append(contentsOf: task.done ? Array("\",\"done\":true,\"id\":\"".utf8) : Array("\",\"done\":false,\"id\":\"".utf8))
-            appendID(task.id, to: &line)
-            line.append(contentsOf: Array("\",\"title\":".utf8))
-            appendJSONString(task.title, to: &line)
-            line.append(UInt8(ascii: "}"))
-            if format != .json { line.append(UInt8(ascii: "\n")) }
+        let format = format
+        let first = first
+        self.first = false
+        try writer.append { line in
+            switch format {
+            case .csv:
+                appendID(task.id, to: &line)
+                line.append(UInt8(ascii: ","))
+                appendCSV(task.title, to: &line)
+                line.append(contentsOf: task.done ? Bytes.csvTrue : Bytes.csvFalse)
+                appendDate(task.createdAtMicrosecondsSince1970, to: &line)
+                line.append(UInt8(ascii: "\n"))
+            case .json, .jsonl, .lines:
+                if format == .json {
+                    if !first { line.append(UInt8(ascii: ",")) }
+                    line.append(UInt8(ascii: "\n"))
+                }
+                line.append(contentsOf: Bytes.createdAt)
+                appendDate(task.createdAtMicrosecondsSince1970, to: &line)
+                line.append(contentsOf: task.done ? Bytes.doneTrue : Bytes.doneFalse)
+                appendID(task.id, to: &line)
+                line.append(contentsOf: Bytes.title)
+                appendJSONString(task.title, to: &line)
+                line.append(UInt8(ascii: "}"))
+                if format != .json { line.append(UInt8(ascii: "\n")) }
+            }
         }
-        first = false
-        try writer.write(line)
     }
+}
+
+/// The constant pieces of a record, made once.
+private enum Bytes {
+    static let csvTrue = Array(",true,".utf8)
+    static let csvFalse = Array(",false,".utf8)
+    static let createdAt = Array("{\"createdAt\":\"".utf8)
+    static let doneTrue = Array("\",\"done\":true,\"id\":\"".utf8)
+    static let doneFalse = Array("\",\"done\":false,\"id\":\"".utf8)
+    static let title = Array("\",\"title\":".utf8)
 }
 
 /// The UUID in lower case with dashes, as `TaskJSON` prints it.
@@ -196,6 +211,11 @@ func appendDate(_ microseconds: Int64, to out: inout [UInt8]) {
 
 func appendJSONString(_ text: String, to out: inout [UInt8]) {
     out.append(UInt8(ascii: "\""))
+    if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == 0x7F }) {
+        out.append(contentsOf: text.utf8)
+        out.append(UInt8(ascii: "\""))
+        return
+    }
     for byte in text.utf8 {
         switch byte {
         case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
