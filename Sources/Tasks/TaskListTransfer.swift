@@ -38,9 +38,15 @@ extension TaskList {
     /// ```
     ///
     /// `body` runs while the database's connection is held: it must not use the task list itself. An error
-    /// thrown by `body` stops the iteration and is rethrown.
+    /// thrown by `body` stops the iteration and is rethrown. During the scan the connection's page cache is
+    /// 2 MiB (a single pass gains nothing from more); its size is restored afterwards.
     public func forEachTask(order: Order = .oldestFirst, _ body: (TaskItem) throws -> Void) throws {
         try database.read { db in
+            // One pass over the table gains nothing from a big page cache, and would fill it (64 MiB by default):
+            // a small one for the scan keeps the peak RSS flat; the connection's own size comes back after.
+            let saved = try db.scalar("PRAGMA cache_size", as: Int.self)
+            try db.execute("PRAGMA cache_size = -\(Self.scanCacheKiB)")
+            defer { if let saved { try? db.execute("PRAGMA cache_size = \(saved)") } }
             try db.forEachRow("SELECT \(Self.columns) FROM tasks\(order.orderBySQL)") { row in
                 try body(try Self.decode(row))
             }
@@ -79,7 +85,9 @@ extension TaskList {
         while !finished {
             summary = try database.write { db in
                 var batch = summary
-                let insert = try db.cachedStatement(Self.insertIgnoringSQL)
+                // Under fail, the statement every insert uses (OR ROLLBACK: no statement journal); skip and replace
+                // need to go on after a duplicate, so they insert OR IGNORE and look at `changes`.
+                let insert = try db.cachedStatement(policy == .fail ? Self.insertSQL : Self.insertIgnoringSQL)
                 let replace = policy == .replace ? try db.cachedStatement(Self.replaceSQL) : nil
                 var count = 0
                 while count < limit {
@@ -94,8 +102,12 @@ extension TaskList {
                     } catch let error as SecureStoreError {
                         throw SecureStoreError(error.code, "task \(batch.read + 1): \(error.message)")
                     }
-                    try insert.execute([task.createdAtMicroseconds, task.id, title, task.done])
-                    if db.changes == 1 {
+                    do {
+                        try insert.execute([task.createdAtMicroseconds, task.id, title, task.done])
+                    } catch DatabaseError.Code.constraint where policy == .fail {
+                        throw Self.duplicate(task, at: batch.read + 1)
+                    }
+                    if policy == .fail || db.changes == 1 {
                         batch.inserted += 1
                         continue
                     }
@@ -106,9 +118,7 @@ extension TaskList {
                         try replace?.execute([task.createdAtMicroseconds, title, task.done, task.id])
                         batch.replaced += 1
                     case .fail:
-                        throw SecureStoreError(
-                            SecureStoreError.Code.alreadyExists,
-                            "task \(batch.read + 1): a task with the ID \(task.id.uuidString.lowercased()) already exists")
+                        throw Self.duplicate(task, at: batch.read + 1)
                     }
                 }
                 return batch
@@ -117,6 +127,15 @@ extension TaskList {
         }
         return summary
     }
+
+    private static func duplicate(_ task: TaskItem, at position: Int) -> SecureStoreError {
+        SecureStoreError(
+            SecureStoreError.Code.alreadyExists,
+            "task \(position): a task with the ID \(task.id.uuidString.lowercased()) already exists")
+    }
+
+    /// The page cache of a ``forEachTask(order:_:)`` scan, in KiB.
+    static let scanCacheKiB = 2_048
 
     /// Adds a task unless its ID (or its (created_at, id) key) is taken: `changes` is 0 then. IGNORE rather than
     /// ROLLBACK so that skip and replace can go on; no constraint of this statement can abort half-way, so it
