@@ -15,6 +15,8 @@ private let statusOptions: [any CommandOption] = statusFlags.map(\.flag) + [sear
 private let limitOption = Option<Int>.wholeNumber("limit", help: "At most N tasks (default 50).")
 private let offsetOption = Option<Int>.wholeNumber("offset", help: "Skip the first N tasks.")
 private let oldestFirstFlag = Flag("oldest-first", help: "Oldest first.")
+private let totalsFlag = Flag(
+    "totals", help: "With --json: an object with the page (\"tasks\") and the totals, instead of the bare array.")
 
 /// Opens the task list in the keyed database of an invocation. Only `create` (`tasks add`) makes the
 /// database or the task list's tables; a database that is not a task list is refused either way.
@@ -33,7 +35,7 @@ private func openTasks(_ invocation: Invocation, create: Bool) throws -> (KeyedD
 }
 
 /// Runs `body` on the task list and closes the database afterwards.
-private func withTasks(_ invocation: Invocation, create: Bool = false, _ body: (TaskList) throws -> Int32) throws -> Int32 {
+func withTasks(_ invocation: Invocation, create: Bool = false, _ body: (TaskList) throws -> Int32) throws -> Int32 {
     let (database, tasks) = try openTasks(invocation, create: create)
     defer { try? database.close() }
     return try body(tasks)
@@ -102,7 +104,7 @@ let tasksCommand = Command(
             }),
         Command(
             name: "list", abstract: "List tasks, newest first, a page at a time.",
-            options: statusOptions + [limitOption, offsetOption, oldestFirstFlag, nameOption],
+            options: statusOptions + [limitOption, offsetOption, oldestFirstFlag, totalsFlag, nameOption],
             run: { invocation in
                 let filter = try filter(invocation)
                 let limit = try invocation[limitOption] ?? 50
@@ -110,7 +112,13 @@ let tasksCommand = Command(
                 return try withTasks(invocation) { tasks in
                     let page = try tasks.page(
                         filter, order: invocation[oldestFirstFlag] ? .oldestFirst : .newestFirst, offset: offset, limit: limit)
-                    if invocation.global.json {
+                    if invocation.global.json && invocation[totalsFlag] {
+                        let counts = try tasks.counts()
+                        try Console.json(
+                            TaskPageJSON(
+                                tasks: page.items.map(TaskJSON.init), matching: page.total, total: counts.total,
+                                done: counts.done, open: counts.open, offset: offset, limit: limit))
+                    } else if invocation.global.json {
                         try Console.json(page.items.map(TaskJSON.init))
                     } else {
                         for task in page.items { Console.out(line(task) + "\n") }
@@ -133,6 +141,8 @@ let tasksCommand = Command(
                     return ExitStatus.success
                 }
             }),
+        tasksExportCommand,
+        tasksImportCommand,
         idCommand("done", "Mark a task done.") { tasks, task in try tasks.setDone(true, id: task.id) },
         idCommand("undo", "Mark a task not done.") { tasks, task in try tasks.setDone(false, id: task.id) },
         idCommand("delete", "Delete a task.") { tasks, task in try tasks.delete(id: task.id) },

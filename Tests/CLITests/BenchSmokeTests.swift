@@ -7,7 +7,7 @@ import Testing
 @Suite struct BenchSmokeTests {
     static let workloads = [
         "open", "insert", "bulk", "fetch", "count", "toggle", "launch", "keychain-get", "keychain-set",
-        "prefs-load", "prefs-save",
+        "prefs-load", "prefs-save", "export", "import",
     ]
 
     @Test func theBenchDriverPrintsOneBenchLinePerWorkloadWithARatio() throws {

@@ -54,6 +54,7 @@ struct ProjectBench {
         if options.wants("launch") { try launch() }
         if options.wants("keychain-get") || options.wants("keychain-set") { try keychain() }
         if options.wants("prefs-load") || options.wants("prefs-save") { try preferences() }
+        if options.wants("export") || options.wants("import") { try exportAndImport() }
     }
 
     /// A store of `count` tasks at `path`, made through TaskList.insert in one transaction; returns the
@@ -219,7 +220,137 @@ struct ProjectBench {
     }
 }
 
+extension ProjectBench {
+    /// `export`: every task of a bulkCount store to a JSON Lines file, by TaskList.forEachTask and
+    /// TaskStreamWriter in a fresh process, beside the reference `sqlcipher` tool dumping the same table
+    /// (`.mode list`, `.output`) in the same run, interleaved A B A B. `import`: that file read back by
+    /// TaskStreamReader into TaskList.importTasks (one transaction) into a new store, beside `sqlcipher`'s `.import`
+    /// of the same tasks as CSV into a table of four text columns (a bulk load without conversion, indexes or
+    /// triggers: the floor, not an equal). Both report the child's peak RSS; INFO lines give the RSS at a tenth of
+    /// the size (flat memory) and the median of the per-pair ratios.
+    func exportAndImport() throws {
+        let store = directory + "/export.db"
+        try makeStore(store, count: options.bulkCount)
+        let small = directory + "/export-small.db"
+        try makeStore(small, count: max(1, options.bulkCount / 10))
+        let jsonl = directory + "/export.jsonl"
+        let csv = directory + "/export.csv"
+        let dump = directory + "/export-sqlcipher.txt"
+        let hexKey = String(repeating: "42", count: 32)
+        let prelude = "PRAGMA key=\"x'\(hexKey)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
+        let dumpScript = directory + "/export.sql"
+        try (prelude + ".mode list\n.output \(dump)\nSELECT created_at, hex(id), title, done FROM tasks ORDER BY created_at, id;\n")
+            .write(toFile: dumpScript, atomically: true, encoding: .utf8)
+        let runs = max(3, self.runs)
+        if options.wants("export") {
+            var project: [Double] = []
+            var projectRSS: [Double] = []
+            var baseline: [Double] = []
+            var baselineRSS: [Double] = []
+            var ratios: [Double] = []
+            for _ in 0..<runs {
+                let a = runChild([executablePath(), "export-child", store, jsonl, "jsonl"])
+                guard a.value("count") == Double(options.bulkCount) else { fail("export child: \(a.output)") }
+                let b = runChild([executablePath(), "sqlcipher-child", store, ".read \(dumpScript)"])
+                let wall = b.value("wall") ?? .nan
+                project.append(a.wallMilliseconds)
+                projectRSS.append(a.peakRSSMiB)
+                baseline.append(wall)
+                baselineRSS.append(b.peakRSSMiB)
+                ratios.append(a.wallMilliseconds / wall)
+            }
+            let dumped = try String(contentsOfFile: dump, encoding: .utf8).utf8.lazy.filter { $0 == 0x0A }.count
+            guard dumped == options.bulkCount else { fail("sqlcipher dumped \(dumped) lines") }
+            report("export", "project", project, rssMiB: median(projectRSS))
+            report("export", "baseline", baseline, rssMiB: median(baselineRSS))
+            info("export-pair-ratio", median(ratios), unit: "x", "median of the \(runs) per-pair ratios project/sqlcipher (A B A B)")
+            let smallRun = runChild([executablePath(), "export-child", small, directory + "/export-small.jsonl", "jsonl"])
+            info("export-rss-tenth", smallRun.peakRSSMiB, unit: "MiB", "peak RSS of the project's export of \(max(1, options.bulkCount / 10)) tasks")
+        }
+        if options.wants("import") {
+            if !FileManager.default.fileExists(atPath: jsonl) { _ = runChild([executablePath(), "export-child", store, jsonl, "jsonl"]) }
+            _ = runChild([executablePath(), "export-child", store, csv, "csv"])
+            let target = directory + "/import.db"
+            let baselineTarget = directory + "/import-sqlcipher.db"
+            let importScript = directory + "/import.sql"
+            try (prelude + ".mode csv\n.import \(csv) staging\n").write(toFile: importScript, atomically: true, encoding: .utf8)
+            var project: [Double] = []
+            var projectRSS: [Double] = []
+            var baseline: [Double] = []
+            var baselineRSS: [Double] = []
+            var ratios: [Double] = []
+            for _ in 0..<runs {
+                removeDatabase(target)
+                let a = runChild([executablePath(), "import-child", target, jsonl])
+                guard a.value("count") == Double(options.bulkCount) else { fail("import child: \(a.output)") }
+                removeDatabase(baselineTarget)
+                let b = runChild([executablePath(), "sqlcipher-child", baselineTarget, ".read \(importScript)"])
+                let wall = b.value("wall") ?? .nan
+                project.append(a.wallMilliseconds)
+                projectRSS.append(a.peakRSSMiB)
+                baseline.append(wall)
+                baselineRSS.append(b.peakRSSMiB)
+                ratios.append(a.wallMilliseconds / wall)
+            }
+            report("import", "project", project, rssMiB: median(projectRSS))
+            report("import", "baseline", baseline, rssMiB: median(baselineRSS))
+            info("import-pair-ratio", median(ratios), unit: "x", "median of the \(runs) per-pair ratios project/sqlcipher .import (A B A B)")
+            let smallJSONL = directory + "/export-small.jsonl"
+            if !FileManager.default.fileExists(atPath: smallJSONL) {
+                _ = runChild([executablePath(), "export-child", small, smallJSONL, "jsonl"])
+            }
+            removeDatabase(target)
+            let smallRun = runChild([executablePath(), "import-child", target, smallJSONL])
+            info("import-rss-tenth", smallRun.peakRSSMiB, unit: "MiB", "peak RSS of the project's import of \(max(1, options.bulkCount / 10)) tasks")
+            removeDatabase(target)
+            removeDatabase(baselineTarget)
+        }
+        for path in [store, small] { removeDatabase(path) }
+        for path in [jsonl, csv, dump, directory + "/export-small.jsonl"] { try? FileManager.default.removeItem(atPath: path) }
+    }
+}
+
 // MARK: Children
+
+/// Exports every task of the store at `path` to `output` in `format`, streaming; prints the count and peak RSS.
+func exportChild(_ path: String, _ output: String, _ format: String) throws {
+    let queue = try DatabaseQueue(path: path, key: benchKey())
+    let tasks = TaskList(migratedQueue: queue)
+    let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { fail("cannot create \(output)") }
+    var writer = TaskStreamWriter(format: TaskStreamFormat(rawValue: format) ?? .jsonl, fileDescriptor: fd, name: output)
+    var count = 0
+    try writer.begin()
+    try tasks.forEachTask { task in
+        try writer.encode(task)
+        count += 1
+    }
+    try writer.end()
+    close(fd)
+    try queue.close()
+    print("count \(count) rss \(imagePeakRSSMiB())")
+}
+
+/// Imports the JSON Lines file `input` into a new store at `path` in one transaction; prints the count and peak RSS.
+func importChild(_ path: String, _ input: String) throws {
+    removeDatabase(path)
+    let queue = try DatabaseQueue(path: path, key: benchKey())
+    let tasks = try TaskList(queue: queue)
+    let fd = open(input, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { fail("cannot read \(input)") }
+    let reader = TaskStreamReader(format: .jsonl, fileDescriptor: fd, name: input)
+    let summary = try tasks.importTasks(next: reader.next)
+    close(fd)
+    try queue.close()
+    print("count \(summary.inserted) rss \(imagePeakRSSMiB())")
+}
+
+/// Runs the reference `sqlcipher` tool on `path` with `command` from a small process, so that its peak RSS
+/// (`ru_maxrss`, which counts the spawning process's size) is not the benchmark's; prints its wall time and RSS.
+func sqlcipherChild(_ path: String, _ command: String) {
+    let run = runChild(["/usr/bin/sqlcipher", "-batch", path, command])
+    print("wall \(run.wallMilliseconds) rss \(run.peakRSSMiB)")
+}
 
 /// The first raw-key open of a process, then repeated raw-key and passphrase opens.
 func openChild(_ path: String, _ passphrasePath: String, _ runs: Int, _ passphraseRuns: Int) throws {
@@ -275,6 +406,12 @@ do {
         try openChild(arguments[1], arguments[2], Int(arguments[3]) ?? 50, Int(arguments[4]) ?? 5)
     case ("launch-child", 2):
         try launchChild(arguments[1])
+    case ("export-child", 4):
+        try exportChild(arguments[1], arguments[2], arguments[3])
+    case ("import-child", 3):
+        try importChild(arguments[1], arguments[2])
+    case ("sqlcipher-child", 3):
+        sqlcipherChild(arguments[1], arguments[2])
     case ("prefs-load-child", 3):
         try prefsLoadChild(arguments[1], arguments[2])
     default:

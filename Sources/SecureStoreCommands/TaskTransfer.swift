@@ -1,0 +1,183 @@
+// `tasks export` and `tasks import`: JSON Lines, CSV or one JSON array, streamed in both directions so that
+// memory does not depend on the number of tasks (Docs/cli.md, "Export and import").
+import Foundation
+import Glibc
+import SecureStore
+import SecureStoreCore
+import Tasks
+
+typealias TransferFormat = TaskStreamFormat
+
+let exportFormatOption = Option<TransferFormat>(
+    "format", valueName: "FORMAT", help: "jsonl (default: one JSON object per line), csv or json (one array).",
+    expected: "one of jsonl, csv, json", convert: { TransferFormat(rawValue: $0).flatMap { $0 == .lines ? nil : $0 } })
+let importFormatOption = Option<TransferFormat>(
+    "format", valueName: "FORMAT", help: "jsonl (default), csv, json (one array) or lines (one title per line).",
+    expected: "one of jsonl, csv, json, lines", convert: { TransferFormat(rawValue: $0) })
+let outputOption = Option<String>(
+    "output", valueName: "FILE", help: "Write to FILE (mode 0600, replaced atomically when complete) instead of stdout.")
+let batchOption = Option<Int>.wholeNumber(
+    "batch", help: "Commit every N tasks (default: everything in one transaction).", minimum: 1)
+let duplicateOption = Option<TasksDuplicatePolicy>(
+    "on-duplicate", valueName: "POLICY", help: "skip, replace or fail (default) when a task's ID exists.",
+    expected: "one of skip, replace, fail", convert: { TaskList.DuplicatePolicy(rawValue: $0) })
+typealias TasksDuplicatePolicy = TaskList.DuplicatePolicy
+
+// MARK: The output file
+
+/// A file created 0600 next to `path` (O_EXCL, a fresh name), renamed over `path` by ``commit()`` once the
+/// export is complete: `path` is replaced atomically, and left as it was when the export fails.
+final class AtomicOutputFile {
+    let path: String
+    let temporaryPath: String
+    let fd: Int32
+    private var committed = false
+
+    init(path: String) throws {
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        let base = (path as NSString).lastPathComponent
+        var template = Array(((directory.isEmpty ? "." : directory) + "/.\(base).export-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else {
+            throw CLIError(
+                status: ExitStatus.cannotCreate,
+                message: "cannot create the file \(UsageError.quoted(path)): \(String(cString: strerror(errno)))")
+        }
+        fchmod(fd, 0o600)  // mkostemp creates 0600 already; said again because it is the promise
+        self.fd = fd
+        temporaryPath = String(cString: template.map { UInt8(bitPattern: $0) } + [0])
+    }
+
+    func commit() throws {
+        guard fsync(fd) == 0, rename(temporaryPath, path) == 0 else {
+            let message = String(cString: strerror(errno))
+            throw CLIError(status: ExitStatus.ioError, message: "cannot write the file \(UsageError.quoted(path)): \(message)")
+        }
+        committed = true
+    }
+
+    deinit {
+        close(fd)
+        if !committed { unlink(temporaryPath) }
+    }
+}
+
+// MARK: Commands
+
+let tasksExportCommand = Command(
+    name: "export", abstract: "Write every task, oldest first, as JSON Lines, CSV or a JSON array.",
+    discussion: """
+        Streams: memory stays the same whatever the number of tasks. Keys (and CSV columns) are those of
+        --json: createdAt (RFC 3339, UTC, to the microsecond), done, id, title. With --output, FILE is written
+        under a temporary name (mode 0600) and renamed over FILE when complete: an existing FILE is replaced
+        atomically, and left unchanged if the export fails.
+        """,
+    options: [exportFormatOption, outputOption, nameOption],
+    run: { invocation in
+        let format = try invocation[exportFormatOption] ?? .jsonl
+        let output = try invocation[outputOption]
+        return try withTasks(invocation) { tasks in
+            let file = try output.map(AtomicOutputFile.init)
+            var encoder = TaskStreamWriter(
+                format: format, fileDescriptor: file?.fd ?? 1, name: output.map(UsageError.quoted) ?? "standard output")
+            let total = Console.stderrIsTerminal ? try tasks.count() : 0
+            var written = 0
+            try encoder.begin()
+            try tasks.forEachTask { task in
+                try encoder.encode(task)
+                written += 1
+                if written % 65_536 == 0 { Console.progress("exporting", done: written, total: total) }
+            }
+            try encoder.end()
+            try file?.commit()
+            Console.progress("exporting", done: total, total: total)
+            if output != nil {
+                Console.err("exported \(written) task(s) to \(UsageError.quoted(output ?? ""))\n")
+            }
+            return ExitStatus.success
+        }
+    })
+
+let tasksImportCommand = Command(
+    name: "import", abstract: "Add tasks from JSON Lines, CSV, a JSON array or plain lines of titles.",
+    discussion: """
+        Reads FILE, or standard input without one, as a stream. A record with only a title (a JSON string,
+        {"title": …}, a one-column CSV, or any line with --format lines) gets a new ID and the current time.
+        Everything is one transaction unless --batch N: then every N tasks are committed, and an error keeps
+        the batches before it. A bad record stops the import with its line number (exit 65).
+        """,
+    arguments: [ArgumentSpec(name: "FILE", help: "The file to read (default: standard input).", optional: true)],
+    options: [importFormatOption, batchOption, duplicateOption, nameOption],
+    run: { invocation in
+        let format = try invocation[importFormatOption] ?? .jsonl
+        let batch = try invocation[batchOption]
+        let policy = try invocation[duplicateOption] ?? .fail
+        let path = invocation.argument(0)
+        var fd: Int32 = 0
+        var size = 0
+        if let path {
+            fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                let status = errno == ENOENT ? ExitStatus.notFound : ExitStatus.ioError
+                throw CLIError(status: status, message: "cannot read \(UsageError.quoted(path)): \(String(cString: strerror(errno)))")
+            }
+            var info = stat()
+            if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { size = Int(info.st_size) }
+        }
+        defer { if path != nil { close(fd) } }
+        let decoder = TaskStreamReader(format: format, fileDescriptor: fd, name: path.map(UsageError.quoted) ?? "standard input")
+        return try withTasks(invocation, create: true) { tasks in
+            let summary: TaskList.ImportSummary
+            var committed = TaskList.ImportSummary()
+            do {
+                summary = try tasks.importTasks(
+                    onDuplicate: policy, batchSize: batch,
+                    progress: { done in
+                        committed = done
+                        Console.progress("importing", done: decoder.bytesRead, total: size)
+                    },
+                    next: decoder.next)
+            } catch let error as SecureStoreError where error.code == SecureStoreError.Code.invalidData {
+                // The reader's own message names the line.
+                throw CLIError(status: ExitStatus.dataError, message: error.message + keptNote(committed, batch))
+            } catch let error as SecureStoreError
+                where error.code == SecureStoreError.Code.invalidArgument || error.code == SecureStoreError.Code.alreadyExists
+            {
+                // The library counts tasks ("task 3: …"); a person wants the line.
+                var message = error.message
+                if message.hasPrefix("task "), let colon = message.firstIndex(of: ":") {
+                    message = String(message[message.index(after: colon)...].dropFirst())
+                }
+                throw CLIError(status: ExitStatus.dataError, message: "line \(decoder.line): \(message)\(keptNote(committed, batch))")
+            }
+            if invocation.global.json {
+                try Console.json(TasksImportedJSON(summary))
+            } else {
+                Console.out("imported \(summary.inserted) task(s)"
+                    + (summary.replaced > 0 ? ", replaced \(summary.replaced)" : "")
+                    + (summary.skipped > 0 ? ", skipped \(summary.skipped) duplicate(s)" : "") + "\n")
+            }
+            return ExitStatus.success
+        }
+    })
+
+/// What an error leaves behind: nothing, or the batches committed before it.
+private func keptNote(_ committed: TaskList.ImportSummary, _ batch: Int?) -> String {
+    batch == nil || committed.read == 0
+        ? "; nothing was imported"
+        : "; the \(committed.read) task(s) of the batches before it were imported (\(committed.inserted) added)"
+}
+
+/// `tasks import --json`.
+struct TasksImportedJSON: Encodable {
+    let inserted: Int
+    let replaced: Int
+    let skipped: Int
+
+    init(_ summary: TaskList.ImportSummary) {
+        inserted = summary.inserted
+        replaced = summary.replaced
+        skipped = summary.skipped
+    }
+}
