@@ -4,8 +4,6 @@ import Preferences
 import SecureStore
 import SecureStoreCore
 
-private let outputOption = Option<String>(
-    "output", valueName: "FILE", help: "Write to FILE (created 0600, replaced atomically) instead of standard output.")
 private let replaceFlag = Flag("replace", help: "Replace every stored preference instead of adding to them.")
 
 /// `prefs export`: the stored values as a preferences document.
