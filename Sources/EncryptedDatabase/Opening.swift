@@ -187,16 +187,30 @@ enum Opening {
         _ path: String, keying: Keying, configuration: DatabaseConfiguration, fileSize: Int?,
         preflight: Bool = true
     ) throws -> OpaquePointer {
-        if preflight, (fileSize ?? 1) > 0 {
+        // A read-only file system: nothing can change the file, and SQLite cannot make the -shm a WAL database
+        // needs (SQLite 3.15.2 cannot read one without it), so it is opened as immutable. Committed frames in a
+        // -wal would then be ignored: that is refused instead of showing an older state.
+        let immutable = preflight && (fileSize ?? 0) > 0 && isOnReadOnlyFileSystem(path)
+        if immutable, let log = try WriteAheadLog.read(SideFiles(path: path).wal), log.committedFrames > 0 {
+            throw DatabaseError(
+                .readOnly,
+                "'\(path)' is on a read-only file system and its -wal holds \(log.committedFrames) frames not yet in the "
+                    + "file; open it once where it can be written (or copy the file and its -wal elsewhere); nothing "
+                    + "was changed")
+        }
+        if preflight, (fileSize ?? 1) > 0, !immutable {
             try Preflight.check(path, keying: keying, configuration: configuration)
         }
         // Side files that were there before this open are not this connection's to checkpoint or remove if it
         // fails (the ones it makes itself are removed by SQLite's close as usual).
         let hadSideFiles = !SideFiles(path: path).existing.isEmpty
         var connection: OpaquePointer?
+        var configuration = configuration
+        if immutable { configuration.readOnly = true }
         let flags =
             (configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX
-        let result = sqlite3_open_v2(path, &connection, flags, nil)
+            | (immutable ? SQLITE_OPEN_URI : 0)
+        let result = sqlite3_open_v2(immutable ? fileURI(path, readOnly: false) + "?immutable=1" : path, &connection, flags, nil)
         guard result == SQLITE_OK, let connection else {
             let error = DatabaseError.sqlite(result, connection: connection, path: path)
             sqlite3_close_v2(connection)

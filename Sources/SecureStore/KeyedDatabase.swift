@@ -641,6 +641,10 @@ public final class KeyedDatabase: Sendable {
     @discardableResult
     public func rotateKey(progress: (RotationStep) -> Void = { _ in }) throws -> KeyedDatabaseRetiredKey {
         try withState("rotateKey") { state in
+            if state.lock == KeyedDatabaseFiles.noLockFile || isOnReadOnlyFileSystem(files.path) {
+                throw DatabaseError(
+                    .readOnly, "'\(files.path)' is on a read-only file system; a key rotation rewrites it, so nothing was changed")
+            }
             guard state.lock >= 0 else {
                 throw SecureStoreError(SecureStoreError.Code.invalidArgument, "the database '\(files.path)' is closed")
             }

@@ -210,6 +210,12 @@ struct KeyedDatabaseFiles: Sendable {
         let opened: FileDescriptor
         do {
             opened = try FileDescriptor.open(lockPath, [.readWrite, .create, .noFollow])
+        } catch where error == .readOnlyFileSystem {
+            // A read-only file system: nothing can write the database, so readers need no lock from writers.
+            // The lock file is still taken (shared) when it is there; without one, no lock (``noLockFile``).
+            guard let readOnly = try? FileDescriptor.open(lockPath, [.readOnly, .noFollow]) else { return Self.noLockFile }
+            _ = flock(readOnly.rawValue, LOCK_SH | LOCK_NB)
+            return readOnly.rawValue
         } catch {
             if error == .tooManySymbolicLinks {
                 throw SecureStoreError(
@@ -228,6 +234,10 @@ struct KeyedDatabaseFiles: Sendable {
             throw error
         }
     }
+
+    /// What ``lock(exclusive:timeoutMilliseconds:)`` returns on a read-only file system without a lock file: no
+    /// descriptor, and nothing to lock against (no process can write there).
+    static let noLockFile: Int32 = -2
 
     /// Marks a key rotation of the database in the lock file (an open-file-description lock on one byte far
     /// past its contents), without waiting: false when another handle or process holds the mark. `flock`
@@ -262,6 +272,9 @@ struct KeyedDatabaseFiles: Sendable {
 
     /// Changes the lock held through `descriptor` to shared or exclusive, waiting up to `timeout`.
     static func relock(_ descriptor: Int32, exclusive: Bool, timeoutMilliseconds: Int, path: String) throws {
+        // No lock file on a read-only file system (see ``lock(exclusive:timeoutMilliseconds:)``): the writes that
+        // an exclusive lock would guard fail there on their own, with the read-only error.
+        guard descriptor >= 0 else { return }
         let operation = (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB
         let deadline = ContinuousClock.now + .milliseconds(max(timeoutMilliseconds, 0))
         while flock(descriptor, operation) != 0 {

@@ -124,3 +124,11 @@ package func availableBytes(onFileSystemOf path: String) -> Int64? {
     guard statvfs(path.isEmpty ? "." : path, &status) == 0 else { return nil }
     return Int64(status.f_bavail) * Int64(status.f_frsize)
 }
+
+/// Whether the file system holding `path` is mounted read-only (`statvfs`'s `ST_RDONLY`): nothing can write
+/// there, not this process nor any other.
+package func isOnReadOnlyFileSystem(_ path: String) -> Bool {
+    var info = statvfs()
+    guard statvfs(path, &info) == 0 else { return false }
+    return info.f_flag & UInt(ST_RDONLY) != 0
+}

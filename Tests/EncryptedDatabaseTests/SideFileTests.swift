@@ -256,6 +256,35 @@ func resealWAL(_ path: String) throws {
         #expect(own.isEmpty, "this process's own check copy is removed when the check ends")
     }
 
+    @Test func onAReadOnlyFileSystemAFileOpensAndACommittedLogIsRefused() throws {
+        guard getuid() == 0 else {
+            print("SKIPPED onAReadOnlyFileSystem…: a read-only bind mount needs root")
+            return
+        }
+        // A clean database opens (read-only, as immutable: no -shm can be made there).
+        let clean = try makeItemDatabase(directory.file("clean.db"), key: try testKey(), titles: ["one"])
+        try clean.close()
+        let (cleanPath, cleanFolder) = try isolate(directory.file("clean.db"))
+        // A crash image: its -wal holds a committed transaction that an immutable open would not see.
+        let image = try crashImage("a.db", key: try testKey(), titles: ["one"], pending: ["two"])
+        let (path, folder) = try isolate(image)
+        defer { for mountPoint in [cleanFolder, folder] { _ = try? TestSupport.run(["/bin/umount", mountPoint]) } }
+        for mountPoint in [cleanFolder, folder] {
+            guard try TestSupport.run(["/bin/mount", "--bind", mountPoint, mountPoint]).status == 0,
+                try TestSupport.run(["/bin/mount", "-o", "remount,ro,bind", mountPoint]).status == 0
+            else {
+                print("SKIPPED onAReadOnlyFileSystem…: this system refuses a read-only bind mount")
+                return
+            }
+        }
+        let before = try snapshot(folder)
+
+        #expect(try titles(DatabaseQueue(path: cleanPath, key: try testKey())) == ["one"])
+        let error = expectCode(.readOnly) { try DatabaseQueue(path: path, key: try testKey()) }
+        #expect(error?.message.contains("read-only file system and its -wal holds") == true)
+        #expect(try snapshot(folder) == before)
+    }
+
     @Test func aLiveLogOfAnotherConnectionIsUsedAsIs() throws {
         // Two handles on one file in this process: the second must see the first's committed rows, which are
         // still in the log (no preflight copy is needed: the log is live).
