@@ -61,31 +61,15 @@ let prefsImportCommand = Command(
         return ExitStatus.success
     })
 
-/// Writes `data` to `path` through a temporary file beside it (0600), fsynced and renamed into place.
+/// Writes `data` to `path` through the export's atomic output file (0600, fsynced, renamed into place).
 private func writeFileAtomically(_ data: Data, to path: String) throws {
-    let directory = directoryPart(path).isEmpty ? "." : directoryPart(path)
-    let temporary = directory + "/.\(namePart(path)).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    let file = try AtomicOutputFile(path: path)
     do {
-        let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
-        do {
-            try descriptor.closeAfter { () throws(Errno) in
-                try descriptor.setMode(0o600)
-                try descriptor.writeAll([UInt8](data))
-                try descriptor.sync()
-            }
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-        guard rename(temporary, path) == 0 else {
-            let error = Errno.current
-            unlink(temporary)
-            throw error
-        }
-        try? syncDirectory(directory)
+        try FileDescriptor(rawValue: file.fd).writeAll([UInt8](data))
     } catch {
         throw CLIError(
-            status: (error as? Errno)?.isDiskFull == true ? ExitStatus.ioError : ExitStatus.cannotCreate,
+            status: error.isDiskFull ? ExitStatus.ioError : ExitStatus.cannotCreate,
             message: "cannot write \(UsageError.quoted(path)): \(error)")
     }
+    try file.commit()
 }
