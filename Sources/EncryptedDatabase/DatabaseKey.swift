@@ -80,7 +80,7 @@ public struct DatabaseKey: Sendable, Equatable, CustomStringConvertible, CustomD
         }
         buffer[0] = UInt8(ascii: "x")
         buffer[1] = UInt8(ascii: "'")
-        storage.withUnsafeBytes { key in
+        _ = storage.withUnsafeBytes { key in
             writeHex(key, into: UnsafeMutableRawBufferPointer(rebasing: buffer[2..<(count - 1)]))
         }
         buffer[count - 1] = UInt8(ascii: "'")

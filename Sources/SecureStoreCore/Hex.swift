@@ -1,23 +1,28 @@
 // Hexadecimal text: the one encoder and decoder of the product.
 
 /// Lower-case hexadecimal digits of `bytes` written into `output` (two per byte), without an intermediate
-/// `String`: for secrets, the caller owns and wipes `output`.
-package func writeHex(_ bytes: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
-    precondition(output.count >= bytes.count * 2, "hex output too small")
+/// `String`: for secrets, the caller owns and wipes `output`. Encodes as many whole bytes as `output` holds
+/// (every caller sizes it at twice the input) and returns how many; it never writes past `output` and never
+/// traps.
+@discardableResult
+package func writeHex(_ bytes: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int {
+    let count = min(bytes.count, output.count / 2)
     let digits: StaticString = "0123456789abcdef"
     digits.withUTF8Buffer { table in
-        for (index, byte) in bytes.enumerated() {
+        for index in 0..<count {
+            let byte = bytes[index]
             output[2 * index] = table[Int(byte >> 4)]
             output[2 * index + 1] = table[Int(byte & 0x0f)]
         }
     }
+    return count
 }
 
 /// Lower-case hexadecimal text of `bytes` (not for secrets: the `String` cannot be wiped).
 package func hexString(_ bytes: some Sequence<UInt8>) -> String {
     let array = Array(bytes)
     var output = [UInt8](repeating: 0, count: array.count * 2)
-    array.withUnsafeBytes { input in output.withUnsafeMutableBytes { writeHex(input, into: $0) } }
+    _ = array.withUnsafeBytes { input in output.withUnsafeMutableBytes { writeHex(input, into: $0) } }
     return String(decoding: output, as: UTF8.self)
 }
 

@@ -22,6 +22,19 @@ import Testing
         #expect(buffer[0..<16].allSatisfy { $0 == 0 })
     }
 
+    @Test func hexEncodingNeverWritesPastItsOutputNorTraps() {
+        let input: [UInt8] = [0x00, 0xAB, 0xFF]
+        var exact = [UInt8](repeating: 0, count: 6)
+        let encoded = input.withUnsafeBytes { bytes in exact.withUnsafeMutableBytes { writeHex(bytes, into: $0) } }
+        #expect(encoded == 3)
+        #expect(String(decoding: exact, as: UTF8.self) == "00abff")
+        var short = [UInt8](repeating: 0x2E, count: 5)  // room for two bytes and a half
+        let partial = input.withUnsafeBytes { bytes in short.withUnsafeMutableBytes { writeHex(bytes, into: $0) } }
+        #expect(partial == 2)
+        #expect(String(decoding: short, as: UTF8.self) == "00ab.")
+        #expect(hexString([0x42, 0x01]) == "4201")
+    }
+
     @Test func secureBytesHoldTheirBytesAndCompareByValue() {
         let a = SecureBytes([1, 2, 3, 4])
         let b = SecureBytes([1, 2, 3, 4])
