@@ -13,6 +13,8 @@ public final class Database {
     private var statementCache: [String: Statement] = [:]
     private var uncachedStatements: [WeakStatement] = []
     private var savepointDepth = 0
+    /// The records layer's insert and update statements, per record type (see `recordStatement`).
+    var recordStatements: [RecordStatementKey: RecordStatement] = [:]
 
     /// The number of statements this connection has prepared (compiled) since it opened. Running the same SQL
     /// again through the statement cache does not prepare it again.
@@ -279,6 +281,7 @@ public final class Database {
     private func finalizeStatements() {
         for statement in statementCache.values { statement.finalize() }
         statementCache.removeAll()
+        recordStatements.removeAll()
         for weak in uncachedStatements { weak.statement?.finalize() }
         uncachedStatements.removeAll()
     }

@@ -114,3 +114,21 @@ extension DatabaseValue: DatabaseValueConvertible {
         try row.value(at: column)
     }
 }
+
+extension DatabaseValueConvertible where Self: RawRepresentable, RawValue: DatabaseValueConvertible {
+    /// The raw value.
+    public var databaseValue: DatabaseValue { rawValue.databaseValue }
+
+    /// Reads the raw value; throws ``DatabaseError/Code/typeMismatch`` when it is not one of the type's.
+    ///
+    /// ```swift
+    /// enum Priority: Int, Codable, DatabaseValueConvertible { case low, normal, high }
+    /// ```
+    public static func decode(from row: Row, at column: Int) throws -> Self {
+        guard let value = Self(rawValue: try RawValue.decode(from: row, at: column)) else {
+            throw DatabaseError(
+                .typeMismatch, "column \(column) holds a value that is not a \(Self.self)", sql: row.statement.sql)
+        }
+        return value
+    }
+}

@@ -18,6 +18,8 @@ public final class Statement {
     var generation: UInt64 = 0
     /// True while the statement is being stepped, so that a nested use of the same SQL prepares another.
     var isBusy = false
+    /// The result columns by name, built on the first lookup by name and kept as long as the statement.
+    var columnLookup: ColumnLookup?
 
     init(database: Database, sql: String) throws {
         self.database = database
@@ -378,12 +380,62 @@ public struct Row {
         }
     }
 
-    private func index(of name: String) throws -> Int {
-        let handle = try handle(0)
-        for column in 0..<statement.columnCount
-        where String(cString: sqlite3_column_name(handle, Int32(column))) == name {
-            return column
+    /// The index of the result column named `name` (the first one, when several have that name).
+    public func index(of name: String) throws -> Int {
+        _ = try handle(0)
+        guard let column = statement.lookup.index[name] else {
+            throw DatabaseError(.misuse, "the statement has no column named '\(name)'", sql: statement.sql)
         }
-        throw DatabaseError(.misuse, "the statement has no column named '\(name)'", sql: statement.sql)
+        return column
+    }
+}
+
+/// The result columns of one statement by name: built once per statement, then shared by every row it
+/// produces, so that reading a column by name (or a `Decodable` record) does not look names up in SQLite per row.
+final class ColumnLookup {
+    /// Column names to indexes; the first column wins when a name repeats.
+    let index: [String: Int]
+    /// The names asked for so far in the order a record's decoder asks for them, with their columns: a
+    /// `Decodable` type asks for the same keys in the same order on every row, so the next lookup is one string
+    /// comparison instead of a hash.
+    private var orderNames: [String] = []
+    private var orderColumns: [Int] = []
+    /// The position of the next lookup in that order; reset for each row.
+    var position = 0
+
+    init(names: [String]) {
+        var index: [String: Int] = [:]
+        index.reserveCapacity(names.count)
+        for (column, name) in names.enumerated() where index[name] == nil { index[name] = column }
+        self.index = index
+    }
+
+    /// The column named `name`, or `nil`; remembers the order of lookups for the next row.
+    @inline(__always)
+    func column(named name: String) -> Int? {
+        let position = self.position
+        self.position = position &+ 1
+        if position < orderNames.count, orderNames[position] == name { return orderColumns[position] }
+        let column = index[name]
+        if let column {
+            if position < orderNames.count {
+                orderNames[position] = name
+                orderColumns[position] = column
+            } else if position == orderNames.count {
+                orderNames.append(name)
+                orderColumns.append(column)
+            }
+        }
+        return column
+    }
+}
+
+extension Statement {
+    /// The statement's columns by name, built on first use.
+    var lookup: ColumnLookup {
+        if let columnLookup { return columnLookup }
+        let lookup = ColumnLookup(names: columnNames)
+        columnLookup = lookup
+        return lookup
     }
 }

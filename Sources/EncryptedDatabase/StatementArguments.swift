@@ -20,6 +20,8 @@ public struct StatementArguments: Sendable, ExpressibleByArrayLiteral, Expressib
 
     let storage: Storage
 
+    init(storage: Storage) { self.storage = storage }
+
     /// Positional arguments, bound to `?` or `?NNN` parameters in order.
     public init(_ values: [(any DatabaseValueConvertible)?]) {
         storage = .positional(values.map { $0?.databaseValue ?? .null })

@@ -1,0 +1,287 @@
+// Records: Codable values stored as rows and read back, queried with bound filters, and refused cleanly.
+import EncryptedDatabase
+import Foundation
+import TestSupport
+import Testing
+
+/// The seeds' to-do item, with the kinds of properties apps have: a UUID key, a date, an enum, an optional, a
+/// nested Codable value.
+private struct Todo: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "todo"
+
+    enum Priority: Int, Codable { case low, normal, high }
+    struct Details: Codable, Equatable {
+        var tags: [String]
+        var estimateMinutes: Int
+    }
+
+    var id: UUID
+    var title: String
+    var isDone: Bool
+    var creationDate: Date
+    var priority: Priority
+    var note: String?
+    var details: Details?
+
+    init(
+        _ title: String, isDone: Bool = false, priority: Priority = .normal, note: String? = nil,
+        details: Details? = nil, creationDate: Date = Date(timeIntervalSince1970: 1_700_000_000)
+    ) {
+        id = UUID()
+        self.title = title
+        self.isDone = isDone
+        // The database keeps whole microseconds.
+        self.creationDate = Date(
+            timeIntervalSince1970: (creationDate.timeIntervalSince1970 * 1_000_000).rounded() / 1_000_000)
+        self.priority = priority
+        self.note = note
+        self.details = details
+    }
+}
+
+/// An integer-keyed record whose key SQLite chooses.
+private struct Player: Codable, Equatable, FetchableRecord, PersistableRecord {
+    var id: Int64?
+    var name: String
+    var score: Int
+
+    mutating func didInsert(rowID: Int64) { id = rowID }
+
+    func willSave(_ db: Database) throws {
+        guard !name.isEmpty else { throw DatabaseError(.constraint, "a player needs a name") }
+    }
+}
+
+private let todoSchema = """
+    CREATE TABLE todo (
+        id BLOB PRIMARY KEY NOT NULL,
+        title TEXT NOT NULL,
+        isDone INTEGER NOT NULL,
+        creationDate INTEGER NOT NULL,
+        priority INTEGER NOT NULL,
+        note TEXT,
+        details TEXT
+    );
+    CREATE TABLE player (id INTEGER PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL);
+    """
+
+private func makeRecordDatabase(_ directory: TemporaryDirectory) throws -> DatabaseQueue {
+    let queue = try DatabaseQueue(path: directory.file("records.db"), key: try testKey())
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1") { db in try db.executeScript(todoSchema) }
+    try migrator.migrate(queue)
+    return queue
+}
+
+@Suite struct RecordTests {
+    @Test func aCodableRecordReadsBackEqualAndIsStoredTheWayRowsReadIt() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        let todo = Todo(
+            "Pay rent", priority: .high, note: "before the 3rd",
+            details: .init(tags: ["home", "money"], estimateMinutes: 10))
+        try queue.write { db in try todo.insert(db) }
+
+        let fetched = try queue.read { db in try Todo.fetchOne(db, id: todo.id) }
+        #expect(fetched == todo)
+
+        // The columns hold what Row reads: a 16-byte blob, integer microseconds, 0/1, the raw value, JSON text.
+        let stored = try queue.read { (db: Database) throws in
+            try db.fetchOne(
+                "SELECT typeof(id), length(id), creationDate, isDone, priority, details FROM todo WHERE id = ?",
+                [todo.id]
+            ) { row in
+                (try row.string(at: 0), try row.int(at: 1), try row[2] as Date, try row.int(at: 3),
+                 try row.int(at: 4), try row.string(at: 5))
+            }
+        }
+        #expect(stored?.0 == "blob" && stored?.1 == 16)
+        #expect(stored?.2 == todo.creationDate)
+        #expect(stored?.3 == 0 && stored?.4 == 2)
+        #expect(stored?.5 == #"{"estimateMinutes":10,"tags":["home","money"]}"#)
+    }
+
+    @Test func queriesFilterOrderLimitAndCountWithBoundValues() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        let base = Date(timeIntervalSince1970: 1_700_000_000)
+        let todos = (0..<10).map { i in
+            Todo("task \(i)", isDone: i % 3 == 0, creationDate: base.addingTimeInterval(Double(i)))
+        }
+        try queue.write { db in for todo in todos { try todo.insert(db) } }
+
+        try queue.read { (db: Database) throws in
+            #expect(try Todo.fetchCount(db) == 10)
+            #expect(try Todo.filter(Column("isDone") == true).fetchCount(db) == 4)
+            let newestOpen = try Todo.filter(Column("isDone") == false)
+                .order(Column("creationDate").desc).limit(2).fetchAll(db)
+            #expect(newestOpen.map(\.title) == ["task 8", "task 7"])
+            let secondPage = try Todo.all().order(Column("creationDate").asc).limit(3, offset: 3).fetchAll(db)
+            #expect(secondPage.map(\.title) == ["task 3", "task 4", "task 5"])
+            #expect(try Todo.all().limit(3, offset: 8).fetchCount(db) == 2)
+            #expect(try Todo.filter(Column("title").like("task 1%")).fetchOne(db)?.title == "task 1")
+            #expect(try Todo.filter(Column("note") == nil).fetchCount(db) == 10)
+            #expect(try Todo.filter(Column("priority") == Todo.Priority.normal.rawValue).fetchCount(db) == 10)
+            let some = try Todo.fetchAll(db, ids: [todos[1].id, todos[2].id, UUID()])
+            #expect(Set(some.map(\.title)) == ["task 1", "task 2"])
+            let either = try Todo.filter(Column("title") == "task 0" || !(Column("isDone") == true)).fetchCount(db)
+            #expect(either == 7)
+        }
+    }
+
+    @Test func aValueThatLooksLikeSQLIsBoundNotRun() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        let hostile = "x'); DROP TABLE todo; --"
+        try queue.write { db in try Todo(hostile).insert(db) }
+        try queue.read { (db: Database) throws in
+            #expect(try Todo.filter(Column("title") == hostile).fetchOne(db)?.title == hostile)
+            #expect(try Todo.filter(sql: "title = ?", arguments: [hostile]).fetchCount(db) == 1)
+            #expect(try db.tableExists("todo"))
+        }
+    }
+
+    @Test func updateSaveAndDeleteWorkByPrimaryKey() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        var todo = Todo("Buy milk", note: "2 litres")
+        try queue.write { db in try todo.insert(db) }
+
+        todo.isDone = true
+        todo.note = nil  // nil clears the column on update, it is not left out
+        try queue.write { db in try todo.update(db) }
+        #expect(try queue.read { db in try Todo.fetchOne(db, id: todo.id) } == todo)
+
+        let unsaved = Todo("Walk the dog")
+        try queue.write { db in
+            try unsaved.save(db)  // no row yet: inserted
+            try unsaved.save(db)  // now updated, not inserted twice
+        }
+        #expect(try queue.read { db in try Todo.fetchCount(db) } == 2)
+
+        #expect(try queue.write { db in try todo.delete(db) } == true)
+        #expect(try queue.write { db in try todo.delete(db) } == false)
+        #expect(try queue.read { db in try todo.exists(db) } == false)
+        #expect(try queue.read { db in try unsaved.exists(db) } == true)
+        #expect(try queue.write { db in try Todo.deleteOne(db, id: unsaved.id) } == true)
+        #expect(try queue.read { db in try Todo.fetchCount(db) } == 0)
+    }
+
+    @Test func updatingAMissingRowThrowsNotFoundAndChangesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        let kept = Todo("kept")
+        try queue.write { db in try kept.insert(db) }
+        let before = try queue.read { db in try Todo.fetchAll(db) }
+        #expect {
+            try queue.write { db in try Todo("never inserted").update(db) }
+        } throws: { error in
+            (error as? DatabaseError)?.code == DatabaseError.Code.notFound
+                && "\(error)".contains("no row of table 'todo'")
+        }
+        #expect(try queue.read { db in try Todo.fetchAll(db) } == before)
+    }
+
+    @Test func anIntegerKeyChosenBySQLiteIsReturnedByInsert() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        let alice = try queue.write { db in try Player(id: nil, name: "Alice", score: 10).inserted(db) }
+        let bob = try queue.write { db in try Player(id: nil, name: "Bob", score: 3).inserted(db) }
+        #expect(alice.id == 1 && bob.id == 2)
+        let ranked = try queue.read { db in try Player.order(Column("score").desc).fetchAll(db) }
+        #expect(ranked == [alice, bob])
+    }
+
+    @Test func willSaveRefusesAWriteAndNothingIsStored() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        #expect {
+            try queue.write { db in try Player(id: nil, name: "", score: 1).insert(db) }
+        } throws: { error in
+            (error as? DatabaseError)?.code == DatabaseError.Code.constraint && "\(error)".contains("needs a name")
+        }
+        #expect(try queue.read { db in try Player.fetchCount(db) } == 0)
+    }
+
+    @Test func aRowThatDoesNotFitTheRecordGetsAClearError() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        try queue.write { db in
+            try Todo("one").insert(db)
+            try db.execute("INSERT INTO player (name, score) VALUES ('x', 1)")
+        }
+        try queue.read { (db: Database) throws -> Void in
+            // A query that leaves a column out.
+            #expect {
+                try Todo.fetchAll(db, sql: "SELECT id, title FROM todo")
+            } throws: { error in
+                (error as? DatabaseError)?.code == DatabaseError.Code.typeMismatch
+                    && "\(error)".contains("no column named 'isDone'")
+            }
+        }
+        // A raw value the enum does not have.
+        try queue.write { db in try db.execute("UPDATE todo SET priority = 7") }
+        #expect {
+            try queue.read { db in try Todo.fetchAll(db) }
+        } throws: { error in
+            (error as? DatabaseError)?.code == DatabaseError.Code.typeMismatch
+        }
+        // JSON text that is not the nested value's.
+        try queue.write { db in try db.execute("UPDATE todo SET priority = 1, details = '{\"tags\": 3}'") }
+        #expect {
+            try queue.read { db in try Todo.fetchAll(db) }
+        } throws: { error in
+            (error as? DatabaseError)?.code == DatabaseError.Code.typeMismatch
+                && "\(error)".contains("does not hold the JSON of a Details")
+        }
+    }
+
+    @Test func fetchingAgainReusesTheStatementAndItsColumnLookup() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        try queue.write { db in
+            let prepared = db.preparedStatementCount
+            for i in 0..<50 { try Todo("t\(i)").insert(db) }
+            #expect(db.preparedStatementCount == prepared + 1, "one INSERT statement for every record")
+        }
+        try queue.read { (db: Database) throws in
+            _ = try Todo.fetchAll(db)
+            let prepared = db.preparedStatementCount
+            for _ in 0..<20 { #expect(try Todo.fetchAll(db).count == 50) }
+            #expect(db.preparedStatementCount == prepared, "the same query is not prepared again")
+        }
+        try queue.write { db in
+            let prepared = db.preparedStatementCount
+            for i in 0..<20 { try Todo("more \(i)").insert(db) }
+            #expect(db.preparedStatementCount == prepared, "the connection keeps the INSERT")
+        }
+    }
+
+    @Test func aRawRepresentableEnumGetsItsDatabaseConformanceFromOneLine() throws {
+        enum Level: String, DatabaseValueConvertible { case low, high }
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        try queue.write { db in
+            try db.execute("CREATE TABLE setting (level TEXT)")
+            try db.execute("INSERT INTO setting (level) VALUES (?)", [Level.high])
+            try db.execute("INSERT INTO setting (level) VALUES ('medium')")
+        }
+        try queue.read { (db: Database) throws in
+            #expect(try db.fetchOne("SELECT level FROM setting WHERE rowid = 1") { try $0[0] as Level } == .high)
+            #expect {
+                try db.fetchOne("SELECT level FROM setting WHERE rowid = 2") { try $0[0] as Level }
+            } throws: { error in
+                (error as? DatabaseError)?.code == DatabaseError.Code.typeMismatch
+                    && "\(error)".contains("not a Level")
+            }
+        }
+    }
+
+    @Test func aPersistenceContainerDescribesColumnsNeverValues() throws {
+        let container = try Todo("secret title 42").persistenceContainer()
+        #expect(container.columns == ["id", "title", "isDone", "creationDate", "priority", "note", "details"])
+        #expect(!"\(container)".contains("secret"))
+        let filter = Column("title") == "secret title 42"
+        #expect(!"\(filter)".contains("secret"))
+    }
+}
