@@ -1,6 +1,8 @@
 // One task of the task list: a value, independent of the database.
 public import Foundation
 internal import SecureStoreCore
+public import EncryptedDatabase
+internal import SecureStore
 
 /// One task of a ``TaskList``: an ID, a one-line title, whether it is done, and when it was created.
 ///
@@ -70,5 +72,45 @@ extension TaskItem: Codable {
         try container.encode(title, forKey: .title)
         try container.encode(done, forKey: .done)
         try container.encode(createdAt, forKey: .createdAt)
+    }
+}
+
+/// A task is a record of the task list's `tasks` table: `TaskItem.fetchAll(db)`, `Query`s with filters, and
+/// `insert`/`update`/`save`/`delete` work on it inside any transaction of the database, beside the task list's own
+/// tuned SQL (which ``TaskList`` keeps using where it is faster: counts from one row, keyset pages, prefixes).
+///
+/// ```swift
+/// let open = try database.read { db in
+///     try TaskItem.filter(Column("done") == false).order(Column("created_at").desc).limit(20).fetchAll(db)
+/// }
+/// ```
+///
+/// The columns are the table's: `id` (16-byte blob), `title`, `done` (0 or 1) and `created_at` (integer
+/// microseconds since 1970). Writes validate the title as ``TaskList`` does.
+extension TaskItem: FetchableRecord, PersistableRecord {
+    /// `tasks`.
+    public static var databaseTableName: String { "tasks" }
+
+    /// Reads `id`, `title`, `done` and `created_at` by name.
+    public init(row: Row) throws {
+        self.init(
+            id: try row["id"], title: try row["title"], done: try row["done"], microseconds: try row["created_at"])
+    }
+
+    /// Stores `created_at`, `id`, `title` and `done`.
+    public func encode(to container: inout PersistenceContainer) throws {
+        container["created_at"] = createdAtMicroseconds
+        container["id"] = id
+        container["title"] = title
+        container["done"] = done
+    }
+
+    /// Refuses a title that ``TaskList/validatedTitle(_:)`` would not store as it is.
+    public func willSave(_ db: Database) throws {
+        guard try TaskList.validatedTitle(title) == title else {
+            throw SecureStoreError(
+                SecureStoreError.Code.invalidArgument,
+                "a task title cannot start or end with white space (TaskList.create trims it)")
+        }
     }
 }

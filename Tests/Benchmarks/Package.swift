@@ -14,7 +14,12 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "SecureStoreBenchmarks",
-    dependencies: [.package(name: "SecureStore", path: "../..")],
+    dependencies: [
+        .package(name: "SecureStore", path: "../.."),
+        // The peer the records layer is measured against (issue 14): a dependency of this benchmark package only,
+        // never of the product. It links the system's plain libsqlite3, so it runs in an executable of its own.
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+    ],
     targets: [
         .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibSecretBaseline", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
@@ -30,6 +35,12 @@ let package = Package(
                 .product(name: "Preferences", package: "SecureStore"),
                 "BenchSupport",
             ],
+            swiftSettings: swiftSettings
+        ),
+        // GRDB 7.10's Codable records on the records workloads' data (plain SQLite: no SQLCipher in this process).
+        .executableTarget(
+            name: "securestore-bench-grdb",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), "BenchSupport"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -55,6 +55,7 @@ struct ProjectBench {
         if options.wants("keychain-get") || options.wants("keychain-set") { try keychain() }
         if options.wants("prefs-load") || options.wants("prefs-save") { try preferences() }
         if options.wants("export") || options.wants("import") { try exportAndImport() }
+        if options.wants("records-fetch") || options.wants("records-insert") { try records() }
     }
 
     /// A store of `count` tasks at `path`, made through TaskList.insert in one transaction; returns the
@@ -412,6 +413,8 @@ do {
         try importChild(arguments[1], arguments[2])
     case ("sqlcipher-child", 3):
         sqlcipherChild(arguments[1], arguments[2])
+    case ("records-child", 5):
+        try recordsChild(arguments[1], arguments[2], arguments[3], Int(arguments[4]) ?? 0)
     case ("prefs-load-child", 3):
         try prefsLoadChild(arguments[1], arguments[2])
     default:

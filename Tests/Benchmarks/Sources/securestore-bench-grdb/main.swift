@@ -1,0 +1,101 @@
+// securestore-bench-grdb: GRDB 7.10's Codable records on the records workloads' data, for `make bench`
+// (securestore-bench's `records-fetch` and `records-insert` run it between the project's children).
+//
+//   securestore-bench-grdb setup DIRECTORY COUNT     makes DIRECTORY/grdb.db with COUNT items (not measured)
+//   securestore-bench-grdb fetch DIRECTORY COUNT     Item.fetchAll: prints `ms <median of 3> rss <MiB>`
+//   securestore-bench-grdb insert DIRECTORY COUNT    COUNT × item.insert(db) in one transaction, the same
+//
+// GRDB links the system's plain libsqlite3 (no encryption), with the same journal settings as SecureStore's
+// queue (WAL, synchronous NORMAL) and GRDB's default Codable storage (a UUID is a 16-byte blob, a Date is text).
+import BenchSupport
+import Foundation
+import GRDB
+
+struct Item: Codable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "item"
+    var id: UUID
+    var title: String
+    var isDone: Bool
+    var creationDate: Date
+
+    init(_ index: Int) {
+        let task = BenchTask(index)
+        id = task.id
+        title = task.title
+        isDone = task.done
+        creationDate = Date(timeIntervalSince1970: Double(task.microseconds) / 1e6)
+    }
+}
+
+func openQueue(_ path: String) throws -> DatabaseQueue {
+    var configuration = Configuration()
+    configuration.prepareDatabase { db in
+        try db.execute(sql: "PRAGMA journal_mode = WAL")
+        try db.execute(sql: "PRAGMA synchronous = NORMAL")
+    }
+    return try DatabaseQueue(path: path, configuration: configuration)
+}
+
+func createTable(_ db: GRDB.Database) throws {
+    try db.execute(
+        sql: "CREATE TABLE item (id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL, isDone INTEGER NOT NULL, creationDate TEXT NOT NULL)")
+}
+
+func remove(_ path: String) {
+    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count == 3, let count = Int(arguments[2]) else {
+    FileHandle.standardError.write(Data("usage: securestore-bench-grdb setup|fetch|insert DIRECTORY COUNT\n".utf8))
+    exit(64)
+}
+let directory = arguments[1]
+do {
+    var samples: [Double] = []
+    switch arguments[0] {
+    case "setup":
+        let path = directory + "/grdb.db"
+        remove(path)
+        let queue = try openQueue(path)
+        try queue.write { db in
+            try createTable(db)
+            for index in 0..<count { try Item(index).insert(db) }
+        }
+        try queue.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        print("setup \(count)")
+    case "fetch":
+        let queue = try openQueue(directory + "/grdb.db")
+        _ = try queue.read { db in try Item.fetchAll(db) }  // warm the cache
+        for _ in 0..<3 {
+            var fetched = 0
+            samples.append(try milliseconds { fetched = try queue.read { db in try Item.fetchAll(db) }.count })
+            guard fetched == count else { fail("grdb fetched \(fetched) of \(count)") }
+        }
+        print("ms \(median(samples)) rss \(imagePeakRSSMiB())")
+    case "insert":
+        let path = directory + "/grdb-insert.db"
+        remove(path)
+        let queue = try openQueue(path)
+        let items = (0..<count).map(Item.init)
+        for round in 0..<4 {
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "DROP TABLE IF EXISTS item")
+                try createTable(db)
+            }
+            let time = try milliseconds {
+                try queue.write { db in
+                    for item in items { try item.insert(db) }
+                }
+            }
+            if round > 0 { samples.append(time) }  // the first round warms up
+        }
+        guard try queue.read({ db in try Item.fetchCount(db) }) == count else { fail("grdb insert") }
+        remove(path)
+        print("ms \(median(samples)) rss \(imagePeakRSSMiB())")
+    default:
+        fail("unknown operation \(arguments[0])")
+    }
+} catch {
+    fail("\(error)")
+}

@@ -1,0 +1,158 @@
+// The records workloads (issue 14): the records layer beside the hand-written decode on the same SecureStore
+// database, and beside GRDB 7.10's Codable records (securestore-bench-grdb, plain SQLite), interleaved per round.
+import BenchSupport
+import EncryptedDatabase
+import Foundation
+
+/// The seeds' task, as an app would declare it for the records layer.
+struct BenchItem: Codable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "item"
+    var id: UUID
+    var title: String
+    var isDone: Bool
+    var creationDate: Date
+
+    init(_ index: Int) {
+        let task = BenchTask(index)
+        id = task.id
+        title = task.title
+        isDone = task.done
+        creationDate = Date(timeIntervalSince1970: Double(task.microseconds) / 1e6)
+    }
+
+    init(id: UUID, title: String, isDone: Bool, creationDate: Date) {
+        self.id = id
+        self.title = title
+        self.isDone = isDone
+        self.creationDate = creationDate
+    }
+}
+
+let benchItemSchema =
+    "CREATE TABLE item (id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL, isDone INTEGER NOT NULL, creationDate INTEGER NOT NULL)"
+
+/// The hand-written path the records layer is held to: typed accessors by column index.
+func handWrittenFetch(_ db: Database) throws -> [BenchItem] {
+    try db.fetch("SELECT * FROM item") { row in
+        BenchItem(
+            id: try row.uuid(at: 0), title: try row.string(at: 1), isDone: try row.bool(at: 2),
+            creationDate: try row.date(at: 3))
+    }
+}
+
+func handWrittenInsert(_ item: BenchItem, _ db: Database) throws {
+    try db.execute(
+        "INSERT INTO item (id, title, isDone, creationDate) VALUES (?, ?, ?, ?)",
+        [item.id, item.title, item.isDone, item.creationDate])
+}
+
+/// `records-child DIRECTORY records|handwritten fetch|insert COUNT`: one measurement in a fresh process; prints
+/// `ms <median of 3> rss <peak MiB>`.
+func recordsChild(_ directory: String, _ mode: String, _ operation: String, _ count: Int) throws {
+    let records = mode == "records"
+    var samples: [Double] = []
+    switch operation {
+    case "fetch":
+        let queue = try DatabaseQueue(path: directory + "/records.db", key: benchKey())
+        _ = try queue.read { db in try records ? BenchItem.fetchAll(db) : handWrittenFetch(db) }  // warm the cache
+        for _ in 0..<3 {
+            var fetched = 0
+            samples.append(
+                try milliseconds {
+                    fetched = try queue.read { db in try records ? BenchItem.fetchAll(db) : handWrittenFetch(db) }.count
+                })
+            guard fetched == count else { fail("records-child fetched \(fetched) of \(count)") }
+        }
+        try queue.close()
+    case "insert":
+        let path = directory + "/records-insert-\(mode).db"
+        removeDatabase(path)
+        let queue = try DatabaseQueue(path: path, key: benchKey())
+        let items = (0..<count).map(BenchItem.init)
+        for round in 0..<4 {
+            try queue.writeWithoutTransaction { db in
+                try db.execute("DROP TABLE IF EXISTS item")
+                try db.execute(benchItemSchema)
+            }
+            let time = try milliseconds {
+                try queue.write { db in
+                    if records {
+                        for item in items { try item.insert(db) }
+                    } else {
+                        for item in items { try handWrittenInsert(item, db) }
+                    }
+                }
+            }
+            if round > 0 { samples.append(time) }  // the first round warms up
+        }
+        guard try queue.read({ db in try BenchItem.fetchCount(db) }) == count else { fail("records-child insert") }
+        try queue.close()
+        removeDatabase(path)
+    default:
+        fail("records-child: unknown operation \(operation)")
+    }
+    print("ms \(median(samples)) rss \(imagePeakRSSMiB())")
+}
+
+extension ProjectBench {
+    /// `records-fetch` (200 000 rows) and `records-insert` (50 000 rows): per round, one fresh process each for
+    /// the records layer, the hand-written path and GRDB, in that order; the ratios are per round.
+    func records() throws {
+        let grdb = URL(filePath: executablePath()).deletingLastPathComponent().appending(path: "securestore-bench-grdb")
+            .path
+        guard FileManager.default.isExecutableFile(atPath: grdb) else {
+            fail("\(grdb) is missing: swift build --package-path Tests/Benchmarks -c release --product securestore-bench-grdb")
+        }
+        let rounds = max(3, runs)
+        for (workload, operation, count) in [
+            ("records-fetch", "fetch", options.fetchCount), ("records-insert", "insert", options.insertCount),
+        ] where options.wants(workload) {
+            if operation == "fetch" {
+                // One store per library, made once and not measured.
+                let path = directory + "/records.db"
+                removeDatabase(path)
+                let queue = try DatabaseQueue(path: path, key: benchKey())
+                try queue.write { db in
+                    try db.execute(benchItemSchema)
+                    for index in 0..<count { try handWrittenInsert(BenchItem(index), db) }
+                }
+                try queue.checkpoint()
+                try queue.close()
+                _ = runChild([grdb, "setup", directory, String(count)])
+            }
+            var record: [Double] = [], hand: [Double] = [], peer: [Double] = []
+            var recordRSS: [Double] = [], handRSS: [Double] = [], peerRSS: [Double] = []
+            var versusHand: [Double] = [], versusPeer: [Double] = [], memory: [Double] = []
+            for _ in 0..<rounds {
+                let a = runChild([executablePath(), "records-child", directory, "records", operation, String(count)])
+                let b = runChild([executablePath(), "records-child", directory, "handwritten", operation, String(count)])
+                let c = runChild([grdb, operation, directory, String(count)])
+                guard let ra = a.value("ms"), let rb = b.value("ms"), let rc = c.value("ms") else {
+                    fail("records children: \(a.output) \(b.output) \(c.output)")
+                }
+                record.append(ra)
+                hand.append(rb)
+                peer.append(rc)
+                recordRSS.append(a.peakRSSMiB)
+                handRSS.append(b.peakRSSMiB)
+                peerRSS.append(c.peakRSSMiB)
+                versusHand.append(ra / rb)
+                versusPeer.append(ra / rc)
+                memory.append(a.peakRSSMiB / b.peakRSSMiB)
+            }
+            report(workload, "project", record, rssMiB: median(recordRSS))
+            report(workload, "baseline", hand, rssMiB: median(handRSS))
+            report(workload + "-grdb", "project", record, rssMiB: median(recordRSS))
+            report(workload + "-grdb", "baseline", peer, rssMiB: median(peerRSS))
+            info(
+                workload + "-pair-ratio", median(versusHand), unit: "x",
+                "median of \(rounds) per-round ratios records / hand-written (\(count) rows; A B C A B C …)")
+            info(
+                workload + "-grdb-pair-ratio", median(versusPeer), unit: "x",
+                "median of \(rounds) per-round ratios records / GRDB 7.10 Codable records (\(count) rows)")
+            info(
+                workload + "-rss-ratio", median(memory), unit: "x",
+                "median peak RSS records / hand-written (\(count) rows)")
+        }
+    }
+}
