@@ -27,8 +27,7 @@ struct RowDecoder: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        lookup.position = 0
-        return KeyedDecodingContainer(RowContainer<Key>(row: row, lookup: lookup))
+        KeyedDecodingContainer(RowContainer<Key>(row: row, lookup: lookup))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -53,7 +52,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     @inline(__always)
     private func column(_ key: Key) throws -> Int {
-        guard let column = lookup.column(named: key.stringValue) else {
+        guard let column = lookup.column(named: key.stringValue, row: row.generation) else {
             throw DatabaseError(
                 .typeMismatch,
                 "the row has no column named '\(key.stringValue)' (its columns: "
@@ -64,7 +63,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        guard let column = lookup.column(named: key.stringValue) else { return true }
+        guard let column = lookup.column(named: key.stringValue, row: row.generation) else { return true }
         return try row.isNull(at: column)
     }
 
@@ -110,7 +109,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     @inline(__always)
     private func optional<T>(_ key: Key, _ read: (Int) throws -> T) throws -> T? {
-        guard let column = lookup.column(named: key.stringValue), try !row.isNull(at: column) else { return nil }
+        guard let column = lookup.column(named: key.stringValue, row: row.generation), try !row.isNull(at: column) else { return nil }
         return try read(column)
     }
 

@@ -10,16 +10,18 @@ internal import CSQLCipher
 public final class Statement {
     /// The SQL text, as given (without argument values).
     public let sql: String
-    private(set) var handle: OpaquePointer?
+    // A statement is confined to its connection's queue, so the run-time exclusivity checks of its hot properties
+    // (read on every column of every row) are left out.
+    @exclusivity(unchecked) private(set) var handle: OpaquePointer?
     unowned let database: Database
     let columnCount: Int
     let parameterCount: Int
     /// Incremented on every step, reset and finalize, so that a ``Row`` can tell it is stale.
-    var generation: UInt64 = 0
+    @exclusivity(unchecked) var generation: UInt64 = 0
     /// True while the statement is being stepped, so that a nested use of the same SQL prepares another.
     var isBusy = false
     /// The result columns by name, built on the first lookup by name and kept as long as the statement.
-    var columnLookup: ColumnLookup?
+    @exclusivity(unchecked) var columnLookup: ColumnLookup?
 
     init(database: Database, sql: String) throws {
         self.database = database
@@ -383,7 +385,7 @@ public struct Row {
     /// The index of the result column named `name` (the first one, when several have that name).
     public func index(of name: String) throws -> Int {
         _ = try handle(0)
-        guard let column = statement.lookup.index[name] else {
+        guard let column = statement.lookup.column(named: name, row: generation) else {
             throw DatabaseError(.misuse, "the statement has no column named '\(name)'", sql: statement.sql)
         }
         return column
@@ -398,10 +400,13 @@ final class ColumnLookup {
     /// The names asked for so far in the order a record's decoder asks for them, with their columns: a
     /// `Decodable` type asks for the same keys in the same order on every row, so the next lookup is one string
     /// comparison instead of a hash.
-    private var orderNames: [String] = []
-    private var orderColumns: [Int] = []
-    /// The position of the next lookup in that order; reset for each row.
-    var position = 0
+    // Confined to the statement's connection like everything here: the run-time exclusivity checks of these
+    // properties cost more than the lookup itself, so they are left out.
+    @exclusivity(unchecked) private var orderNames: [String] = []
+    @exclusivity(unchecked) private var orderColumns: [Int] = []
+    /// The position of the next lookup in that order, and the row (statement generation) it counts for.
+    @exclusivity(unchecked) private var position = 0
+    @exclusivity(unchecked) private var row: UInt64 = 0
 
     init(names: [String]) {
         var index: [String: Int] = [:]
@@ -410,10 +415,15 @@ final class ColumnLookup {
         self.index = index
     }
 
-    /// The column named `name`, or `nil`; remembers the order of lookups for the next row.
+    /// The column named `name`, or `nil`; remembers the order of lookups for the next row. `row` is the
+    /// generation of the row being read: the order starts again on each row.
     @inline(__always)
-    func column(named name: String) -> Int? {
-        let position = self.position
+    func column(named name: String, row: UInt64) -> Int? {
+        var position = self.position
+        if row != self.row {
+            self.row = row
+            position = 0
+        }
         self.position = position &+ 1
         if position < orderNames.count, orderNames[position] == name { return orderColumns[position] }
         let column = index[name]

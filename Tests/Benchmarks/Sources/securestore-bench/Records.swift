@@ -28,6 +28,16 @@ struct BenchItem: Codable, FetchableRecord, PersistableRecord {
     }
 }
 
+/// The same item with `init(row:)` written by hand, by column name: the records layer without `Decodable`.
+struct BenchItemByName: FetchableRecord, TableRecord {
+    static let databaseTableName = "item"
+    var item: BenchItem
+    init(row: Row) throws {
+        item = BenchItem(
+            id: try row["id"], title: try row["title"], isDone: try row["isDone"], creationDate: try row["creationDate"])
+    }
+}
+
 let benchItemSchema =
     "CREATE TABLE item (id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL, isDone INTEGER NOT NULL, creationDate INTEGER NOT NULL)"
 
@@ -46,21 +56,25 @@ func handWrittenInsert(_ item: BenchItem, _ db: Database) throws {
         [item.id, item.title, item.isDone, item.creationDate])
 }
 
-/// `records-child DIRECTORY records|handwritten fetch|insert COUNT`: one measurement in a fresh process; prints
-/// `ms <median of 3> rss <peak MiB>`.
+/// `records-child DIRECTORY records|rowinit|handwritten fetch|insert COUNT`: one measurement in a fresh process;
+/// prints `ms <median of 3> rss <peak MiB>`. `rowinit` fetches through the records layer with `init(row:)` by name.
 func recordsChild(_ directory: String, _ mode: String, _ operation: String, _ count: Int) throws {
     let records = mode == "records"
+    func fetch(_ db: Database) throws -> Int {
+        switch mode {
+        case "records": try BenchItem.fetchAll(db).count
+        case "rowinit": try BenchItemByName.fetchAll(db).count
+        default: try handWrittenFetch(db).count
+        }
+    }
     var samples: [Double] = []
     switch operation {
     case "fetch":
         let queue = try DatabaseQueue(path: directory + "/records.db", key: benchKey())
-        _ = try queue.read { db in try records ? BenchItem.fetchAll(db) : handWrittenFetch(db) }  // warm the cache
+        _ = try queue.read { db in try fetch(db) }  // warm the cache
         for _ in 0..<3 {
             var fetched = 0
-            samples.append(
-                try milliseconds {
-                    fetched = try queue.read { db in try records ? BenchItem.fetchAll(db) : handWrittenFetch(db) }.count
-                })
+            samples.append(try milliseconds { fetched = try queue.read { db in try fetch(db) } })
             guard fetched == count else { fail("records-child fetched \(fetched) of \(count)") }
         }
         try queue.close()
@@ -123,7 +137,13 @@ extension ProjectBench {
             var record: [Double] = [], hand: [Double] = [], peer: [Double] = []
             var recordRSS: [Double] = [], handRSS: [Double] = [], peerRSS: [Double] = []
             var versusHand: [Double] = [], versusPeer: [Double] = [], memory: [Double] = []
+            var byName: [Double] = []
             for _ in 0..<rounds {
+                if operation == "fetch" {
+                    let d = runChild([executablePath(), "records-child", directory, "rowinit", operation, String(count)])
+                    let e = runChild([executablePath(), "records-child", directory, "handwritten", operation, String(count)])
+                    if let rd = d.value("ms"), let re = e.value("ms") { byName.append(rd / re) }
+                }
                 let a = runChild([executablePath(), "records-child", directory, "records", operation, String(count)])
                 let b = runChild([executablePath(), "records-child", directory, "handwritten", operation, String(count)])
                 let c = runChild([grdb, operation, directory, String(count)])
@@ -150,6 +170,11 @@ extension ProjectBench {
             info(
                 workload + "-grdb-pair-ratio", median(versusPeer), unit: "x",
                 "median of \(rounds) per-round ratios records / GRDB 7.10 Codable records (\(count) rows)")
+            if !byName.isEmpty {
+                info(
+                    workload + "-rowinit-pair-ratio", median(byName), unit: "x",
+                    "median of \(rounds) per-pair ratios records with init(row:) by column name / hand-written by index")
+            }
             info(
                 workload + "-rss-ratio", median(memory), unit: "x",
                 "median peak RSS records / hand-written (\(count) rows)")
