@@ -153,6 +153,8 @@ bench: deps
 	$(FRESH_PLANS)
 	$(SWIFT) build $(BENCHMARKS) -c release --static-swift-stdlib --scratch-path Tests/Benchmarks/.build-static \
 	    --product securestore-bench
+	$(SWIFT) build $(BENCHMARKS) -c release --static-swift-stdlib --scratch-path Tests/Benchmarks/.build-static \
+	    --product securestore-bench-grdb
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-baseline
 	$(HARNESS) Tests/Benchmarks/run-bench.sh --bin Tests/Benchmarks/.build-static/release \
 	    --baseline-bin Tests/Benchmarks/.build/release

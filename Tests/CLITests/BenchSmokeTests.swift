@@ -8,6 +8,7 @@ import Testing
     static let workloads = [
         "open", "insert", "bulk", "fetch", "count", "toggle", "launch", "keychain-get", "keychain-set",
         "prefs-load", "prefs-save", "export", "import",
+        "records-fetch", "records-fetch-grdb", "records-insert", "records-insert-grdb",
     ]
 
     @Test func theBenchDriverPrintsOneBenchLinePerWorkloadWithARatio() throws {
@@ -16,7 +17,7 @@ import Testing
         let script = root.appendingPathComponent("Tests/Benchmarks/run-bench.sh").path
         // The benchmarks are their own package, built by `make build-tests` beside the suite.
         let binaries = root.appendingPathComponent("Tests/Benchmarks/.build/debug").path
-        for name in ["securestore-bench", "securestore-bench-baseline"] {
+        for name in ["securestore-bench", "securestore-bench-baseline", "securestore-bench-grdb"] {
             #expect(FileManager.default.isExecutableFile(atPath: binaries + "/" + name),
                     "build it: swift build --package-path Tests/Benchmarks")
         }
