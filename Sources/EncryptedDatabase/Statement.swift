@@ -370,11 +370,13 @@ public struct Row {
     }
 
     /// The column named `name` (as in the statement's result columns) converted to `T`.
+    @inlinable
     public subscript<T: DatabaseValueConvertible>(_ name: String) -> T {
         get throws { try T.decode(from: self, at: index(of: name)) }
     }
 
     /// The column named `name` converted to `T`, or `nil` when it is `NULL`.
+    @inlinable
     public subscript<T: DatabaseValueConvertible>(_ name: String) -> T? {
         get throws {
             let column = try index(of: name)
