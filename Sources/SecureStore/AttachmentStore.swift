@@ -318,6 +318,9 @@ public final class AttachmentStore: Sendable {
     // MARK: The attachments file
 
     /// The attachments key from the record database, or nil when no attachment was ever added.
+    func attachmentsKey(_ db: Database) throws -> DatabaseKey? { try key(db) }
+
+    /// The attachments key from the record database, or nil when no attachment was ever added.
     private func key(_ db: Database) throws -> DatabaseKey? {
         guard try db.tableExists("securestore_attachment_key") else { return nil }
         guard var bytes = try db.fetchOne("SELECT key FROM securestore_attachment_key WHERE singleton = 0", .none, { try $0.data(at: 0) })

@@ -213,3 +213,38 @@ struct AttachmentJSON: Encodable {
         return String(format: "%.1f", value) + " " + units[unit]
     }
 }
+
+// MARK: db info and db verify
+
+/// `db info`'s lines about the attachments file (none when no attachment was ever added).
+func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
+    let store = database.attachmentStore()
+    let (count, total) = try store.summary()
+    guard count > 0 || FileManager.default.fileExists(atPath: store.path) else { return [] }
+    let fileSize = (try? FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int64) ?? nil
+    return [
+        "attachments: \(count) (\(AttachmentJSON.sizeText(total))) in '\(store.path)'"
+            + (fileSize.map { " (\(AttachmentJSON.sizeText($0)) on disk; its key is kept inside the database)" } ?? " (missing)")
+    ]
+}
+
+/// `db verify`'s check of the attachments: every chunk authenticated, every digest matched; exit 1 otherwise.
+func verifyAttachments(_ database: KeyedDatabase, _ invocation: Invocation) throws {
+    let store = database.attachmentStore()
+    defer { try? store.close() }
+    let (count, _) = try store.summary()
+    guard count > 0 || FileManager.default.fileExists(atPath: store.path) else { return }
+    let report = try store.verify()
+    if !invocation.global.json {
+        Console.out(
+            "attachments: \(report.attachmentCount) (\(AttachmentJSON.sizeText(report.totalSize))) read back in full, "
+                + (report.problems.isEmpty ? "every chunk authenticated and every SHA-256 digest matched" : "\(report.problems.count) damaged")
+                + (report.collected > 0 ? "; removed the chunks of \(report.collected) unfinished or deleted attachment(s)" : "")
+                + "\n")
+    }
+    if let first = report.problems.first {
+        throw CLIError(
+            status: ExitStatus.checkFailed,
+            message: first + (report.problems.count > 1 ? " (and \(report.problems.count - 1) more)" : ""))
+    }
+}
