@@ -788,11 +788,12 @@ public final class AttachmentStore: Sendable {
         }
         var problems: [String] = []
         var collected = 0
+        var integrity: String?
         if let file = try openFile(create: false) {
             do {
                 try file.integrityCheck()
             } catch let error as DatabaseError {
-                problems.append("the attachments file '\(path)' fails the integrity check (\(error.message))")
+                integrity = "the attachments file '\(path)' fails the integrity check (\(error.message))"
             }
             collected = (try? collectGarbage(in: file)) ?? 0
         }
@@ -803,6 +804,8 @@ public final class AttachmentStore: Sendable {
                 problems.append(error.message)
             }
         }
+        // The damaged attachments by name first; the file-level finding after them.
+        if let integrity { problems.append(integrity) }
         return Verification(
             attachmentCount: all.count, totalSize: all.reduce(0) { $0 + $1.size },
             fileSize: Int64(KeyedDatabaseFiles.size(path) ?? 0), collected: collected, problems: problems)
