@@ -3,8 +3,9 @@ PREFIX ?= /usr/local
 SWIFT ?= swift
 HARNESS := Tests/Harness/with-keyring
 # Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
-# tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run.
-APT_PACKAGES := libsqlcipher-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
+# tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run. libssl-dev: the
+# headers of libcrypto, which SQLCipher links already; attachments take their SHA-256 digests from it.
+APT_PACKAGES := libsqlcipher-dev libssl-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
                 libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3 man-db
 # Host packages `make test-debian13` needs on top (the packages inside its Debian 13 root are
 # APT_PACKAGES plus the toolchain's, listed in Tests/Harness/debian13).

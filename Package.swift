@@ -27,6 +27,12 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        // libcrypto (OpenSSL), which SQLCipher itself links: SHA-256 digests of attachments through its EVP API.
+        .systemLibrary(
+            name: "CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .systemLibrary(
             name: "CSQLCipher",
             pkgConfig: "sqlcipher",
@@ -43,7 +49,7 @@ let package = Package(
         .target(name: "Preferences", dependencies: ["SecureStoreCore"], swiftSettings: swiftSettings),
         .target(
             name: "SecureStore",
-            dependencies: ["Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore"],
+            dependencies: ["Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore", "CLibCrypto"],
             swiftSettings: swiftSettings
         ),
         // The task list: one application of the keyed database, in a module of its own.

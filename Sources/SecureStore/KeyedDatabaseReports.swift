@@ -158,6 +158,21 @@ extension KeyedDatabase {
             try queue.export(to: destination.path, key: key)
         }
         try KeyedDatabaseFiles.syncFile(destination.path)
+        // The attachments file beside it (AttachmentStore), checked against the copy just made.
+        do {
+            _ = try backupAttachments(besideBackup: destination) {
+                try withQueue { queue in
+                    guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
+                        throw Self.missingKeyError(files: files, items: items)
+                    }
+                    try queue.export(to: destination.path, key: key)
+                }
+                try KeyedDatabaseFiles.syncFile(destination.path)
+            }
+        } catch {
+            unlink(destination.path)
+            throw error
+        }
         return try verifyBackup(at: destination)
     }
 

@@ -47,16 +47,18 @@ let dbCommand = Command(
                         hint: createHint(info.name))
                 }
                 var encryption: CipherInfo?
+                var attachments: [String] = []
                 if info.hasKey {
                     let database = try openDatabase(invocation, context)
                     encryption = try database.queue.cipherInfo()
+                    attachments = try attachmentInfoLines(database)
                     try database.close()
                 }
                 if invocation.global.json {
                     try Console.json(DatabaseInfoJSON(info, cipher: encryption))
                 } else {
                     Console.out(info.description + "\n")
-                    for line in encryption?.lines ?? [] { Console.out(line + "\n") }
+                    for line in (encryption?.lines ?? []) + attachments { Console.out(line + "\n") }
                 }
                 return ExitStatus.success
             }),
@@ -69,6 +71,7 @@ let dbCommand = Command(
                 defer { try? database.close() }
                 let report = try checking { try database.verify() }
                 try printVerification(report, invocation)
+                try verifyAttachments(database, invocation)
                 return ExitStatus.success
             }),
         Command(

@@ -143,9 +143,18 @@ let tasksCommand = Command(
             }),
         tasksExportCommand,
         tasksImportCommand,
+        tasksAttachCommand,
+        tasksAttachmentsCommand,
+        tasksAttachmentCommand,
+        tasksDetachCommand,
         idCommand("done", "Mark a task done.") { tasks, task in try tasks.setDone(true, id: task.id) },
         idCommand("undo", "Mark a task not done.") { tasks, task in try tasks.setDone(false, id: task.id) },
-        idCommand("delete", "Delete a task.") { tasks, task in try tasks.delete(id: task.id) },
+        idCommand("delete", "Delete a task and its attachments.") { tasks, task in
+            let deleted = try tasks.delete(id: task.id)
+            // Its attachments' descriptions went with it (a trigger); their encrypted chunks go now.
+            _ = try? tasks.attachments().store.collectGarbage()
+            return deleted
+        },
         Command(
             name: "rename", abstract: "Change a task's title.",
             arguments: [
@@ -166,6 +175,7 @@ let tasksCommand = Command(
             run: { invocation in
                 try withTasks(invocation) { tasks in
                     let count = try tasks.deleteAllDone()
+                    _ = try? tasks.attachments().store.collectGarbage()
                     if invocation.global.json { try Console.json(TasksDeletedJSON(deleted: count)) } else { Console.out("deleted \(count) done task(s)\n") }
                     return ExitStatus.success
                 }

@@ -43,6 +43,22 @@ let package = Package(
             dependencies: [.product(name: "GRDB", package: "GRDB.swift"), "BenchSupport"],
             swiftSettings: swiftSettings
         ),
+        // Attachments (Docs/attachments.md): the project side (AttachmentStore, a BLOB inside the SQLCipher
+        // database, plain files) and the plain-SQLite BLOB column, driven interleaved by run-attachment-bench.sh.
+        .executableTarget(
+            name: "securestore-bench-attachments",
+            dependencies: [
+                .product(name: "SecureStore", package: "SecureStore"),
+                .product(name: "EncryptedDatabase", package: "SecureStore"),
+                "BenchSupport",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "securestore-bench-attachments-baseline",
+            dependencies: ["CSQLite3", "BenchSupport"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "securestore-bench-baseline",
             dependencies: ["CSQLite3", "CLibSecretBaseline", "BenchSupport"],

@@ -1,0 +1,250 @@
+import Foundation
+import SecureStore
+import SecureStoreCore
+import Tasks
+
+// `securestore tasks attach | attachments | attachment get | detach`: encrypted attachments of tasks
+// (Docs/attachments.md).
+
+private let attachNameOption = Option<String>(
+    "as", valueName: "NAME", help: "The attachment's name (required when reading standard input; default: the file's name).")
+private let mediaTypeOption = Option<String>(
+    "type", valueName: "TYPE", help: "The media type, e.g. image/png (default: guessed from the name's extension).")
+private let maxSizeOption = Option<Int64>(
+    "max-size", valueName: "SIZE", help: "Refuse an attachment larger than SIZE (bytes, or with K, M, G: 1024-based; default 16G).",
+    expected: "a size such as 500M or 2G", convert: parseSize)
+
+/// `123`, `64K`, `500M`, `2G` (1024-based) as bytes.
+func parseSize(_ text: String) -> Int64? {
+    var digits = Substring(text)
+    var multiplier: Int64 = 1
+    if let last = digits.last, let unit = ["K": Int64(1) << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40][last.uppercased()] {
+        multiplier = unit
+        digits = digits.dropLast()
+    }
+    guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = Int64(digits), value >= 0 else { return nil }
+    let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
+    return overflow ? nil : product
+}
+
+/// Progress of one attachment, on a terminal, for attachments of 8 MiB and more.
+private func showProgress(_ verb: String) -> (AttachmentProgress) -> Void {
+    { progress in
+        guard let total = progress.total, total >= 8 << 20 else { return }
+        Console.progress("\(verb) \(escapedForTerminal(progress.name))", done: Int(progress.bytes), total: Int(total))
+    }
+}
+
+private func line(_ attachment: Attachment) -> String {
+    "\(attachment.hexID.prefix(8))  \(AttachmentJSON.sizeText(attachment.size))  \(escapedForTerminal(attachment.mediaType))  "
+        + escapedForTerminal(attachment.name)
+}
+
+/// Runs `body` with the task list's attachments, under the options of the invocation.
+private func withAttachments(
+    _ invocation: Invocation, _ body: (TaskList, TaskAttachments) throws -> Int32
+) throws -> Int32 {
+    var configuration = AttachmentStoreConfiguration()
+    if let limit = try invocation[maxSizeOption] { configuration.maximumSize = limit }
+    return try withTasks(invocation) { tasks in
+        let attachments = tasks.attachments(configuration: configuration)
+        defer { try? attachments.store.close() }
+        return try body(tasks, attachments)
+    }
+}
+
+let tasksAttachCommand = Command(
+    name: "attach", abstract: "Attach files to a task, encrypted (or standard input with --as NAME).",
+    discussion: """
+        Each FILE is read once, in chunks, and stored encrypted in the database's attachments file
+        ('<name>.attachments.db' beside it); memory stays the same whatever the size. Either every FILE is
+        attached or none is: a file that changes, shrinks or disappears while being read, one over --max-size, or
+        a full disk leaves the task as it was. Without FILE (or with '-'), standard input is attached under --as.
+        """,
+    arguments: [
+        ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it."),
+        ArgumentSpec(name: "FILE", help: "Files to attach ('-' or nothing: standard input).", optional: true, variadic: true),
+    ],
+    options: [attachNameOption, mediaTypeOption, maxSizeOption, nameOption],
+    run: { invocation in
+        let files = Array(invocation.arguments.dropFirst())
+        let name = try invocation[attachNameOption]
+        let type = try invocation[mediaTypeOption]
+        var sources: [AttachmentSource] = []
+        if files.isEmpty || files == ["-"] {
+            guard let name else {
+                throw UsageError("reading standard input needs a name: --as NAME", path: invocation.path)
+            }
+            if Console.stdinIsTerminal {
+                throw UsageError("standard input is a terminal; give FILE, or pipe the data in", path: invocation.path)
+            }
+            sources = [.fileDescriptor(0, name: name, mediaType: type)]
+        } else {
+            if files.contains("-") {
+                throw UsageError("'-' (standard input) cannot be mixed with files", path: invocation.path)
+            }
+            if name != nil, files.count > 1 {
+                throw UsageError("--as names one attachment; give one FILE with it", path: invocation.path)
+            }
+            sources = files.map { AttachmentSource.file($0, name: name, mediaType: type) }
+        }
+        return try withAttachments(invocation) { tasks, attachments in
+            let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
+            let added = try attachments.add(sources, to: task.id, progress: showProgress("attaching"))
+            if invocation.global.json {
+                try Console.json(added.map { AttachmentJSON($0, task: task.id) })
+            } else {
+                for attachment in added { Console.out(line(attachment) + "\n") }
+            }
+            return ExitStatus.success
+        }
+    })
+
+let tasksAttachmentsCommand = Command(
+    name: "attachments", abstract: "List a task's attachments, oldest first.",
+    arguments: [ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it.")],
+    options: [nameOption],
+    run: { invocation in
+        try withAttachments(invocation) { tasks, attachments in
+            let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
+            let list = try attachments.list(of: task.id)
+            if invocation.global.json {
+                try Console.json(list.map { AttachmentJSON($0, task: task.id) })
+            } else {
+                for attachment in list { Console.out(line(attachment) + "\n") }
+            }
+            return ExitStatus.success
+        }
+    })
+
+let tasksAttachmentCommand = Command(
+    name: "attachment", abstract: "Read an attachment back.",
+    subcommands: [
+        Command(
+            name: "get", abstract: "Write an attachment to standard output or to a file.",
+            discussion: """
+                The attachment is decrypted chunk by chunk; every chunk is authenticated before it is written, and
+                its SHA-256 digest is checked at the end. With --output, FILE is written under a temporary name
+                (mode 0600) and renamed over FILE only when the whole attachment checked out: a damaged attachment
+                never leaves a FILE with wrong bytes.
+                """,
+            arguments: [ArgumentSpec(name: "ATTACHMENT", help: "The attachment's ID or a unique prefix of it.")],
+            options: [outputOption, nameOption],
+            run: { invocation in
+                let output = try invocation[outputOption]
+                return try withAttachments(invocation) { _, attachments in
+                    let attachment = try attachments.resolve(prefix: invocation.argument(0) ?? "")
+                    let file = try output.map(AtomicOutputFile.init)
+                    let fd = file?.fd ?? 1
+                    try attachments.store.read(attachment, progress: showProgress("reading")) { bytes in
+                        try writeAll(fd, bytes, to: output)
+                    }
+                    try file?.commit()
+                    return ExitStatus.success
+                }
+            })
+    ])
+
+let tasksDetachCommand = Command(
+    name: "detach", abstract: "Delete an attachment.",
+    arguments: [ArgumentSpec(name: "ATTACHMENT", help: "The attachment's ID or a unique prefix of it.")],
+    options: [nameOption],
+    run: { invocation in
+        try withAttachments(invocation) { _, attachments in
+            let attachment = try attachments.resolve(prefix: invocation.argument(0) ?? "")
+            let deleted = try attachments.delete(id: attachment.id)
+            if invocation.global.json {
+                try Console.json(AttachmentJSON(deleted, task: nil))
+            } else {
+                Console.out("detached " + line(deleted) + "\n")
+            }
+            return ExitStatus.success
+        }
+    })
+
+/// Writes all of `bytes` to `fd`, or throws naming the destination.
+private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, to output: String?) throws {
+    var done = 0
+    while done < bytes.count {
+        let result = write(fd, bytes.baseAddress! + done, bytes.count - done)
+        if result < 0 {
+            if errno == EINTR { continue }
+            let reason = String(cString: strerror(errno))
+            throw CLIError(
+                status: ExitStatus.ioError,
+                message: "cannot write \(output.map { UsageError.quoted($0) } ?? "standard output"): \(reason)")
+        }
+        done += result
+    }
+}
+
+/// `--json` form of an attachment.
+struct AttachmentJSON: Encodable {
+    let id: String
+    let task: String?
+    let name: String
+    let mediaType: String
+    let size: Int64
+    let sha256: String
+    let createdAt: String
+
+    init(_ attachment: Attachment, task: UUID?) {
+        id = attachment.hexID
+        self.task = task.map { $0.uuidString.lowercased() }
+        name = attachment.name
+        mediaType = attachment.mediaType
+        size = attachment.size
+        sha256 = attachment.sha256
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        createdAt = formatter.string(from: attachment.createdAt)
+    }
+
+    /// A size for a person: `812 B`, `1.4 MiB`.
+    static func sizeText(_ size: Int64) -> String {
+        if size < 1024 { return "\(size) B" }
+        let units = ["KiB", "MiB", "GiB", "TiB"]
+        var value = Double(size) / 1024
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return String(format: "%.1f", value) + " " + units[unit]
+    }
+}
+
+// MARK: db info and db verify
+
+/// `db info`'s lines about the attachments file (none when no attachment was ever added).
+func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
+    let store = database.attachmentStore()
+    let (count, total) = try store.summary()
+    guard count > 0 || FileManager.default.fileExists(atPath: store.path) else { return [] }
+    let fileSize = (try? FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int64) ?? nil
+    return [
+        "attachments: \(count) (\(AttachmentJSON.sizeText(total))) in '\(store.path)'"
+            + (fileSize.map { " (\(AttachmentJSON.sizeText($0)) on disk; its key is kept inside the database)" } ?? " (missing)")
+    ]
+}
+
+/// `db verify`'s check of the attachments: every chunk authenticated, every digest matched; exit 1 otherwise.
+func verifyAttachments(_ database: KeyedDatabase, _ invocation: Invocation) throws {
+    let store = database.attachmentStore()
+    defer { try? store.close() }
+    let (count, _) = try store.summary()
+    guard count > 0 || FileManager.default.fileExists(atPath: store.path) else { return }
+    let report = try store.verify()
+    if !invocation.global.json {
+        Console.out(
+            "attachments: \(report.attachmentCount) (\(AttachmentJSON.sizeText(report.totalSize))) read back in full, "
+                + (report.problems.isEmpty ? "every chunk authenticated and every SHA-256 digest matched" : "\(report.problems.count) damaged")
+                + (report.collected > 0 ? "; removed the chunks of \(report.collected) unfinished or deleted attachment(s)" : "")
+                + "\n")
+    }
+    if let first = report.problems.first {
+        throw CLIError(
+            status: ExitStatus.checkFailed,
+            message: first + (report.problems.count > 1 ? " (and \(report.problems.count - 1) more)" : ""))
+    }
+}
