@@ -185,6 +185,10 @@ public final class AttachmentStore: Sendable {
     private let file = Mutex<DatabaseQueue?>(nil)
     /// Attachments committed by this store whose upload mark is still in the attachments file.
     private let finishedUploads = Mutex<[UUID]>([])
+    /// The attachments this process is writing now (any store): an upload mark with this process's pid is in
+    /// progress only when it is listed here, so a mark left by a finished upload (or by a store since released)
+    /// does not keep a deleted attachment's chunks until the process exits.
+    private static let uploadsInProgress = Mutex<Set<UUID>>([])
 
     /// Removes the upload marks of attachments committed earlier, inside a write transaction of the file.
     private func clearFinishedUploads(_ db: Database) throws {
@@ -275,7 +279,8 @@ public final class AttachmentStore: Sendable {
     /// Registers the migration that makes deleting a row of `table` delete its attachments: an `AFTER DELETE`
     /// trigger removes their descriptions in the same transaction (their chunks are collected afterwards). Call
     /// it after the migration that creates `table`. `keyColumn` is the column whose bytes are
-    /// ``AttachmentOwner/key``.
+    /// ``AttachmentOwner/key`` (compared as `CAST(key AS BLOB)`: a blob as it is, a text's UTF-8, an integer's
+    /// decimal digits, as ``AttachmentOwner/init(record:)`` makes them).
     public static func registerOwnerTable(_ table: String, keyColumn: String, in migrator: inout DatabaseMigrator) {
         migrator.registerMigration(ownerMigrationPrefix + table) { db in
             try AttachmentOwner.checkIdentifier(table, what: "an attachment owner's table")
@@ -283,7 +288,7 @@ public final class AttachmentStore: Sendable {
             try db.execute(
                 """
                 CREATE TRIGGER securestore_attachments_owner_\(table) AFTER DELETE ON "\(table)" BEGIN
-                    DELETE FROM securestore_attachments WHERE owner_table = '\(table)' AND owner_key = OLD."\(keyColumn)";
+                    DELETE FROM securestore_attachments WHERE owner_table = '\(table)' AND owner_key = CAST(OLD."\(keyColumn)" AS BLOB);
                 END
                 """)
         }
@@ -423,10 +428,12 @@ public final class AttachmentStore: Sendable {
         }
         var written: [Attachment] = []
         var started: [UUID] = []
+        defer { Self.uploadsInProgress.withLock { $0.subtract(started) } }
         do {
             for source in sources {
                 let id = UUID()
                 started.append(id)
+                Self.uploadsInProgress.withLock { _ = $0.insert(id) }
                 written.append(try writeChunks(source, id: id, owner: owner, file: file, progress: progress))
             }
             // The commit point: the descriptions, in the record database.
@@ -746,10 +753,12 @@ public final class AttachmentStore: Sendable {
             for id in finishedUploads { try db.execute("DELETE FROM upload WHERE attachment = ?", [id]) }
             for id in unreferenced {
                 // An upload of a live process is in progress: its description is not committed yet.
-                if let pid = try db.scalar("SELECT pid FROM upload WHERE attachment = ?", [id], as: Int64.self),
-                    kill(pid_t(truncatingIfNeeded: pid), 0) == 0 || errno == EPERM
-                {
-                    continue
+                if let pid = try db.scalar("SELECT pid FROM upload WHERE attachment = ?", [id], as: Int64.self) {
+                    let inProgress =
+                        pid == Int64(getpid())
+                        ? Self.uploadsInProgress.withLock { $0.contains(id) }
+                        : kill(pid_t(truncatingIfNeeded: pid), 0) == 0 || errno == EPERM
+                    if inProgress { continue }
                 }
                 // The writer deletes its upload row only after committing the description, and cannot while this
                 // write transaction holds the attachments file: look again at the record database now.
