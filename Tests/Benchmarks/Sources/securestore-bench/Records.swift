@@ -170,6 +170,12 @@ extension ProjectBench {
             info(
                 workload + "-grdb-pair-ratio", median(versusPeer), unit: "x",
                 "median of \(rounds) per-round ratios records / GRDB 7.10 Codable records (\(count) rows)")
+            if operation == "fetch" {
+                info(
+                    workload + "-decodable-floor", try decodableFloor(count), unit: "ms",
+                    "\(count) items through Decodable from a decoder that returns constants (no database): the cost of "
+                        + "Decodable itself, compare with the hand-written fetch")
+            }
             if !byName.isEmpty {
                 info(
                     workload + "-rowinit-pair-ratio", median(byName), unit: "x",
@@ -180,4 +186,52 @@ extension ProjectBench {
                 "median peak RSS records / hand-written (\(count) rows)")
         }
     }
+}
+
+// MARK: The floor of Decodable
+
+/// A decoder that hands out constants: what `Decodable` itself costs per row, with no database at all.
+private struct ConstantDecoder: Decoder {
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        KeyedDecodingContainer(ConstantContainer<Key>())
+    }
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { fail("unkeyed") }
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { fail("single value") }
+}
+
+private struct ConstantContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    var codingPath: [any CodingKey] { [] }
+    var allKeys: [Key] { [] }
+    func contains(_ key: Key) -> Bool { true }
+    func decodeNil(forKey key: Key) throws -> Bool { false }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { key.stringValue.isEmpty }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { key.stringValue }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if T.self == Date.self { return Date(timeIntervalSince1970: 1) as! T }
+        if T.self == UUID.self { return UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)) as! T }
+        fail("unexpected \(T.self)")
+    }
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
+        -> KeyedDecodingContainer<NestedKey>
+    { fail("nested") }
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer { fail("nested") }
+    func superDecoder() throws -> any Decoder { fail("super") }
+    func superDecoder(forKey key: Key) throws -> any Decoder { fail("super") }
+}
+
+/// Milliseconds to make `count` items through `Decodable` from constants (median of 3, after a warm-up).
+func decodableFloor(_ count: Int) throws -> Double {
+    var samples: [Double] = []
+    for round in 0..<4 {
+        var items: [BenchItem] = []
+        items.reserveCapacity(count)
+        let time = try milliseconds {
+            for _ in 0..<count { items.append(try BenchItem(from: ConstantDecoder())) }
+        }
+        guard items.count == count else { fail("floor") }
+        if round > 0 { samples.append(time) }
+    }
+    return median(samples)
 }
