@@ -63,6 +63,11 @@ public final class DatabaseQueue: Sendable {
     /// Where the `async` forms of ``read(_:)`` and ``write(_:)`` run: this queue's own serial dispatch queue,
     /// never Swift concurrency's cooperative pool (a write can wait for another process's lock).
     private let asyncQueue = DispatchQueue(label: "securestore.database-queue")
+    /// The connection's update, commit and rollback hooks record here what each access committed. Used only
+    /// while `lock` is held (the hooks run inside it).
+    nonisolated(unsafe) private let tracker = ChangeTracker()
+    /// Announces this queue's own commits to its observers, after `lock` is released.
+    package let changeCenter = DatabaseChangeCenter()
 
     /// Opens (or creates) the database at `path` with a 32-byte key, in SQLCipher's raw-key form. This is the
     /// fast path: no key derivation, well under a millisecond once the library is loaded.
@@ -118,7 +123,13 @@ public final class DatabaseQueue: Sendable {
         }
         let connection = try Opening.connect(
             path, keying: keying, configuration: configuration, fileSize: info.size)
+        tracker.install(on: connection)
         database = Database(path: path, connection: connection)
+    }
+
+    deinit {
+        // The hooks point at the tracker, which goes with this queue: take them off before the connection closes.
+        if let connection = database?.connection { tracker.uninstall(from: connection) }
     }
 
     // MARK: Access
@@ -131,10 +142,17 @@ public final class DatabaseQueue: Sendable {
                 "read or write was called inside another read or write of the same database; use the db given "
                     + "to the outer closure (a nested call would deadlock)")
         }
+        // What the access committed, announced once the lock is released, so that a woken observer can read.
+        var committed: DatabaseChanges?
+        defer { if let committed { changeCenter.notify(committed) } }
         return try lock.withLock { _ in
-            guard let database else { throw closedError() }
+            guard let database, let connection = database.connection else { throw closedError() }
             owner.store(thread, ordering: .releasing)
-            defer { owner.store(0, ordering: .releasing) }
+            tracker.begin(connection)
+            defer {
+                committed = tracker.end(connection)
+                owner.store(0, ordering: .releasing)
+            }
             return try body(database)
         }
     }
@@ -265,6 +283,7 @@ public final class DatabaseQueue: Sendable {
         try lock.withLock { _ in
             if database != nil, closedReason == nil { closedReason = reason }
             defer { database = nil }
+            if let connection = database?.connection { tracker.uninstall(from: connection) }
             try database?.close()
         }
     }
@@ -272,5 +291,12 @@ public final class DatabaseQueue: Sendable {
     /// The error of a call on the closed queue. Called with `lock` held.
     private func closedError() -> DatabaseError {
         DatabaseError(.misuse, "the database '\(path)' is closed" + (closedReason.map { ": " + $0 } ?? ""))
+    }
+}
+
+/// A queue announces its own commits through its hooks; its observers poll only for other connections'.
+extension DatabaseQueue: DatabaseChangeSource {
+    package func readWithExternalVersion<T>(_ body: (_ externalVersion: Int64, Database) throws -> T) throws -> T {
+        try read { db in try body(try db.scalar("PRAGMA data_version", as: Int64.self) ?? 0, db) }
     }
 }
