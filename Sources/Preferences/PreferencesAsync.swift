@@ -1,33 +1,16 @@
 // The async forms of the blocking calls: run on the handle's own serial dispatch queue, never on a thread of
-// Swift concurrency's cooperative pool (a change waits for another process's file lock and fsyncs; a read may
-// read the file again when another process changed it).
+// Swift concurrency's cooperative pool (a change waits for another process's file lock and fsyncs).
 public import Foundation
 internal import SecureStoreCore
 
 extension Preferences {
     // MARK: Reading
-
-    /// The `async` form of ``get(_:default:)``: runs on this handle's own dispatch queue (the file is read
-    /// again when another process changed it).
-    public func get<T: PreferenceRepresentable>(_ key: String, default defaultValue: T) async -> T {
-        // runBlocking rethrows only what its body throws; this body throws nothing.
-        (try? await runBlocking(on: asyncQueue) { self.get(key, default: defaultValue) }) ?? defaultValue
-    }
-
-    /// The `async` form of ``value(forKey:as:)``, on this handle's own dispatch queue.
-    public func value<T: PreferenceRepresentable>(forKey key: String, as type: T.Type = T.self) async throws -> T? {
-        try await runBlocking(on: asyncQueue) { try self.value(forKey: key, as: type) }
-    }
-
-    /// The `async` form of ``value(forKey:)``, on this handle's own dispatch queue.
-    public func value(forKey key: String) async -> PreferenceValue? {
-        try? await runBlocking(on: asyncQueue) { self.value(forKey: key) }
-    }
-
-    /// The `async` form of ``value(decoding:forKey:)``, on this handle's own dispatch queue.
-    public func value<T: Decodable & Sendable>(decoding type: T.Type, forKey key: String) async throws -> T? {
-        try await runBlocking(on: asyncQueue) { try self.value(decoding: type, forKey: key) }
-    }
+    //
+    // `get`, `value(forKey:)`, `value(forKey:as:)` and `value(decoding:forKey:)` stay synchronous only: they read
+    // memory, after one `stat` of the file (and a read of at most the hard total size when another process
+    // changed it), take no lock and never wait for another process. An `async` twin of the same name would make
+    // every existing `prefs.get(…)` in `async` code an error ("expression is 'async' but is not marked with
+    // 'await'") for no gain.
 
     /// The `async` form of ``reload()``, on this handle's own dispatch queue.
     public func reload() async throws {
@@ -44,7 +27,7 @@ extension Preferences {
     ///
     /// func saveTheme(_ theme: String, in preferences: Preferences) async throws {
     ///     try await preferences.set(theme, forKey: "theme")
-    ///     print(await preferences.get("theme", default: "light"))
+    ///     print(preferences.get("theme", default: "light"))
     /// }
     /// ```
     @discardableResult
