@@ -148,3 +148,22 @@ private final class Results: Sendable {
     func add(_ value: [String]?) { values.withLock { $0.append(value) } }
     var all: [[String]?] { values.withLock { $0 } }
 }
+
+/// A queue leaves `query_only` on after a read for the reads that follow: writes, checkpoints and the close
+/// after a read behave as ever.
+@Suite struct QueueReadModeTests {
+    @Test func aWriteAfterReadsWorksAReadStillCannotWriteAndCloseRemovesTheWal() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("a.db")
+        let queue = try makeItemDatabase(path, key: try testKey(), titles: ["one"])
+        for _ in 0..<3 { #expect(try queue.read(count) == 1) }
+        try queue.write { db in try db.execute("INSERT INTO item (title) VALUES ('two')") }
+        #expect(try queue.read(count) == 2)
+        expectCode(.readOnly) { try queue.read { db in try db.execute("DELETE FROM item") } }
+        try queue.writeWithoutTransaction { db in try db.execute("INSERT INTO item (title) VALUES ('three')") }
+        #expect(try queue.read(count) == 3)
+        try queue.close()
+        #expect(!fileExists(path + "-wal"), "the last close after a read checkpoints and removes the -wal")
+        #expect(try titles(try DatabaseQueue(path: path, key: try testKey())) == ["one", "two", "three"])
+    }
+}
