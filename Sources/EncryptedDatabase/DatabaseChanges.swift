@@ -60,6 +60,13 @@ package final class DatabaseChangeCenter: Sendable {
         _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
     }
 
+    /// Whether anyone listens: a subscriber here or in the center this one forwards to. An access that starts
+    /// unobserved does not name tables (the update hook returns at once for each row).
+    package var isObserved: Bool {
+        let (subscribed, forward) = state.withLock { (!$0.subscribers.isEmpty, $0.forward) }
+        return subscribed || (forward?.isObserved ?? false)
+    }
+
     /// Passes every later notification on to `center` as well (nil: to no other center).
     package func forward(to center: DatabaseChangeCenter?) {
         state.withLock { $0.forward = center }
@@ -78,7 +85,12 @@ package final class DatabaseChangeCenter: Sendable {
 /// The hooks' record for one connection. Not `Sendable`: used only by the thread that holds the connection
 /// (the hooks run on it, inside `sqlite3_step`).
 final class ChangeTracker {
+    /// Whether the update hook names tables in this access (someone observed the handle when it began).
+    private var naming = false
     private var tables: Set<String> = []
+    /// The table the update hook named last, as SQLite spells it: a run of rows of one table costs one
+    /// `strcmp` each, not a `String`.
+    private var lastTable = ""
     private var namedChanges: Int64 = 0
     private var totalChangesAtStart: Int64 = 0
     private var committed = false
@@ -94,8 +106,12 @@ final class ChangeTracker {
             { context, _, _, table, _ in
                 guard let context, let table else { return }
                 let tracker = Unmanaged<ChangeTracker>.fromOpaque(context).takeUnretainedValue()
-                tracker.tables.insert(String(cString: table).lowercased())
+                guard tracker.naming else { return }
                 tracker.namedChanges += 1
+                if tracker.lastTable.withCString({ strcmp($0, table) }) != 0 {
+                    tracker.lastTable = String(cString: table)
+                    tracker.tables.insert(tracker.lastTable.lowercased())
+                }
             }, context)
         _ = sqlite3_commit_hook(
             connection,
@@ -132,9 +148,11 @@ final class ChangeTracker {
         _ = sqlite3_set_authorizer(connection, nil, nil)
     }
 
-    /// Starts recording one access.
-    func begin(_ connection: OpaquePointer) {
+    /// Starts recording one access; tables are named only when the handle is `observed` now.
+    func begin(_ connection: OpaquePointer, observed: Bool) {
+        naming = observed
         tables.removeAll(keepingCapacity: true)
+        lastTable = ""
         namedChanges = 0
         committed = false
         totalChangesAtStart = Int64(sqlite3_total_changes(connection))
@@ -144,13 +162,20 @@ final class ChangeTracker {
     /// `sqlite3_total_changes` that the update hook did not name (it is silent for `WITHOUT ROWID` tables)
     /// makes the result concern every table. A
     /// rolled-back savepoint's tables are kept: a spurious wake-up costs one fetch, a lost one a missed change.
-    func end(_ connection: OpaquePointer) -> DatabaseChanges? {
+    ///
+    /// An access that began unobserved named no table: if the handle is `observed` by the time it ends (an
+    /// observation subscribed meanwhile, whose first read may have taken its snapshot before this commit), a
+    /// commit that changed rows concerns every table.
+    func end(_ connection: OpaquePointer, observed: Bool) -> DatabaseChanges? {
         defer {
             tables.removeAll(keepingCapacity: true)
             committed = false
         }
         guard committed else { return nil }
         let counted = Int64(sqlite3_total_changes(connection)) - totalChangesAtStart
+        guard naming else {
+            return observed && counted > 0 ? DatabaseChanges(includesUnnamedTables: true) : nil
+        }
         let changes = DatabaseChanges(tables: tables, includesUnnamedTables: counted > namedChanges)
         return changes.tables.isEmpty && !changes.includesUnnamedTables ? nil : changes
     }

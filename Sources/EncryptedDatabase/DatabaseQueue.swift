@@ -151,9 +151,9 @@ public final class DatabaseQueue: Sendable {
         return try lock.withLock { _ in
             guard let database, let connection = database.connection else { throw closedError() }
             owner.store(thread, ordering: .releasing)
-            tracker.begin(connection)
+            tracker.begin(connection, observed: changeCenter.isObserved)
             defer {
-                committed = tracker.end(connection)
+                committed = tracker.end(connection, observed: changeCenter.isObserved)
                 owner.store(0, ordering: .releasing)
             }
             if queryOnly != readOnly {
