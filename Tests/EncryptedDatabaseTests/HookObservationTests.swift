@@ -46,6 +46,8 @@ func observedValues<T: Sendable>(
         #expect(try await iterator.next() == ["one", "two"], "the commit wakes the observation (the poll is hourly)")
         try queue.writeWithoutTransaction { db in try db.execute("DELETE FROM item WHERE title = 'one'") }
         #expect(try await iterator.next() == ["two"], "a statement outside a transaction commits and wakes it too")
+        try await queue.write { db in try db.execute("DELETE FROM item") }
+        #expect(try await iterator.next() == [], "a DELETE without WHERE deletes row by row, and is seen")
     }
 
     @Test func aWriteToAnotherTableGivesNoDuplicateResult() async throws {
