@@ -130,14 +130,36 @@ final class ChangeTracker {
             }, context)
         // `DELETE FROM t` without `WHERE` empties the table at once (the truncate optimization): no update hook
         // and, for a WITHOUT ROWID table, no change count. An authorizer that answers SQLITE_IGNORE to a delete
-        // turns it off, so that the rows are deleted one by one and seen (GRDB does the same). SQLite's own
-        // tables are left alone: `DROP TABLE` asks to delete from `sqlite_master`, and IGNORE would skip the drop.
+        // turns it off, so that the rows are deleted one by one and seen (GRDB does the same). But `DROP TABLE t`
+        // (and `DROP VIEW`) asks for a delete from `t` right after asking for the drop, and IGNORE there would
+        // skip the drop without a word: that one delete is allowed. SQLite's own tables are always allowed.
         _ = sqlite3_set_authorizer(
             connection,
-            { _, action, table, _, _, _ in
-                guard action == SQLITE_DELETE, let table else { return SQLITE_OK }
-                return strncmp(table, "sqlite_", 7) == 0 ? SQLITE_OK : SQLITE_IGNORE
-            }, nil)
+            { context, action, name, _, _, _ in
+                guard let context else { return SQLITE_OK }
+                let tracker = Unmanaged<ChangeTracker>.fromOpaque(context).takeUnretainedValue()
+                return tracker.authorize(action, name)
+            }, context)
+    }
+
+    /// The table or view a `DROP` statement being compiled asked to drop, for the delete it asks for next.
+    private var dropping: String?
+
+    /// The authorizer's answer (see ``install(on:)``).
+    private func authorize(_ action: Int32, _ name: UnsafePointer<CChar>?) -> Int32 {
+        let dropped = dropping
+        dropping = nil
+        switch action {
+        case SQLITE_DROP_TABLE, SQLITE_DROP_TEMP_TABLE, SQLITE_DROP_VIEW, SQLITE_DROP_TEMP_VIEW, SQLITE_DROP_VTABLE:
+            dropping = name.map { String(cString: $0) }
+            return SQLITE_OK
+        case SQLITE_DELETE:
+            guard let name, strncmp(name, "sqlite_", 7) != 0 else { return SQLITE_OK }
+            if let dropped, dropped.withCString({ strcmp($0, name) }) == 0 { return SQLITE_OK }
+            return SQLITE_IGNORE
+        default:
+            return SQLITE_OK
+        }
     }
 
     /// Removes the hooks, before the connection is closed or the tracker released.

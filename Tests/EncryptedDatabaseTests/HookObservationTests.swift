@@ -121,4 +121,27 @@ func observedValues<T: Sendable>(
         try await other.write { db in try db.execute("INSERT INTO item (title) VALUES ('two')") }
         #expect(try await seen.value.last == 2)
     }
+
+    @Test func dropStatementsStillDropWhileDeletesAreSeenRowByRow() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeItemDatabase(directory.file("a.db"), key: try testKey(), titles: ["one", "two"])
+        try queue.writeWithoutTransaction { db in
+            try db.execute("CREATE TABLE gone (n INTEGER)")
+            try db.execute("CREATE TABLE gone_too (k TEXT PRIMARY KEY) WITHOUT ROWID")
+            try db.execute("CREATE VIEW titles AS SELECT title FROM item")
+            try db.execute("DROP TABLE gone")
+            try db.execute("DROP TABLE IF EXISTS gone_too")
+            try db.execute("DROP VIEW titles")
+        }
+        #expect(try queue.read { db in try db.fetch("SELECT name FROM sqlite_master ORDER BY name") { try $0.string(at: 0) } }
+            == ["item"], "every DROP dropped")
+        try queue.write { db in try db.execute("DELETE FROM item") }
+        #expect(try titles(queue) == [], "a DELETE without WHERE still deletes every row")
+        try queue.write { db in
+            try db.execute("CREATE TABLE item2 (n INTEGER)")
+            try db.execute("DROP TABLE item2")
+            try db.execute("CREATE TABLE item2 (n INTEGER)")
+        }
+        #expect(try queue.read { db in try db.tableExists("item2") }, "a table made again after a DROP stays")
+    }
 }
