@@ -1,6 +1,6 @@
 // securestore-bench pool DIRECTORY [--scale N] [--runs N]: DatabasePool against DatabaseQueue on the same file,
-// in interleaved pairs (queue then pool, then pool then queue, …), reported as the median of the per-pair
-// ratios pool/queue. Run by Tests/Benchmarks/run-bench.sh after the main workloads; Docs/database.md keeps the
+// in interleaved pairs (queue then pool, then pool then queue, …), each side measured on a fresh handle after one
+// unmeasured warm-up run, reported as the median of the per-pair ratios pool/queue. Run by Tests/Benchmarks/run-bench.sh after the main workloads; Docs/database.md keeps the
 // figures. Kept apart from main.swift's workloads (issue 14).
 //
 // Workloads:
@@ -74,6 +74,7 @@ struct PoolBench {
             var sample: [PoolBenchSide: Double] = [:]
             for side in order {
                 let database = try side.open(path)
+                _ = try body(database)  // warm-up: the page caches of the connections it uses, unmeasured
                 sample[side] = try body(database)
                 try side.close(database)
             }
