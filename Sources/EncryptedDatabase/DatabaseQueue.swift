@@ -63,6 +63,14 @@ public final class DatabaseQueue: Sendable {
     /// Where the `async` forms of ``read(_:)`` and ``write(_:)`` run: this queue's own serial dispatch queue,
     /// never Swift concurrency's cooperative pool (a write can wait for another process's lock).
     private let asyncQueue = DispatchQueue(label: "securestore.database-queue")
+    /// The connection's update, commit and rollback hooks record here what each access committed. Used only
+    /// while `lock` is held (the hooks run inside it).
+    nonisolated(unsafe) private let tracker = ChangeTracker()
+    /// Whether `PRAGMA query_only` is on: set by a read and left on for the reads that follow, turned off by the
+    /// next other access (two statements less per read in a run of reads). Guarded by `lock`.
+    nonisolated(unsafe) private var queryOnly = false
+    /// Announces this queue's own commits to its observers, after `lock` is released.
+    package let changeCenter = DatabaseChangeCenter()
 
     /// Opens (or creates) the database at `path` with a 32-byte key, in SQLCipher's raw-key form. This is the
     /// fast path: no key derivation, well under a millisecond once the library is loaded.
@@ -118,12 +126,18 @@ public final class DatabaseQueue: Sendable {
         }
         let connection = try Opening.connect(
             path, keying: keying, configuration: configuration, fileSize: info.size)
+        tracker.install(on: connection)
         database = Database(path: path, connection: connection)
+    }
+
+    deinit {
+        // The hooks point at the tracker, which goes with this queue: take them off before the connection closes.
+        if let connection = database?.connection { tracker.uninstall(from: connection) }
     }
 
     // MARK: Access
 
-    private func withDatabase<T>(_ body: (Database) throws -> T) throws -> T {
+    private func withDatabase<T>(readOnly: Bool = false, _ body: (Database) throws -> T) throws -> T {
         let thread = UInt(pthread_self())
         if owner.load(ordering: .acquiring) == thread {
             throw DatabaseError(
@@ -131,10 +145,21 @@ public final class DatabaseQueue: Sendable {
                 "read or write was called inside another read or write of the same database; use the db given "
                     + "to the outer closure (a nested call would deadlock)")
         }
+        // What the access committed, announced once the lock is released, so that a woken observer can read.
+        var committed: DatabaseChanges?
+        defer { if let committed { changeCenter.notify(committed) } }
         return try lock.withLock { _ in
-            guard let database else { throw closedError() }
+            guard let database, let connection = database.connection else { throw closedError() }
             owner.store(thread, ordering: .releasing)
-            defer { owner.store(0, ordering: .releasing) }
+            tracker.begin(connection, observed: changeCenter.isObserved)
+            defer {
+                committed = tracker.end(connection, observed: changeCenter.isObserved)
+                owner.store(0, ordering: .releasing)
+            }
+            if queryOnly != readOnly {
+                try database.execute(readOnly ? "PRAGMA query_only = 1" : "PRAGMA query_only = 0")
+                queryOnly = readOnly
+            }
             return try body(database)
         }
     }
@@ -146,10 +171,8 @@ public final class DatabaseQueue: Sendable {
     /// closure throws ``DatabaseError/Code/misuse``. On a queue taken from a `KeyedDatabase`, call the keyed
     /// database's `read` instead: it follows key rotations, which close this queue.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try withDatabase { db in
-            try db.execute("PRAGMA query_only = 1")
-            defer { try? db.execute("PRAGMA query_only = 0") }
-            return try db.inTransaction(immediate: false) { try body(db) }
+        try withDatabase(readOnly: true) { db in
+            try db.inTransaction(immediate: false) { try body(db) }
         }
     }
 
@@ -265,6 +288,7 @@ public final class DatabaseQueue: Sendable {
         try lock.withLock { _ in
             if database != nil, closedReason == nil { closedReason = reason }
             defer { database = nil }
+            if let connection = database?.connection { tracker.uninstall(from: connection) }
             try database?.close()
         }
     }
@@ -272,5 +296,12 @@ public final class DatabaseQueue: Sendable {
     /// The error of a call on the closed queue. Called with `lock` held.
     private func closedError() -> DatabaseError {
         DatabaseError(.misuse, "the database '\(path)' is closed" + (closedReason.map { ": " + $0 } ?? ""))
+    }
+}
+
+/// A queue announces its own commits through its hooks; its observers poll only for other connections'.
+extension DatabaseQueue: DatabaseChangeSource {
+    package func readWithExternalVersion<T>(_ body: (_ externalVersion: Int64, Database) throws -> T) throws -> T {
+        try read { db in try body(try db.scalar("PRAGMA data_version", as: Int64.self) ?? 0, db) }
     }
 }

@@ -41,6 +41,9 @@ public final class Preferences: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Where the `async` forms run (PreferencesAsync.swift): this handle's own serial dispatch queue, never
+    /// Swift concurrency's cooperative pool (a change waits for the file lock and fsyncs).
+    let asyncQueue = DispatchQueue(label: "securestore.preferences")
 
     /// Opens the domain `domain` of the app `app` under `$XDG_CONFIG_HOME/<app>/` (or `~/.config/<app>/`),
     /// creating the directory with mode 0700 if needed. Reads the file if there is one.

@@ -65,7 +65,13 @@ public final class KeyedDatabase: Sendable {
     /// held (by the thread in `owner`, or in `deinit`). `nonisolated(unsafe)` so that the thread that holds
     /// the lock can hand it out without taking the lock again (see ``queue``), as `DatabaseQueue` lends its
     /// connection.
-    nonisolated(unsafe) private var currentQueue: DatabaseQueue
+    nonisolated(unsafe) private var currentQueue: DatabaseQueue {
+        // The observers of this handle hear the commits of whichever queue is open now.
+        didSet { currentQueue.changeCenter.forward(to: changeCenter) }
+    }
+    /// Announces the commits of this handle's current queue to its observers: each queue forwards to it, so an
+    /// observation started before a key rotation keeps seeing this handle's writes after it.
+    package let changeCenter = DatabaseChangeCenter()
     /// The thread that holds `state` for a read, a write or a rotation, to turn a nested call (a deadlock)
     /// into an error.
     private let owner = Atomic<UInt>(0)
@@ -192,6 +198,7 @@ public final class KeyedDatabase: Sendable {
         self.databaseID = databaseID
         currentQueue = queue
         state = Mutex(State(lock: lock))
+        queue.changeCenter.forward(to: changeCenter)
     }
 
     /// Closes the connection and releases the lock file, as ``close()`` does. The queue is closed too: a
@@ -1038,5 +1045,13 @@ extension KeyedDatabase: DatabaseWriter {
     @discardableResult
     public func rotateKey() async throws -> KeyedDatabaseRetiredKey {
         try await runBlocking(on: asyncQueue) { try self.rotateKey() }
+    }
+}
+
+/// Observers of a keyed database wake at once for its own commits, before and after key rotations (each new
+/// queue forwards its commits to the handle's change center).
+extension KeyedDatabase: DatabaseChangeSource {
+    package func readWithExternalVersion<T>(_ body: (_ externalVersion: Int64, Database) throws -> T) throws -> T {
+        try withQueue { queue in try queue.readWithExternalVersion(body) }
     }
 }

@@ -90,3 +90,9 @@ END {
         print line
     }
 }' "$results"
+
+# DatabasePool against DatabaseQueue (issue 14), both in the project binary on one file, in interleaved pairs;
+# `ratio` is the median of the per-pair ratios pool/queue (Docs/database.md).
+echo
+echo "# pool vs queue: $bin/securestore-bench pool ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+"$bin/securestore-bench" pool "$work/pool" "${pass[@]}" | { grep '^POOL ' || true; }

@@ -417,6 +417,10 @@ do {
         try recordsChild(arguments[1], arguments[2], arguments[3], Int(arguments[4]) ?? 0)
     case ("prefs-load-child", 3):
         try prefsLoadChild(arguments[1], arguments[2])
+    case ("pool", 2):
+        // DatabasePool against DatabaseQueue, interleaved pairs (PoolBench.swift).
+        try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+        try PoolBench(directory: arguments[1], options: options).run()
     default:
         FileHandle.standardError.write(
             Data("usage: securestore-bench run DIRECTORY [--scale N] [--runs N] [--only w1,w2]\n".utf8))
