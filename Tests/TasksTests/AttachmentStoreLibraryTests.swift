@@ -245,4 +245,42 @@ private func asExpectError<R>(
         let verification = try store.verify()
         #expect(verification.attachmentCount == 1 && verification.problems.isEmpty)
     }
+
+    /// A file that shrinks, or is deleted, while it is being read: a real second process (`truncate`, `rm`) acts
+    /// at a known moment, when the first transaction of chunks is committed (the progress report after it), and
+    /// the reading goes on after that. Nothing is attached; the message says what happened; the database files
+    /// hash the same and the existing attachment is listed and reads back by hash. (The attachments file's bytes
+    /// differ: the chunks of the first transaction were committed, then removed.)
+    @Test(arguments: ["truncate -s 1M", "rm"])
+    func aFileThatShrinksOrVanishesWhileReadIsRefusedAndNothingIsLost(change: String) throws {
+        let fixture = try ASKeyedStore()
+        let store = AttachmentStore(database: fixture.database, configuration: configuration())
+        defer { try? store.close() }
+        let owner = try AttachmentOwner(table: "note", id: UUID())
+        let kept = try store.add(.file(try fixture.randomFile("kept.bin", bytes: 100_000)), to: owner)
+        let database = fixture.database.path
+        let before = try [database, database + "-wal"].map { try asSHA256(path: $0) }
+        let path = try fixture.randomFile("growing-log.bin", bytes: 12 << 20)
+
+        var changed = false
+        let message = asExpectError(.invalidData) {
+            try store.add(.file(path), to: owner) { progress in
+                guard progress.bytes > 0, !changed else { return }
+                changed = true
+                #expect(progress.bytes == 8 << 20, "the first transaction: 8 MiB of 12")
+                #expect((try? asShell("\(change) '\(path)'").status) == 0)
+            }
+        }
+        #expect(changed)
+        if change == "rm" {
+            #expect(message == "\(path) was deleted while it was being read; nothing was attached")
+        } else {
+            #expect(message == "\(path) shrank while it was being read (12582912 bytes at the start, 8388608 read); nothing was attached")
+        }
+        #expect(try [database, database + "-wal"].map { try asSHA256(path: $0) } == before)
+        #expect(try store.attachments(of: owner) == [kept])
+        #expect(try store.collectGarbage() == 0, "the refused attachment's chunks are already gone")
+        #expect(try asSHA256(try store.data(id: kept.id)) == kept.sha256)
+        #expect(try store.verify().problems.isEmpty)
+    }
 }
