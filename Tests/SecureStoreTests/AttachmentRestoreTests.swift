@@ -115,6 +115,42 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         #expect(try attContents(fixture).keys.sorted() == ["a.bin", "b.bin", "d.txt"])
     }
 
+    /// A backup made before the first attachment has no attachments file: the restored database has none, the
+    /// current attachments file goes aside with the current database (whose key opens it), and the restored
+    /// database makes a new one at its first attachment.
+    @Test func aBackupWithoutAttachmentsSetsTheCurrentAttachmentsAside() throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        try kdFill(database)
+        let backup = fixture.directory.deletingLastPathComponent()
+            .appendingPathComponent(fixture.app + "-backups", isDirectory: true).appendingPathComponent("tasks.db")
+        defer { try? FileManager.default.removeItem(at: backup.deletingLastPathComponent()) }
+        _ = try database.backup(to: backup)
+        let store = database.attachmentStore()
+        try store.add(.data(try attRandomBytes(400_000), name: "later.bin"), to: attOwner)
+        let current = try attContents(store)
+        try store.close()
+        try database.close()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: backup.deletingLastPathComponent().path) == ["tasks.db"])
+
+        let report = try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
+        #expect(report.attachmentCount == 0 && !report.description.contains("attachments: "))
+        let asides = try attAsideNames(fixture)
+        try #require(asides.count == 1)
+        #expect(report.attachmentsAsidePath == fixture.directory.path + "/" + asides[0] + ".attachments.db")
+        #expect(try fixture.files().sorted() == [asides[0] + ".attachments.db", asides[0] + ".db", "tasks.db"].sorted())
+        #expect(try attContents(fixture).isEmpty)
+        #expect(try attContents(fixture, name: asides[0]) == current)
+
+        let restored = try fixture.open()
+        let fresh = restored.attachmentStore()
+        try fresh.add(.data(Data("new".utf8), name: "new.txt"), to: attOwner)
+        try fresh.close()
+        try restored.close()
+        #expect(try attContents(fixture).keys.sorted() == ["new.txt"])
+        #expect(try attContents(fixture, name: asides[0]) == current)
+    }
+
     /// For every step: a child restores and is killed by SIGKILL right after it. The database then opens with its
     /// own attachments, every one reading back by hash: the old pair before the commit point, the backup's after
     /// it; a set-aside database opens with its own; a restore run again completes with the backup's.
