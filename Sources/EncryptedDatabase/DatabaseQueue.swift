@@ -21,6 +21,20 @@ public struct DatabaseConfiguration: Sendable {
     /// default: memory is taken only as pages are read, and a cache that holds a big transaction keeps
     /// SQLCipher from encrypting the same pages again and again.
     public var cacheSizeKiB = 65_536
+    /// How the file journals its transactions: ``JournalMode/wal`` (the default) or ``JournalMode/rollback``.
+    /// Every open of a file must use the same mode: switching it rewrites the file's first page.
+    public var journalMode = JournalMode.wal
+
+    /// How a database file journals its transactions.
+    public enum JournalMode: Sendable, Hashable {
+        /// A write-ahead log (`-wal`): readers and one writer run side by side; every page is written twice
+        /// (log, then checkpoint). A rollback journal beside such a file is refused as foreign.
+        case wal
+        /// A rollback journal (`-journal`, `PRAGMA journal_mode = DELETE`): pages appended past the end of the file
+        /// are written once, for files that grow by large appends (SecureStore's attachments file). A journal
+        /// left by a crash is checked against the key and rolled back at the next open.
+        case rollback
+    }
 
     /// The default configuration.
     public init() {}

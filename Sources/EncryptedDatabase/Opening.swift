@@ -269,7 +269,9 @@ enum Opening {
         // cache_size reads the schema, so it comes after the validation.
         try exec(connection, "PRAGMA cache_size = -\(configuration.cacheSizeKiB)", path: path)
         if !configuration.readOnly {
-            try exec(connection, "PRAGMA journal_mode = WAL", path: path)
+            // Set on every open to the configured mode, which is the file's mode already: no write then.
+            let mode = configuration.journalMode == .wal ? "WAL" : "DELETE"
+            try exec(connection, "PRAGMA journal_mode = \(mode)", path: path)
         }
         try exec(connection, "PRAGMA synchronous = NORMAL", path: path)
         try exec(connection, "PRAGMA foreign_keys = ON", path: path)
@@ -352,7 +354,17 @@ enum Opening {
         do {
             let connection = try connect(
                 temporary, keying: keying, configuration: configuration, fileSize: 0, preflight: false)
-            // Switching to WAL wrote page 1 (header, cipher salt); a checkpoint on close empties the log.
+            // Switching to WAL wrote page 1 (header, cipher salt); a checkpoint on close empties the log. A file with a
+            // rollback journal has no page 1 yet: one write transaction makes it, so the file linked into place is
+            // never empty.
+            if configuration.journalMode == .rollback {
+                do {
+                    try exec(connection, "PRAGMA user_version = 0", path: temporary)
+                } catch {
+                    sqlite3_close(connection)
+                    throw error
+                }
+            }
             sqlite3_close(connection)
             do {
                 try publish(temporary, as: path)

@@ -108,8 +108,10 @@ enum Preflight {
         // 2. A hot rollback journal beside a file in WAL mode was written by something else: SQLite replays a
         //    hot journal before it looks at the log, and this module's files are in WAL mode from their
         //    creation (which happens under a temporary name), so it never leaves one there.
+        //    A file opened with a rollback journal (DatabaseConfiguration.journalMode) writes one, and a crash leaves
+        //    it hot: step 3 checks it.
         let journals = side.journalSize > 0 ? [side.journal] : []
-        if !journals.isEmpty, try journalMode(header, keying: keying) == "wal" {
+        if !journals.isEmpty, configuration.journalMode == .wal, try journalMode(header, keying: keying) == "wal" {
             throw DatabaseError(
                 .foreignSideFile,
                 "'\(side.journal)' beside '\(path)' does not belong to it: the database is in WAL mode and never "

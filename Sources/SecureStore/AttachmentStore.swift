@@ -142,6 +142,9 @@ public struct AttachmentStoreConfiguration: Sendable {
     /// The default options.
     public init() {
         database.cacheSizeKiB = 2048
+        // A rollback journal from the first open on (see openFile): never switched, so an open writes nothing and a
+        // journal left by a crash is rolled back, not refused as foreign.
+        database.journalMode = .rollback
     }
 }
 

@@ -156,7 +156,7 @@ public final class KeyedDatabase: Sendable {
     ) throws {
         try Self.validate(name: name, keychain: keychain)
         let files = KeyedDatabaseFiles(paths: paths, name: name)
-        if !createIfMissing, !KeyedDatabaseFiles.exists(files.path) {
+        if !createIfMissing, !KeyedDatabaseFiles.exists(files.path), !KeyedDatabaseFiles.exists(files.restoreCommitPath) {
             throw Self.noDatabaseError(name: name, files: files)
         }
         try KeyedDatabaseFiles.makeDirectories(files.directory)
@@ -263,7 +263,9 @@ public final class KeyedDatabase: Sendable {
     private static func openSettled(
         files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration, hint: String?
     ) throws -> (DatabaseQueue, String)? {
-        guard KeyedDatabaseFiles.exists(files.path), files.rotationLeftovers().isEmpty else { return nil }
+        guard KeyedDatabaseFiles.exists(files.path), files.rotationLeftovers().isEmpty,
+            !KeyedDatabaseFiles.exists(files.restoreCommitPath)
+        else { return nil }
         let candidates: [(id: String, account: String)]
         if let hint, try !items.keychain.exists(service: items.service, account: items.pendingAccount(id: hint)) {
             candidates = [(hint, items.currentAccount(id: hint))]
@@ -304,6 +306,8 @@ public final class KeyedDatabase: Sendable {
     static func openResolving(
         files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration, create: Bool
     ) throws -> (DatabaseQueue, String) {
+        // A restore killed after its commit point is finished before anything is opened (Docs/key-lifecycle.md).
+        try files.finishCommittedRestore()
         let catalogue = try items.catalogue()
         guard KeyedDatabaseFiles.exists(files.path) else {
             guard create else { throw noDatabaseError(name: items.databaseName, files: files) }
@@ -883,7 +887,7 @@ public final class KeyedDatabase: Sendable {
         let files = KeyedDatabaseFiles(paths: paths, name: name)
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         let key = try RecoveryCode.key(from: code)
-        guard KeyedDatabaseFiles.exists(files.path) else {
+        guard KeyedDatabaseFiles.exists(files.path) || KeyedDatabaseFiles.exists(files.restoreCommitPath) else {
             throw SecureStoreError(
                 SecureStoreError.Code.notFound,
                 "there is no database '\(name)' at '\(files.path)'; a recovery code restores the key of an existing "
@@ -891,6 +895,7 @@ public final class KeyedDatabase: Sendable {
         }
         let lock = try files.lock(exclusive: true, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
         do {
+            try files.finishCommittedRestore()
             let queue: DatabaseQueue
             do {
                 queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)

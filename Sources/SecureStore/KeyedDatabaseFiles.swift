@@ -90,7 +90,7 @@ struct KeyedDatabaseFiles: Sendable {
     /// its `-wal`/`-shm`/`-journal`). They never hold the only copy of anything: the backup is untouched
     /// and the database is replaced only by a rename of a finished file.
     func removeRestoreLeftovers() throws {
-        for base in [restoredPath] {
+        for base in [restoredPath, restoredAttachmentsPath] {
             for suffix in ["", "-wal", "-shm", "-journal"] where unlink(base + suffix) != 0 && Errno.current != .noSuchFile {
                 throw Self.errnoError(.current, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
             }
@@ -98,6 +98,72 @@ struct KeyedDatabaseFiles: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         let prefix = "." + (restoredPath as NSString).lastPathComponent + ".tmp-"
         for name in names where name.hasPrefix(prefix) { unlink(directory + "/" + name) }
+    }
+
+    /// The attachments file of the database (``AttachmentStore/filePath(forDatabase:)``).
+    var attachmentsPath: String { AttachmentStore.filePath(forDatabase: path) }
+
+    /// Where a restore puts the backup's attachments file: the attachments file of ``restoredPath``.
+    var restoredAttachmentsPath: String { AttachmentStore.filePath(forDatabase: restoredPath) }
+
+    /// The marker of a restore past its commit point: `.<name>.db.restore-commit`. While it exists, the restored
+    /// files are installed (by the restore, or by the next open, recovery or restore) before anything is opened.
+    var restoreCommitPath: String { directory + "/." + (path as NSString).lastPathComponent + ".restore-commit" }
+
+    /// Writes the commit marker of a restore (a temporary file, flushed, renamed into place, the directory
+    /// flushed): after it, the restore is finished rather than undone. `withAttachments` says whether a restored
+    /// attachments file replaces the attachments file, or the attachments file goes (the backup had none).
+    func writeRestoreCommit(withAttachments: Bool) throws {
+        let temporary = restoreCommitPath + ".tmp"
+        unlink(temporary)
+        do {
+            let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+            try descriptor.closeAfter { () throws(Errno) in
+                try descriptor.writeAll(Array((withAttachments ? "attachments\n" : "no attachments\n").utf8))
+                try descriptor.sync()
+            }
+        } catch {
+            unlink(temporary)
+            throw Self.errnoError(error, "cannot write the restore's marker '\(temporary)'")
+        }
+        try Self.rename(temporary, over: restoreCommitPath)
+        Self.syncDirectory(directory)
+    }
+
+    /// Finishes a restore that reached its commit point (``restoreCommitPath`` exists), under the exclusive lock:
+    /// the restored attachments file (or none) goes to the attachments path, then the restored database to the
+    /// database path, each an atomic rename; then the marker goes. Each step is idempotent, so a kill during this
+    /// is finished by the next call. Returns false when there is no such restore.
+    @discardableResult
+    func finishCommittedRestore(progress: (KeyedDatabase.RestoreStep) -> Void = { _ in }) throws -> Bool {
+        guard Self.exists(restoreCommitPath) else { return false }
+        let marker = (try? String(contentsOfFile: restoreCommitPath, encoding: .utf8)) ?? ""
+        // The database is renamed last: while the restored file waits, the attachments path is brought in line.
+        if Self.exists(restoredPath) {
+            if marker != "no attachments\n" {
+                if Self.exists(restoredAttachmentsPath) { try Self.rename(restoredAttachmentsPath, over: attachmentsPath) }
+            } else if unlink(attachmentsPath) != 0 && Errno.current != .noSuchFile {
+                throw Self.errnoError(.current, "cannot remove '\(attachmentsPath)' to finish a restore")
+            }
+            Self.syncDirectory(directory)
+            progress(.attachmentsInstalled)
+            try Self.rename(restoredPath, over: path)
+            Self.syncDirectory(directory)
+        }
+        progress(.installed)
+        if unlink(restoreCommitPath) != 0 && Errno.current != .noSuchFile {
+            throw Self.errnoError(.current, "cannot remove the restore's marker '\(restoreCommitPath)'")
+        }
+        Self.syncDirectory(directory)
+        try removeRestoreLeftovers()
+        return true
+    }
+
+    /// Removes `path` (a file found empty); a missing file is fine.
+    func removeEmptyFile(_ path: String) throws {
+        if unlink(path) != 0 && Errno.current != .noSuchFile {
+            throw Self.errnoError(.current, "cannot remove the empty file '\(path)'")
+        }
     }
 
     /// A new name for the database kept aside by a restore: `<name>.before-restore-<UTC time>.db`, with

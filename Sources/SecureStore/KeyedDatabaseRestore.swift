@@ -21,6 +21,14 @@ public struct KeyedDatabaseRestoreReport: Sendable, Hashable, CustomStringConver
     public let tableCount: Int
     /// The total number of rows in them.
     public let rowCount: Int
+    /// How many attachments the restored database lists (each was read back in full and matched its SHA-256
+    /// digest before the restore was installed).
+    public let attachmentCount: Int
+    /// Their total size in bytes.
+    public let attachmentBytes: Int64
+    /// Where the attachments file of the database that was there was kept (beside ``asidePath``), or nil when it
+    /// had none.
+    public let attachmentsAsidePath: String?
 
     /// Several lines for a person.
     public var description: String {
@@ -30,7 +38,13 @@ public struct KeyedDatabaseRestoreReport: Sendable, Hashable, CustomStringConver
             "opened with: " + (openedWithAccount.map { "the stored key '\($0)'" } ?? "the recovery code"),
             "contents: \(tableCount) tables, \(rowCount) rows, integrity check ok",
         ]
+        if attachmentCount > 0 {
+            lines.append(
+                "attachments: \(attachmentCount) (\(AttachmentStore.formatSize(attachmentBytes))), each read back in full "
+                    + "with its SHA-256 digest")
+        }
         if let asidePath { lines.append("the database that was there is kept at: \(asidePath)") }
+        if let attachmentsAsidePath { lines.append("its attachments are kept at: \(attachmentsAsidePath)") }
         return lines.joined(separator: "\n")
     }
 }
@@ -46,9 +60,18 @@ extension KeyedDatabase {
         case keyStored
         /// The copy is exported under the new key with the new id, flushed and closed.
         case exported
-        /// The current database's key is stored for a new name, and the file hard-linked there (the
-        /// database path never lacks it).
+        /// The backup's attachments file (beside it) is copied next to the restored file, flushed, and every
+        /// attachment read back in full with its digest (done, with nothing to copy, when there are none).
+        case attachmentsCopied
+        /// The current database's key is stored for a new name, and the file (and its attachments file)
+        /// hard-linked there (the database path never lacks it).
         case keptAside
+        /// The commit point: a marker file says the restore is to be finished. From here on, a restore killed
+        /// before its end is finished by the next open (or restore, or recovery) of the database.
+        case committed
+        /// The restored attachments file is renamed over the attachments path (atomic). Until the next step the
+        /// database path still holds the old database: only the marker's finishing opens it.
+        case attachmentsInstalled
         /// The restored file is renamed over the database path (atomic), the directory flushed.
         case installed
         /// The set-aside database's key item for the old place is removed.
@@ -63,7 +86,10 @@ extension KeyedDatabase {
             case .verified: "opened and checked the copy"
             case .keyStored: "stored a new key for the restored database"
             case .exported: "wrote the restored database under the new key"
+            case .attachmentsCopied: "copied and checked the backup's attachments"
             case .keptAside: "kept the current database aside"
+            case .committed: "marked the restore to be finished"
+            case .attachmentsInstalled: "installed the restored attachments"
             case .installed: "installed the restored database"
             case .itemMoved: "removed the set-aside database's key item for the old place"
             case .finished: "removed the private copy; restore complete"
@@ -81,16 +107,23 @@ extension KeyedDatabase {
     /// 3. It is installed under a **new key and a new database id**: a restore never takes over another
     ///    database's key (the backup's database may still exist), and the backup's own key keeps opening
     ///    the backup.
-    /// 4. The database that was at the path is kept aside as `<name>.before-restore-<UTC time>.db` (never
-    ///    overwritten), with its key item, and opens under that name.
+    /// 4. The backup's attachments file (`db backup` writes it beside the backup, see
+    ///    ``attachmentsBackupPath(forBackup:)``) is copied beside the restored file and every attachment is read
+    ///    back in full against its SHA-256 digest. Its key is inside the backup, so the pair stays together.
+    /// 5. The database that was at the path is kept aside as `<name>.before-restore-<UTC time>.db` (never
+    ///    overwritten), with its key item, and opens under that name; its attachments file is kept beside it as
+    ///    `<name>.before-restore-<UTC time>.attachments.db`.
+    /// 6. A marker file is the commit point; then the attachments file and the database are renamed into place.
     ///
-    /// A kill at any step leaves a database that opens at the path (the old one before step 6, the restored
-    /// one after), the backup untouched and nothing lost; see Docs/key-lifecycle.md.
+    /// A kill at any step leaves a database that opens at the path with its own attachments: the old pair before
+    /// the commit point, the restored pair after it (the next open finishes the two renames before it opens
+    /// anything); the backup is untouched and nothing is lost. See Docs/key-lifecycle.md.
     ///
     /// - Throws: ``SecureStoreError/missingKey`` when no stored key opens the backup and no `code` was
     ///   given (ask for the recovery code and call again); ``SecureStoreError/invalidRecoveryCode``;
-    ///   ``SecureStoreError/verificationFailed`` for a damaged backup; ``SecureStoreError/notFound`` when
-    ///   there is no backup; ``SecureStoreError/inUse`` while the database is open elsewhere. Nothing is
+    ///   ``SecureStoreError/verificationFailed`` for a damaged backup (or damaged attachments beside it);
+    ///   ``SecureStoreError/notFound`` when there is no backup, or it lists attachments and their file is not
+    ///   beside it; ``SecureStoreError/inUse`` while the database is open elsewhere. Nothing is
     ///   changed by a refusal.
     @discardableResult
     public static func restore(
@@ -131,19 +164,41 @@ extension KeyedDatabase {
             }
             summary = try contentSummary(copy)
         }
+        // Its attachments: the file `db backup` wrote beside it, opened by the attachments key inside the backup.
+        let attachmentsBackup = attachmentsBackupPath(forBackup: backup)
+        let listed = try listedAttachments(copy)
+        let withAttachments = listed.hasKey && KeyedDatabaseFiles.isRegularFile(attachmentsBackup)
+        if listed.count > 0 && !withAttachments {
+            throw SecureStoreError(
+                SecureStoreError.Code.notFound,
+                "the backup '\(backup.path)' lists \(listed.count) attachment" + (listed.count == 1 ? "" : "s")
+                    + " but their file '\(attachmentsBackup)' is not beside it (db backup writes it there); put it back "
+                    + "and try again. Nothing was restored")
+        }
         progress(.verified)
 
         try KeyedDatabaseFiles.makeDirectories(files.directory)
         let lock = try files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
         defer { KeyedDatabaseFiles.unlock(lock) }
+        // A restore killed after its commit point is finished first (it is a restore the user asked for).
+        try files.finishCommittedRestore()
         try files.removeRestoreLeftovers()
         try foldCurrentLog(files: files, items: items, configuration: configuration)
-        defer { try? files.removeRestoreLeftovers() }
+        try foldCurrentAttachmentsJournal(files: files, items: items, configuration: configuration)
+        // Until the commit point, a failure leaves nothing behind: no restored file, no new key item.
+        defer { if !KeyedDatabaseFiles.exists(files.restoreCommitPath) { try? files.removeRestoreLeftovers() } }
 
         // 3. A new key and id, stored before any file depends on them.
         let id = KeyedDatabaseKeyItems.newDatabaseID()
         let key = DatabaseKey.random()
         try items.storeCurrent(key, id: id)
+        // A refusal from here to the commit point removes it again: nothing else ever used it.
+        var committed = false
+        defer {
+            if !committed, !KeyedDatabaseFiles.exists(files.restoreCommitPath) {
+                _ = try? items.delete(account: items.currentAccount(id: id))
+            }
+        }
         progress(.keyStored)
 
         // 4. The restored file under the new key, with the new id.
@@ -168,31 +223,56 @@ extension KeyedDatabase {
         try KeyedDatabaseFiles.syncFile(files.restoredPath)
         progress(.exported)
 
+        // 4b. The backup's attachments file beside the restored file (the name the restored file's attachments
+        //     file has), flushed, and every attachment read back in full against its digest.
+        var attachments = (count: 0, bytes: Int64(0))
+        if withAttachments {
+            try KeyedDatabaseFiles.copyNewFile(attachmentsBackup, to: files.restoredAttachmentsPath)
+            attachments = try checkRestoredAttachments(
+                files: files, key: key, configuration: configuration, backup: attachmentsBackup)
+            try KeyedDatabaseFiles.syncFile(files.restoredAttachmentsPath)
+            try KeyedDatabaseFiles.syncFile(files.restoredPath)
+        }
+        progress(.attachmentsCopied)
+
         // 5. The current database kept aside: its key item is stored for the new name first, then the file
-        //    is hard-linked there, so neither the path nor the new name ever lacks a database or its key.
+        //    is hard-linked there, so neither the path nor the new name ever lacks a database or its key. Its
+        //    attachments file (whose key is inside it) is linked beside it under the matching name.
         var aside: String?
+        var attachmentsAside: String?
         var staleAccounts: [String] = []
-        if KeyedDatabaseFiles.exists(files.path) {
+        if KeyedDatabaseFiles.exists(files.path) || KeyedDatabaseFiles.exists(files.attachmentsPath) {
             let asidePath = try files.asidePath(name: name)
-            let asideItems = KeyedDatabaseKeyItems(
-                paths: paths, name: ((asidePath as NSString).lastPathComponent as NSString).deletingPathExtension,
-                keychain: keychain)
-            for item in try items.catalogue() where item.isCurrent(at: items.path) && item.databaseID != id {
-                guard let itemID = item.databaseID, let itemKey = try items.key(account: item.account) else { continue }
-                try asideItems.storeCurrent(itemKey, id: itemID)
-                staleAccounts.append(item.account)
+            if KeyedDatabaseFiles.exists(files.path) {
+                let asideItems = KeyedDatabaseKeyItems(
+                    paths: paths, name: ((asidePath as NSString).lastPathComponent as NSString).deletingPathExtension,
+                    keychain: keychain)
+                for item in try items.catalogue() where item.isCurrent(at: items.path) && item.databaseID != id {
+                    guard let itemID = item.databaseID, let itemKey = try items.key(account: item.account) else { continue }
+                    try asideItems.storeCurrent(itemKey, id: itemID)
+                    staleAccounts.append(item.account)
+                }
+                try KeyedDatabaseFiles.link(files.path, to: asidePath)
+                aside = asidePath
             }
-            try KeyedDatabaseFiles.link(files.path, to: asidePath)
+            if KeyedDatabaseFiles.exists(files.attachmentsPath) {
+                let path = AttachmentStore.filePath(forDatabase: asidePath)
+                try KeyedDatabaseFiles.link(files.attachmentsPath, to: path)
+                attachmentsAside = path
+            }
             KeyedDatabaseFiles.syncDirectory(files.directory)
-            aside = asidePath
         }
         progress(.keptAside)
 
-        // 6. Installed: one atomic rename.
-        try KeyedDatabaseFiles.rename(files.restoredPath, over: files.path)
-        KeyedDatabaseFiles.syncDirectory(files.directory)
-        KeyedDatabaseFiles.writeIDHint(id, to: lock)
-        progress(.installed)
+        // 6. The commit point, then the two renames (attachments first); a kill in between is finished by the
+        //    next open, which sees the marker before it opens anything.
+        try files.writeRestoreCommit(withAttachments: withAttachments)
+        committed = true
+        progress(.committed)
+        try files.finishCommittedRestore { step in
+            if step == .installed { KeyedDatabaseFiles.writeIDHint(id, to: lock) }
+            progress(step)
+        }
 
         // 7. The set-aside database's items for the old place go: the path holds the restored database now.
         for account in staleAccounts { try items.delete(account: account) }
@@ -204,7 +284,8 @@ extension KeyedDatabase {
         let userTables = summary.tables.filter { $0.key != identityTable }
         return KeyedDatabaseRestoreReport(
             backupPath: backup.path, path: files.path, asidePath: aside, openedWithAccount: oldKeyAccount,
-            databaseID: id, tableCount: userTables.count, rowCount: userTables.values.reduce(0, +))
+            databaseID: id, tableCount: userTables.count, rowCount: userTables.values.reduce(0, +),
+            attachmentCount: attachments.count, attachmentBytes: attachments.bytes, attachmentsAsidePath: attachmentsAside)
     }
 
     /// The current database must not have a write-ahead log when it is set aside (its frames would be lost
@@ -223,6 +304,83 @@ extension KeyedDatabase {
                 SecureStoreError.Code.inUse,
                 "the current database '\(files.path)' has a write-ahead log that could not be folded into it (open "
                     + "elsewhere, or no stored key opens it); nothing was restored")
+        }
+    }
+
+    /// Whether the database `copy` has an attachments key (it has had attachments), and how many it lists.
+    private static func listedAttachments(_ copy: DatabaseQueue) throws -> (hasKey: Bool, count: Int) {
+        try copy.read { db in
+            guard try db.tableExists("securestore_attachment_key"), try db.tableExists("securestore_attachments") else {
+                return (false, 0)
+            }
+            let keys = try db.scalar("SELECT count(*) FROM securestore_attachment_key", as: Int.self) ?? 0
+            return (keys > 0, try db.scalar("SELECT count(*) FROM securestore_attachments", as: Int.self) ?? 0)
+        }
+    }
+
+    /// Checks the restored attachments file against the restored database (opened with `key`): it opens with
+    /// the attachments key inside that database, passes `integrity_check`, and every attachment it lists reads
+    /// back in full with its SHA-256 digest. Leftover chunks of uploads that were in flight when the backup was
+    /// made are collected. Returns the number of attachments and their total size.
+    private static func checkRestoredAttachments(
+        files: KeyedDatabaseFiles, key: DatabaseKey, configuration: DatabaseConfiguration, backup: String
+    ) throws -> (count: Int, bytes: Int64) {
+        let restored = try DatabaseQueue(path: files.restoredPath, key: key, configuration: configuration)
+        defer { try? restored.close() }
+        let store = AttachmentStore(database: restored)
+        defer { try? store.close() }
+        guard let attachmentsKey = try restored.read({ db in try store.attachmentsKey(db) }) else { return (0, 0) }
+        do {
+            var readOnly = DatabaseConfiguration()
+            readOnly.readOnly = true
+            try DatabaseQueue(path: files.restoredAttachmentsPath, key: attachmentsKey, configuration: readOnly).close()
+        } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
+            throw SecureStoreError(
+                SecureStoreError.Code.verificationFailed,
+                "the attachments file beside the backup, '\(backup)', does not open with the attachments key inside the "
+                    + "backup: it belongs to another backup or is damaged. Nothing was restored")
+        }
+        let verification: AttachmentStore.Verification
+        do {
+            verification = try store.verify()
+        } catch let error as DatabaseError {
+            throw SecureStoreError(
+                SecureStoreError.Code.verificationFailed,
+                "the attachments file beside the backup, '\(backup)', cannot be read (\(error.message)); nothing was restored")
+        }
+        if let problem = verification.problems.first {
+            throw SecureStoreError(
+                SecureStoreError.Code.verificationFailed,
+                "the attachments file beside the backup, '\(backup)', is damaged: \(problem). Nothing was restored")
+        }
+        return (verification.attachmentCount, verification.totalSize)
+    }
+
+    /// The current attachments file must not have a hot journal (or a write-ahead log) when it is set aside and
+    /// replaced: SQLite would roll the restored file back with the old file's pages. Open it through its
+    /// database so that SQLite rolls the journal back, then check; a journal that cannot be folded is refused.
+    private static func foldCurrentAttachmentsJournal(
+        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration
+    ) throws {
+        let journals = [files.attachmentsPath + "-journal", files.attachmentsPath + "-wal"]
+        guard KeyedDatabaseFiles.exists(files.attachmentsPath), journals.contains(where: KeyedDatabaseFiles.exists) else {
+            return
+        }
+        if KeyedDatabaseFiles.exists(files.path),
+            let (queue, _) = try? openResolving(files: files, items: items, configuration: configuration, create: false)
+        {
+            let store = AttachmentStore(database: queue)
+            _ = try? store.openFile(create: false)
+            try? store.close()
+            try? queue.close()
+        }
+        // An empty journal holds nothing to roll back.
+        if KeyedDatabaseFiles.size(journals[0]) == 0 { try files.removeEmptyFile(journals[0]) }
+        if let left = journals.first(where: KeyedDatabaseFiles.exists) {
+            throw SecureStoreError(
+                SecureStoreError.Code.inUse,
+                "the current attachments file '\(files.attachmentsPath)' has a journal ('\(left)') that could not be "
+                    + "rolled back (open elsewhere, or no stored key opens its database); nothing was restored")
         }
     }
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # run-soak.sh [KILLS] — the crash-safety soak behind `make soak`. Run it inside Tests/Harness/with-keyring,
 # after `swift build`. Repeats, KILLS times (default 400): start a `securestore-stress soak` writer — task
-# batches, done flags and checkpoints through the keyed database (40%), key rotations in a loop (20%),
-# preference saves (20%), restores of one backup in a loop (10%), or 0.1 databases made and upgraded on their
-# first open in a loop (10%) — kill -9 it after a random 10–400 ms, then run the matching checker, which opens
+# batches, done flags and checkpoints through the keyed database (4 in 12), key rotations in a loop (2 in 12),
+# preference saves (2 in 12), restores of one backup in a loop (1 in 12), 0.1 databases made and upgraded on their
+# first open in a loop (1 in 12), or attachments attached (1 KB–12 MB) and detached (2 in 12) — kill -9 it after a
+# random 10–400 ms, then run the matching checker, which opens
 # what the writer left with the stored key and compares it with the writer's log of acknowledged commits (or,
-# for restores and upgrades, with what every version of the database must hold).
+# for restores and upgrades, with what every version of the database must hold; for attachments: no partial
+# attachment visible, every visible one reads back byte for byte with its digest, leftover chunks collected).
 # Every 40 kills the database starts afresh, so checks stay fast. Every 10th round, another database's -wal is
 # planted in place of the database's own and must be refused with nothing changed. Then several `securestore` processes add
 # tasks and set preferences at once. Ends with exactly one line:
@@ -26,7 +28,7 @@ cli=$bin/securestore
 work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-soak.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 kills=0 lost=0 damaged=0 round=0 start=$SECONDS
-declare -A count=([tasks]=0 [rotate]=0 [prefs]=0 [restore]=0 [upgrade]=0)
+declare -A count=([tasks]=0 [rotate]=0 [prefs]=0 [restore]=0 [upgrade]=0 [attach]=0)
 
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$2"; }
 hashes() { (cd "$1" && sha256sum tasks.db tasks.db-* 2>/dev/null | sort); }
@@ -56,9 +58,10 @@ while [ "$kills" -lt "$kills_wanted" ]; do
     data=$work/data-$generation app=soak-$$-$generation log=$work/tasks-$generation.log
     prefs=$work/prefs-$generation plog=$work/prefs-$generation.log
     restored=$work/restore-$generation upgraded=$work/upgrade-$generation
-    pick=$((RANDOM % 10))
+    attached=$work/attach-$generation alog=$work/attach-$generation.log
+    pick=$((RANDOM % 12))
     if [ "$pick" -lt 4 ]; then mode=tasks; elif [ "$pick" -lt 6 ]; then mode=rotate; elif [ "$pick" -lt 8 ]; then mode=prefs
-    elif [ "$pick" -lt 9 ]; then mode=restore; else mode=upgrade; fi
+    elif [ "$pick" -lt 9 ]; then mode=restore; elif [ "$pick" -lt 10 ]; then mode=upgrade; else mode=attach; fi
     # A restore needs a database and its backup (30 rows; every restore keeps 30 rows).
     if [ "$mode" = restore ] && [ ! -e "$restored.backup.db" ]; then
         "$stress" soak make-backup "$restored" "$app-r" "$restored.backup.db" 30 >/dev/null 2>"$work/writer.err" \
@@ -72,6 +75,7 @@ while [ "$kills" -lt "$kills_wanted" ]; do
         prefs) "$stress" soak prefs "$prefs" soak "$plog" >/dev/null 2>"$work/writer.err" & ;;
         restore) "$stress" soak restore "$restored" "$app-r" "$restored.backup.db" >/dev/null 2>"$work/writer.err" & ;;
         upgrade) "$stress" soak upgrade "$upgraded" "$app-u" >/dev/null 2>"$work/writer.err" & ;;
+        attach) "$stress" soak attach "$attached" "$app-a" "$alog" >/dev/null 2>"$work/writer.err" & ;;
     esac
     pid=$!
     sleep "0.$(printf '%03d' $((10 + RANDOM % 390)))"
@@ -103,6 +107,15 @@ while [ "$kills" -lt "$kills_wanted" ]; do
         status=$?
         lost=$((lost + $(field lost "$out")))
         [ "$(field opened "$out")" = 1 ] || damaged=$((damaged + 1))
+    elif [ "$mode" = attach ]; then
+        out=$("$stress" soak check-attach "$attached" "$app-a" "$alog" 2>&1)
+        status=$?
+        lost=$((lost + $(field lost "$out")))
+        if [ "$(field opened "$out")" = 1 ]; then
+            damaged=$((damaged + $(field uncommitted "$out") + $(field damaged "$out") + $(field stale "$out") + $(field leftover "$out")))
+        else
+            damaged=$((damaged + 1))
+        fi
     elif [ "$mode" = restore ] || [ "$mode" = upgrade ]; then
         if [ "$mode" = restore ]; then
             out=$("$stress" soak check-restore "$restored" "$app-r" "$restored.backup.db" 30 2>&1)
@@ -149,6 +162,6 @@ lost=$((lost + missing))
 damaged=$((damaged + failures))
 "$cli" --app "$app" db verify >/dev/null 2>&1 || damaged=$((damaged + 1))
 
-echo "run-soak: $round rounds (tasks ${count[tasks]}, rotate ${count[rotate]}, prefs ${count[prefs]}, restore ${count[restore]}, upgrade ${count[upgrade]} kills), $foreign foreign -wal refusals, concurrent: $tasks tasks, $prefs_count prefs, $failures failures; $((SECONDS - start)) s" >&2
+echo "run-soak: $round rounds (tasks ${count[tasks]}, rotate ${count[rotate]}, prefs ${count[prefs]}, restore ${count[restore]}, upgrade ${count[upgrade]}, attach ${count[attach]} kills), $foreign foreign -wal refusals, concurrent: $tasks tasks, $prefs_count prefs, $failures failures; $((SECONDS - start)) s" >&2
 echo "SOAK kills=$kills lost=$lost damaged=$damaged"
 [ "$lost" = 0 ] && [ "$damaged" = 0 ]

@@ -52,6 +52,9 @@
 //       Saves forever through Preferences: `counter` = n (n = 1, 2, …) plus a 10–40 KiB blob, logging `C n`
 //       after each save returned (and, first, the counter it found on disk: a killed writer's last save).
 //
+//   securestore-stress soak attach DATA_DIR APP LOG / check-attach DATA_DIR APP LOG
+//       Attach and detach, killed at any moment, then checked: see AttachmentSoakStress.swift.
+//
 //   securestore-stress soak check-prefs DIR DOMAIN LOG
 //       Opens the domain and prints `check-prefs opened=0|1 committed=N counter=N lost=N`; the counter must
 //       be the last committed one or the one after it (in flight). Exit 0 when so, 1 otherwise.
@@ -111,6 +114,11 @@ func runSoakStress(_ arguments: [String]) -> Int32 {
             return 0
         case ("check-prefs", 4):
             return soakCheckPreferences(directory: arguments[1], domain: arguments[2], log: arguments[3])
+        case ("attach", 4):
+            try soakAttach(dataDirectory: arguments[1], app: arguments[2], log: arguments[3])
+            return 0
+        case ("check-attach", 4):
+            return soakCheckAttach(dataDirectory: arguments[1], app: arguments[2], log: arguments[3])
         default:
             return soakUsage()
         }
@@ -134,6 +142,8 @@ private func soakUsage() -> Int32 {
                    securestore-stress soak check-upgrade DATA_DIR APP
                    securestore-stress soak prefs DIR DOMAIN LOG
                    securestore-stress soak check-prefs DIR DOMAIN LOG
+                   securestore-stress soak attach DATA_DIR APP LOG
+                   securestore-stress soak check-attach DATA_DIR APP LOG
 
             """.utf8))
     return 64
@@ -143,7 +153,7 @@ private func soakUsage() -> Int32 {
 let soakMarker = "soak-plaintext-marker"
 
 /// An append-only log: one write(2) per line, so a line is either wholly in the file or not at all.
-private struct SoakLog {
+struct SoakLog {
     let descriptor: Int32
 
     init(_ path: String) throws {
