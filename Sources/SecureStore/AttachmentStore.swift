@@ -770,8 +770,9 @@ public final class AttachmentStore: Sendable {
                 }
                 if committed > 0 { continue }
                 try db.execute("DELETE FROM chunk WHERE attachment = ?", [id])
+                // Counted when chunks went: a mark alone (of an attachment deleted since) is not an attachment.
+                if db.changes > 0 { removed += 1 }
                 try db.execute("DELETE FROM upload WHERE attachment = ?", [id])
-                removed += 1
             }
         }
         return removed
