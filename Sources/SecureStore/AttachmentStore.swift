@@ -136,12 +136,16 @@ public struct AttachmentStoreConfiguration: Sendable {
     /// ``SecureStoreError/Code/invalidData`` and nothing is attached.
     public var maximumSize: Int64 = 16 << 30
     /// The options the attachments file is opened with. Its page cache is 2 MiB by default: chunks are read
-    /// once, so a larger cache would only grow memory with the size of the attachment.
+    /// once, so a larger cache would only grow memory with the size of the attachment. Its format is
+    /// ``CipherFormat/secureStoreAttachments`` (32 KiB pages) by default; a file created in SecureStore's
+    /// database format (``CipherFormat/secureStore``, attachment files written before 32 KiB pages) still opens
+    /// in that format.
     public var database = DatabaseConfiguration()
 
     /// The default options.
     public init() {
         database.cacheSizeKiB = 2048
+        database.format = .secureStoreAttachments
     }
 }
 
@@ -160,7 +164,8 @@ public struct AttachmentStoreConfiguration: Sendable {
 /// **Where the bytes are.** The record database keeps each attachment's description (table
 /// `securestore_attachments`) and the random 32-byte key of the attachments file (table
 /// `securestore_attachment_key`). The bytes are in a second SQLCipher file beside it, `<name>.attachments.db`
-/// (``filePath(forDatabase:)``), in the same `securestore-1` format, as chunks of ``AttachmentStoreConfiguration/chunkSize``.
+/// (``filePath(forDatabase:)``), in the `securestore-attachments-1` format (SecureStore's algorithms with 32 KiB
+/// pages, ``CipherFormat/secureStoreAttachments``), as chunks of ``AttachmentStoreConfiguration/chunkSize``.
 /// So the record database stays small and fast, and its key rotation re-encrypts only it: the attachments key,
 /// wrapped by the database key, does not change.
 ///
@@ -169,7 +174,7 @@ public struct AttachmentStoreConfiguration: Sendable {
 /// ``collectGarbage()`` removes (it runs when the store first opens its file in a process, and in
 /// ``verify()``). Deleting removes the description first, then the chunks.
 ///
-/// **Damage.** Every 4 KiB page of the attachments file carries SQLCipher's HMAC: a changed page fails to read,
+/// **Damage.** Every page of the attachments file carries SQLCipher's HMAC: a changed page fails to read,
 /// and the attachment is reported damaged with the chunk named (``SecureStoreError/Code/verificationFailed``);
 /// no byte of a damaged chunk is ever returned. A full read also checks the SHA-256 digest.
 ///
@@ -356,7 +361,7 @@ public final class AttachmentStore: Sendable {
         }
         let queue: DatabaseQueue
         do {
-            queue = try DatabaseQueue(path: path, key: key, configuration: configuration.database)
+            queue = try Self.openQueue(path, key: key, configuration: configuration.database)
         } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
             throw SecureStoreError(
                 SecureStoreError.Code.verificationFailed,

@@ -98,6 +98,9 @@ case "securestore", "inline":
         if let chunk = ProcessInfo.processInfo.environment["BENCH_CHUNK_KIB"].flatMap(Int.init) {
             configuration.chunkSize = chunk * 1024
         }
+        if ProcessInfo.processInfo.environment["BENCH_FORMAT"] == "securestore-1" {
+            configuration.database.format = .secureStore
+        }
         let store = AttachmentStore(database: queue, configuration: configuration)
         try store.prepare()
         var ids: [UUID] = []
