@@ -632,9 +632,63 @@ public final class AttachmentStore: Sendable {
         guard let digest = SHA256Digest() else {
             throw SecureStoreError(SecureStoreError.Code.fileSystem, "libcrypto could not start a SHA-256 digest")
         }
-        var seq = 0
         var done: Int64 = 0
+        var delivered = 0
         progress(AttachmentProgress(name: attachment.name, bytes: 0, total: attachment.size))
+        func deliver(_ bytes: UnsafeRawBufferPointer) throws {
+            digest.update(bytes)
+            try body(bytes)
+            done += Int64(bytes.count)
+            delivered += 1
+            if delivered % chunksPerTransaction == 0 || delivered == attachment.chunkCount {
+                progress(AttachmentProgress(name: attachment.name, bytes: done, total: attachment.size))
+            }
+        }
+        if Self.pipelines(chunkCount: attachment.chunkCount) {
+            // SQLCipher decrypts and authenticates the next chunks on a worker thread while this one hashes and
+            // hands over the previous ones; at most `attachmentPipelineDepth` chunks wait in between.
+            let channel = ChunkChannel<Data>(capacity: attachmentPipelineDepth)
+            let worker = ChunkWorker { [self] in
+                do {
+                    try readChunks(attachment, what: what, file: file) { channel.send($0) }
+                    channel.finish(nil)
+                } catch {
+                    channel.finish(error)
+                }
+            }
+            // On every way out (the body threw, a damaged chunk), the worker stops and leaves its transaction
+            // before this returns.
+            defer {
+                channel.cancel()
+                worker.join()
+            }
+            receiving: while true {
+                switch channel.receive() {
+                case .value(let data): try data.withUnsafeBytes { try deliver($0) }
+                case .end: break receiving
+                case .failure(let error): throw error
+                }
+            }
+        } else {
+            try readChunks(attachment, what: what, file: file) { data in
+                try data.withUnsafeBytes { try deliver($0) }
+                return true
+            }
+        }
+        let actual = SHA256Digest.hexDigits(digest.finish())
+        guard actual == attachment.sha256 else {
+            throw damaged(what, "its bytes do not match its SHA-256 digest")
+        }
+    }
+
+    /// Reads the chunks of `attachment` in order, in read transactions of about 8 MiB, checking that each is there
+    /// and has its size, and passes each to `deliver` (which returns false to stop). A chunk that SQLCipher cannot
+    /// authenticate, a missing chunk and a chunk of the wrong size throw ``SecureStoreError/Code/verificationFailed``
+    /// naming it; no byte of it is passed on.
+    private func readChunks(
+        _ attachment: Attachment, what: String, file: DatabaseQueue, deliver: (Data) throws -> Bool
+    ) throws {
+        var seq = 0
         while seq < attachment.chunkCount {
             let end = min(attachment.chunkCount, seq + chunksPerTransaction)
             do {
@@ -657,22 +711,13 @@ public final class AttachmentStore: Sendable {
                             throw damaged(
                                 what, "chunk \(seq + 1) of \(attachment.chunkCount) holds \(data.count) bytes instead of \(expected)")
                         }
-                        try data.withUnsafeBytes { bytes in
-                            digest.update(bytes)
-                            try body(bytes)
-                        }
-                        done += Int64(data.count)
+                        guard try deliver(data) else { throw ChunkChannelCancelled() }
                         seq += 1
                     }
                 }
             } catch let error as DatabaseError {
                 throw damaged(what, "chunk \(seq + 1) of \(attachment.chunkCount) cannot be read (\(error.message))")
             }
-            progress(AttachmentProgress(name: attachment.name, bytes: done, total: attachment.size))
-        }
-        let actual = SHA256Digest.hexDigits(digest.finish())
-        guard actual == attachment.sha256 else {
-            throw damaged(what, "its bytes do not match its SHA-256 digest")
         }
     }
 
