@@ -3,7 +3,7 @@
 // whatever the size. Writes stay on one thread: the same split measured no faster there (Docs/attachments.md,
 // "Making it faster").
 internal import Dispatch
-public import Foundation
+internal import Foundation
 internal import Synchronization
 
 /// A bounded, single-producer single-consumer channel of values, for handing chunks from one thread to another.
