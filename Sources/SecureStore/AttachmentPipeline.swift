@@ -75,14 +75,19 @@ final class ChunkChannel<Element: Sendable>: Sendable {
     }
 }
 
-/// Runs `work` on a thread of its own (a Dispatch worker) and lets the caller wait for it to end.
+/// Runs `work` on another thread and lets the caller wait for it to end.
+///
+/// The work runs on a serial queue of its own, which Dispatch serves from its overcommitting pool: it gets a thread
+/// even when every worker of the global queues is busy, so the caller, which blocks until the work sends its first
+/// chunk, can never wait for a thread that does not come. (A new `Thread` per read did the same but cost ~10 % on
+/// reads of 300 KB to 1 MB.)
 struct ChunkWorker: Sendable {
     private let ended = DispatchSemaphore(value: 0)
 
     /// Starts `work` now.
     init(_ work: @escaping @Sendable () -> Void) {
         let ended = ended
-        DispatchQueue.global(qos: .userInitiated).async {
+        DispatchQueue(label: "securestore.attachment-reader", qos: .userInitiated).async {
             work()
             ended.signal()
         }
