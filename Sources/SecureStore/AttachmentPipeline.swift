@@ -31,7 +31,10 @@ final class ChunkChannel<Element: Sendable>: Sendable {
     private let messages = DispatchSemaphore(value: 0)
 
     init(capacity: Int) {
-        places = DispatchSemaphore(value: max(1, capacity))
+        // Made at 0 and raised, not made at `capacity`: Dispatch traps when a semaphore is released below the value
+        // it was made with, which is where a channel whose consumer stopped early leaves `places`.
+        places = DispatchSemaphore(value: 0)
+        for _ in 0..<max(1, capacity) { places.signal() }
     }
 
     /// Queues `value`, waiting for a free place; false when the consumer cancelled (the value is dropped).

@@ -54,6 +54,17 @@ import Testing
             }
         }
         #expect(seen == 3)
+        // Stopping at every chunk, again and again: the worker may have queued chunks nobody takes; the channel
+        // and the worker go away cleanly each time.
+        for stop in 1...31 {
+            var count = 0
+            #expect(throws: Enough.self) {
+                try store.read(id: added.id) { _ in
+                    count += 1
+                    if count == stop { throw Enough() }
+                }
+            }
+        }
         // The worker has left its read transaction: writing and reading again work at once.
         let second = try store.add(.data(bytes(500_000, seed: 4), name: "second.bin"), to: owner)
         #expect(try store.data(id: added.id) == data)
