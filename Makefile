@@ -20,7 +20,7 @@ KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests
 
-.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench
+.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments
 
 all: build
 
@@ -159,6 +159,28 @@ bench: deps
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-baseline
 	$(HARNESS) Tests/Benchmarks/run-bench.sh --bin Tests/Benchmarks/.build-static/release \
 	    --baseline-bin Tests/Benchmarks/.build/release
+	$(MAKE) bench-attachments
+
+# Attachments (Docs/attachments.md): AttachmentStore beside plain files, a plain SQLite BLOB and a BLOB in the
+# SQLCipher database, 4 KB to 53 MB, interleaved rounds, warm reads then cold reads (page cache dropped per object);
+# one "ATTACH <operation> <size> …" line per size and operation, then a table, for each. Then the task list's launch
+# and 200k fetch with 1 GB of attachments stored against none ("TASKS launch|fetch … ratio=…"; ~1.1 GB of disk
+# for a minute, removed).
+ATTACHMENT_PAIRS ?= 3
+bench-attachments: deps
+	$(FRESH_PLANS)
+	$(SWIFT) build $(BENCHMARKS) -c release --static-swift-stdlib --scratch-path Tests/Benchmarks/.build-static \
+	    --product securestore-bench-attachments
+	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-attachments-baseline
+	Tests/Benchmarks/run-attachment-bench.sh --bin Tests/Benchmarks/.build-static/release \
+	    --baseline-bin Tests/Benchmarks/.build/release --pairs $(ATTACHMENT_PAIRS)
+	Tests/Benchmarks/run-attachment-bench.sh --bin Tests/Benchmarks/.build-static/release \
+	    --baseline-bin Tests/Benchmarks/.build/release --pairs $(ATTACHMENT_PAIRS) --cold
+	$(SWIFT) build $(BENCHMARKS) -c release --static-swift-stdlib --scratch-path Tests/Benchmarks/.build-static \
+	    --product securestore-bench-attachments-tasks
+	dir=$$(mktemp -d "$${TMPDIR:-/tmp}/securestore-attachment-tasks.XXXXXX") && \
+	    Tests/Benchmarks/.build-static/release/securestore-bench-attachments-tasks run "$$dir" --pairs 9; \
+	    status=$$?; rm -rf "$$dir"; exit $$status
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400

@@ -35,6 +35,9 @@ public struct DatabaseConfiguration: Sendable {
         /// left by a crash is checked against the key and rolled back at the next open.
         case rollback
     }
+    /// The file format: the cipher settings applied on every open and export. ``CipherFormat/secureStore``
+    /// by default. A file opens only in the format it was created in: give the same format every time.
+    public var format = CipherFormat.secureStore
 
     /// The default configuration.
     public init() {}
@@ -64,6 +67,8 @@ public struct DatabaseConfiguration: Sendable {
 public final class DatabaseQueue: Sendable {
     /// The path of the database file.
     public let path: String
+    /// The file format the queue was opened in (``DatabaseConfiguration/format``).
+    let format: CipherFormat
     /// Guards `database`: it is read and written only while this mutex is held.
     private let lock = Mutex<Void>(())
     /// The confined connection; `nil` once closed. `nonisolated(unsafe)` because region-based isolation
@@ -142,6 +147,7 @@ public final class DatabaseQueue: Sendable {
             path, keying: keying, configuration: configuration, fileSize: info.size)
         tracker.install(on: connection)
         database = Database(path: path, connection: connection)
+        format = configuration.format
     }
 
     deinit {
@@ -239,8 +245,8 @@ public final class DatabaseQueue: Sendable {
         try writeWithoutTransaction { db in try db.checkpoint() }
     }
 
-    /// Writes the whole database into the new file `destination`, encrypted under `key` with the same cipher
-    /// settings, and copies `user_version` and `application_id` (which `sqlcipher_export` does not).
+    /// Writes the whole database into the new file `destination`, encrypted under `key` in the same format
+    /// (``DatabaseConfiguration/format``), and copies `user_version` and `application_id` (which `sqlcipher_export` does not).
     ///
     /// `destination` must not exist: the copy is built under a temporary name next to it (mode 0600) and linked
     /// into place when complete, so it is never half written and nothing is replaced. The key is passed as a
@@ -249,7 +255,7 @@ public final class DatabaseQueue: Sendable {
     public func export(to destination: String, key: DatabaseKey) throws {
         try writeWithoutTransaction { db in
             guard let connection = db.connection else { throw closedError() }
-            try Opening.export(from: connection, to: destination, key: key)
+            try Opening.export(from: connection, to: destination, key: key, format: format)
         }
     }
 
@@ -263,8 +269,8 @@ public final class DatabaseQueue: Sendable {
             let library = Opening.library
             let fixed = library.major < 4
             return CipherInfo(
-                format: .secureStore,
-                cipher: try db.scalar("PRAGMA cipher", as: String.self) ?? CipherFormat.secureStore.cipher,
+                format: format,
+                cipher: try db.scalar("PRAGMA cipher", as: String.self) ?? format.cipher,
                 pageSize: try db.scalar("PRAGMA cipher_page_size", as: Int.self) ?? 0,
                 hmacAlgorithm: fixed
                     ? "HMAC_SHA1" : try db.scalar("PRAGMA cipher_hmac_algorithm", as: String.self) ?? "unknown",

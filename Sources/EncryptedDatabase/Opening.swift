@@ -178,8 +178,8 @@ enum Opening {
 
     // MARK: Connections
 
-    /// Opens, keys, configures and validates a connection to the existing file `path`, in the pinned format
-    /// (``CipherFormat/secureStore``). With `preflight`, the key, the format and any side files left by a
+    /// Opens, keys, configures and validates a connection to the existing file `path`, in the format of
+    /// `configuration` (``CipherFormat/secureStore`` unless told). With `preflight`, the key, the format and any side files left by a
     /// process that is gone are first checked in a private copy (`Preflight`).
     /// On any failure the handle is closed before the error is thrown, and nothing was written to the file or
     /// its side files.
@@ -226,9 +226,11 @@ enum Opening {
         }
     }
 
-    /// Applies the pinned format to the schema `main` of a keyed connection.
-    static func applyFormat(_ connection: OpaquePointer, schema: String = "main", path: String? = nil) throws {
-        for pragma in CipherFormat.secureStore.pragmas(schema: schema, library: library) {
+    /// Applies `format` (the pinned one unless told) to the schema `schema` of a keyed connection.
+    static func applyFormat(
+        _ connection: OpaquePointer, schema: String = "main", path: String? = nil, format: CipherFormat = .secureStore
+    ) throws {
+        for pragma in format.pragmas(schema: schema, library: library) {
             try exec(connection, pragma, path: path)
         }
     }
@@ -250,20 +252,20 @@ enum Opening {
             _ = securestore_db_config_flag(connection, SECURESTORE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         }
         // The format comes after the key and before the first read, on every open.
-        try applyFormat(connection, path: path)
+        try applyFormat(connection, path: path, format: configuration.format)
 
         // Validate now: a wrong key fails here, not at the tenth query.
         do {
             try exec(connection, "SELECT count(*) FROM sqlite_master", path: path)
         } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
             guard diagnose else { throw error }
-            throw Preflight.diagnose(path, keying: keying, fileSize: fileSize)
+            throw Preflight.diagnose(path, keying: keying, fileSize: fileSize, format: configuration.format)
         }
-        if let fileSize, fileSize % CipherSettings.pageSize != 0 {
+        if let fileSize, fileSize % configuration.format.pageSize != 0 {
             throw DatabaseError(
                 .corrupt,
                 "'\(path)' is truncated or damaged: its size (\(fileSize) bytes) is not a whole number of "
-                    + "\(CipherSettings.pageSize)-byte pages; restore it from a backup")
+                    + "\(configuration.format.pageSize)-byte pages; restore it from a backup")
         }
 
         // cache_size reads the schema, so it comes after the validation.
@@ -404,7 +406,9 @@ enum Opening {
     ///
     /// Uses `ATTACH DATABASE ? AS … KEY ?` with bound parameters (no key in SQL text) and
     /// `sqlcipher_export`.
-    static func export(from source: OpaquePointer, to destination: String, key: DatabaseKey) throws {
+    static func export(
+        from source: OpaquePointer, to destination: String, key: DatabaseKey, format: CipherFormat = .secureStore
+    ) throws {
         if FileManager.default.fileExists(atPath: destination) {
             throw DatabaseError(.misuse, "'\(destination)' already exists; export writes only a new file")
         }
@@ -437,7 +441,7 @@ enum Opening {
             // The attached file is keyed: SQLCipher 3.4 now answers cipher_version even when `source` is a
             // plaintext connection, so the library (and the format pragmas it takes) is known.
             try checkLibrary(source, path: destination)
-            try applyFormat(source, schema: "securestore_export")
+            try applyFormat(source, schema: "securestore_export", format: format)
             try step(source, "SELECT sqlcipher_export('securestore_export')")
             try exec(source, "PRAGMA securestore_export.user_version = \(Int32(truncatingIfNeeded: userVersion))")
             try exec(

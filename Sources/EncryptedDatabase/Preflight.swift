@@ -88,12 +88,13 @@ enum Preflight {
         let side = SideFiles(path: path)
         let existing = side.existing
         guard !existing.isEmpty, !side.isInUse() else { return }
+        let format = configuration.format
         let log = try WriteAheadLog.read(side.wal)
-        if let log, log.headerIsValid, log.committedFrames > 0, log.pageSize != CipherFormat.secureStore.pageSize {
+        if let log, log.headerIsValid, log.committedFrames > 0, log.pageSize != format.pageSize {
             throw DatabaseError(
                 .foreignSideFile,
                 "'\(side.wal)' does not belong to '\(path)': its pages are \(log.pageSize) bytes, the database's "
-                    + "\(CipherFormat.secureStore.pageSize); nothing was changed. Move it away to open the "
+                    + "\(format.pageSize); nothing was changed. Move it away to open the "
                     + "database without it")
         }
         let sandbox = try Sandbox(near: path)
@@ -101,8 +102,8 @@ enum Preflight {
 
         // 1. The key and the format, on page 1 of the database file alone.
         let header = try sandbox.copy(path, as: "key-check.db", prefix: headerCopySize)
-        if try !probe(header, keying: keying, format: .secureStore) {
-            throw diagnosis(path, keying: keying, copy: header, fileSize: try Opening.inspect(path)?.size)
+        if try !probe(header, keying: keying, format: format) {
+            throw diagnosis(path, keying: keying, copy: header, fileSize: try Opening.inspect(path)?.size, format: format)
         }
 
         // 2. A hot rollback journal beside a file in WAL mode was written by something else: SQLite replays a
@@ -111,7 +112,9 @@ enum Preflight {
         //    A file opened with a rollback journal (DatabaseConfiguration.journalMode) writes one, and a crash leaves
         //    it hot: step 3 checks it.
         let journals = side.journalSize > 0 ? [side.journal] : []
-        if !journals.isEmpty, configuration.journalMode == .wal, try journalMode(header, keying: keying) == "wal" {
+        if !journals.isEmpty, configuration.journalMode == .wal,
+            try journalMode(header, keying: keying, format: format) == "wal"
+        {
             throw DatabaseError(
                 .foreignSideFile,
                 "'\(side.journal)' beside '\(path)' does not belong to it: the database is in WAL mode and never "
@@ -131,6 +134,7 @@ enum Preflight {
             // A small page cache: the check reads every page once and keeps none.
             var small = DatabaseConfiguration()
             small.cacheSizeKiB = 2048
+            small.format = format
             let connection = try Opening.connect(
                 copy, keying: keying, configuration: small, fileSize: nil, preflight: false)
             defer { sqlite3_close_v2(connection) }
@@ -142,7 +146,7 @@ enum Preflight {
             var pages = 0
             try Opening.step(connection, "PRAGMA page_count", row: { pages = Int(sqlite3_column_int64($0, 0)) })
             if !journals.isEmpty, let size = try Opening.inspect(copy)?.size,
-                size != pages * CipherFormat.secureStore.pageSize
+                size != pages * format.pageSize
             {
                 throw DatabaseError(.corrupt, "the replayed journal left \(size) bytes for \(pages) pages")
             }
@@ -179,7 +183,7 @@ enum Preflight {
 
     /// The journal mode recorded in page 1 of `copy` (`wal`, or `delete` for a rollback-journal file), read in
     /// the sandbox.
-    static func journalMode(_ copy: String, keying: Keying) throws -> String {
+    static func journalMode(_ copy: String, keying: Keying, format: CipherFormat) throws -> String {
         var connection: OpaquePointer?
         let opened = sqlite3_open_v2(copy, &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
         defer { sqlite3_close_v2(connection) }
@@ -187,7 +191,7 @@ enum Preflight {
             throw DatabaseError.sqlite(opened, connection: connection, path: copy)
         }
         try Opening.key(connection, keying)
-        for pragma in CipherFormat.secureStore.pragmas(schema: "main", library: Opening.library) {
+        for pragma in format.pragmas(schema: "main", library: Opening.library) {
             try Opening.exec(connection, pragma)
         }
         var mode = ""
@@ -199,20 +203,22 @@ enum Preflight {
 
     /// The error for a file that the key does not open in the pinned format: the format it is in, when the key
     /// opens it in another (tried read-only on `copy`, a sandbox copy of its first page), or a wrong key.
-    static func diagnosis(_ path: String, keying: Keying, copy: String, fileSize: Int?) -> DatabaseError {
+    static func diagnosis(
+        _ path: String, keying: Keying, copy: String, fileSize: Int?, format pinned: CipherFormat
+    ) -> DatabaseError {
         let library = Opening.library
-        for format in CipherFormat.candidates(for: library) {
+        for format in CipherFormat.candidates(for: library) where format != pinned {
             if (try? probe(copy, keying: keying, format: format)) == true {
                 return DatabaseError(
                     .otherFormat,
                     "'\(path)' is in another SQLCipher format, \(format.name) (\(format.summary): "
                         + "\(format.pageSize)-byte pages, \(format.hmacAlgorithm), \(format.kdfAlgorithm)), not "
-                        + "SecureStore's \(CipherFormat.secureStore.name); the key is right and nothing was "
+                        + "SecureStore's \(pinned.name); the key is right and nothing was "
                         + "changed. It was written by another program, or by SecureStore before 0.2 on "
                         + "SQLCipher 4")
             }
         }
-        let pageSize = CipherFormat.secureStore.pageSize
+        let pageSize = pinned.pageSize
         if let fileSize, fileSize % pageSize != 0 {
             return DatabaseError(
                 .unrecognizedFormat,
@@ -236,7 +242,7 @@ enum Preflight {
     }
 
     /// The diagnosis for `path` made from a fresh sandbox copy of its first page.
-    static func diagnose(_ path: String, keying: Keying, fileSize: Int?) -> DatabaseError {
+    static func diagnose(_ path: String, keying: Keying, fileSize: Int?, format: CipherFormat) -> DatabaseError {
         let fallback = DatabaseError(
             .wrongKeyOrNotADatabase,
             "the key does not open '\(path)', or it is not a SecureStore database (file is encrypted or is not "
@@ -245,6 +251,6 @@ enum Preflight {
         guard let sandbox = try? Sandbox(near: path) else { return fallback }
         defer { sandbox.remove() }
         guard let copy = try? sandbox.copy(path, as: "key-check.db", prefix: headerCopySize) else { return fallback }
-        return diagnosis(path, keying: keying, copy: copy, fileSize: fileSize)
+        return diagnosis(path, keying: keying, copy: copy, fileSize: fileSize, format: format)
     }
 }

@@ -136,7 +136,10 @@ public struct AttachmentStoreConfiguration: Sendable {
     /// ``SecureStoreError/Code/invalidData`` and nothing is attached.
     public var maximumSize: Int64 = 16 << 30
     /// The options the attachments file is opened with. Its page cache is 2 MiB by default: chunks are read
-    /// once, so a larger cache would only grow memory with the size of the attachment.
+    /// once, so a larger cache would only grow memory with the size of the attachment. Its format is
+    /// ``CipherFormat/secureStoreAttachments`` (32 KiB pages) by default; a file created in SecureStore's
+    /// database format (``CipherFormat/secureStore``, attachment files written before 32 KiB pages) still opens
+    /// in that format.
     public var database = DatabaseConfiguration()
 
     /// The default options.
@@ -145,6 +148,7 @@ public struct AttachmentStoreConfiguration: Sendable {
         // A rollback journal from the first open on (see openFile): never switched, so an open writes nothing and a
         // journal left by a crash is rolled back, not refused as foreign.
         database.journalMode = .rollback
+        database.format = .secureStoreAttachments
     }
 }
 
@@ -163,7 +167,8 @@ public struct AttachmentStoreConfiguration: Sendable {
 /// **Where the bytes are.** The record database keeps each attachment's description (table
 /// `securestore_attachments`) and the random 32-byte key of the attachments file (table
 /// `securestore_attachment_key`). The bytes are in a second SQLCipher file beside it, `<name>.attachments.db`
-/// (``filePath(forDatabase:)``), in the same `securestore-1` format, as chunks of ``AttachmentStoreConfiguration/chunkSize``.
+/// (``filePath(forDatabase:)``), in the `securestore-attachments-1` format (SecureStore's algorithms with 32 KiB
+/// pages, ``CipherFormat/secureStoreAttachments``), as chunks of ``AttachmentStoreConfiguration/chunkSize``.
 /// So the record database stays small and fast, and its key rotation re-encrypts only it: the attachments key,
 /// wrapped by the database key, does not change.
 ///
@@ -172,7 +177,7 @@ public struct AttachmentStoreConfiguration: Sendable {
 /// ``collectGarbage()`` removes (it runs when the store first opens its file in a process, and in
 /// ``verify()``). Deleting removes the description first, then the chunks.
 ///
-/// **Damage.** Every 4 KiB page of the attachments file carries SQLCipher's HMAC: a changed page fails to read,
+/// **Damage.** Every page of the attachments file carries SQLCipher's HMAC: a changed page fails to read,
 /// and the attachment is reported damaged with the chunk named (``SecureStoreError/Code/verificationFailed``);
 /// no byte of a damaged chunk is ever returned. A full read also checks the SHA-256 digest.
 ///
@@ -364,7 +369,7 @@ public final class AttachmentStore: Sendable {
         }
         let queue: DatabaseQueue
         do {
-            queue = try DatabaseQueue(path: path, key: key, configuration: configuration.database)
+            queue = try Self.openQueue(path, key: key, configuration: configuration.database)
         } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
             throw SecureStoreError(
                 SecureStoreError.Code.verificationFailed,
@@ -637,9 +642,63 @@ public final class AttachmentStore: Sendable {
         guard let digest = SHA256Digest() else {
             throw SecureStoreError(SecureStoreError.Code.fileSystem, "libcrypto could not start a SHA-256 digest")
         }
-        var seq = 0
         var done: Int64 = 0
+        var delivered = 0
         progress(AttachmentProgress(name: attachment.name, bytes: 0, total: attachment.size))
+        func deliver(_ bytes: UnsafeRawBufferPointer) throws {
+            digest.update(bytes)
+            try body(bytes)
+            done += Int64(bytes.count)
+            delivered += 1
+            if delivered % chunksPerTransaction == 0 || delivered == attachment.chunkCount {
+                progress(AttachmentProgress(name: attachment.name, bytes: done, total: attachment.size))
+            }
+        }
+        if Self.pipelines(chunkCount: attachment.chunkCount) {
+            // SQLCipher decrypts and authenticates the next chunks on a worker thread while this one hashes and
+            // hands over the previous ones; at most `attachmentPipelineDepth` chunks wait in between.
+            let channel = ChunkChannel<Data>(capacity: attachmentPipelineDepth)
+            let worker = ChunkWorker { [self] in
+                do {
+                    try readChunks(attachment, what: what, file: file) { channel.send($0) }
+                    channel.finish(nil)
+                } catch {
+                    channel.finish(error)
+                }
+            }
+            // On every way out (the body threw, a damaged chunk), the worker stops and leaves its transaction
+            // before this returns.
+            defer {
+                channel.cancel()
+                worker.join()
+            }
+            receiving: while true {
+                switch channel.receive() {
+                case .value(let data): try data.withUnsafeBytes { try deliver($0) }
+                case .end: break receiving
+                case .failure(let error): throw error
+                }
+            }
+        } else {
+            try readChunks(attachment, what: what, file: file) { data in
+                try data.withUnsafeBytes { try deliver($0) }
+                return true
+            }
+        }
+        let actual = SHA256Digest.hexDigits(digest.finish())
+        guard actual == attachment.sha256 else {
+            throw damaged(what, "its bytes do not match its SHA-256 digest")
+        }
+    }
+
+    /// Reads the chunks of `attachment` in order, in read transactions of about 8 MiB, checking that each is there
+    /// and has its size, and passes each to `deliver` (which returns false to stop). A chunk that SQLCipher cannot
+    /// authenticate, a missing chunk and a chunk of the wrong size throw ``SecureStoreError/Code/verificationFailed``
+    /// naming it; no byte of it is passed on.
+    private func readChunks(
+        _ attachment: Attachment, what: String, file: DatabaseQueue, deliver: (Data) throws -> Bool
+    ) throws {
+        var seq = 0
         while seq < attachment.chunkCount {
             let end = min(attachment.chunkCount, seq + chunksPerTransaction)
             do {
@@ -662,22 +721,13 @@ public final class AttachmentStore: Sendable {
                             throw damaged(
                                 what, "chunk \(seq + 1) of \(attachment.chunkCount) holds \(data.count) bytes instead of \(expected)")
                         }
-                        try data.withUnsafeBytes { bytes in
-                            digest.update(bytes)
-                            try body(bytes)
-                        }
-                        done += Int64(data.count)
+                        guard try deliver(data) else { throw ChunkChannelCancelled() }
                         seq += 1
                     }
                 }
             } catch let error as DatabaseError {
                 throw damaged(what, "chunk \(seq + 1) of \(attachment.chunkCount) cannot be read (\(error.message))")
             }
-            progress(AttachmentProgress(name: attachment.name, bytes: done, total: attachment.size))
-        }
-        let actual = SHA256Digest.hexDigits(digest.finish())
-        guard actual == attachment.sha256 else {
-            throw damaged(what, "its bytes do not match its SHA-256 digest")
         }
     }
 

@@ -73,9 +73,9 @@ extension AttachmentStore {
         }
         if listed.isEmpty { return [] }
         guard let key = try database.read({ db in try attachmentsKey(db) }) else { return listed.map(\.1) }
-        var readOnly = DatabaseConfiguration()
+        var readOnly = configuration.database
         readOnly.readOnly = true
-        let queue = try DatabaseQueue(path: file, key: key, configuration: readOnly)
+        let queue = try Self.openQueue(file, key: key, configuration: readOnly)
         defer { try? queue.close() }
         return try queue.read { db in
             try listed.filter { id, _, count in

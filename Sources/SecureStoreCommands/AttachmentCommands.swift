@@ -1,4 +1,5 @@
 import Foundation
+import EncryptedDatabase
 import SecureStore
 import SecureStoreCore
 import Tasks
@@ -222,9 +223,11 @@ func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
     let (count, total) = try store.summary()
     guard count > 0 || FileManager.default.fileExists(atPath: store.path) else { return [] }
     let fileSize = (try? FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int64) ?? nil
+    // The format is reported when the file opens read-only (a hot journal left by a crash needs a writer first).
+    let format = (try? store.cipherInfo())?.flatMap { $0 }.map { ", format \($0.format.name)" } ?? ""
     return [
         "attachments: \(count) (\(AttachmentJSON.sizeText(total))) in '\(store.path)'"
-            + (fileSize.map { " (\(AttachmentJSON.sizeText($0)) on disk; its key is kept inside the database)" } ?? " (missing)")
+            + (fileSize.map { " (\(AttachmentJSON.sizeText($0)) on disk\(format); its key is kept inside the database)" } ?? " (missing)")
     ]
 }
 

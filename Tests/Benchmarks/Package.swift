@@ -54,6 +54,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The task list's launch and fetch with and without 1 GB of attachments stored.
+        .executableTarget(
+            name: "securestore-bench-attachments-tasks",
+            dependencies: [
+                .product(name: "SecureStore", package: "SecureStore"),
+                .product(name: "Tasks", package: "SecureStore"),
+                .product(name: "EncryptedDatabase", package: "SecureStore"),
+                "BenchSupport",
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "securestore-bench-attachments-baseline",
             dependencies: ["CSQLite3", "BenchSupport"],

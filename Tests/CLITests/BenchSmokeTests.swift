@@ -36,4 +36,37 @@ import Testing
         #expect(lines.first { $0.hasPrefix("BENCH launch ") }?.contains(" rss=") == true)
         #expect(result.stdout.contains("| workload | project"))
     }
+
+    /// The attachment benchmark's driver at a tiny size (two sizes, one round, ~200 KB per round), warm and cold:
+    /// one ATTACH line per size and operation, with every side's throughput and both ratios.
+    @Test(arguments: [false, true]) func theAttachmentBenchDriverPrintsOneLinePerSizeAndOperation(cold: Bool) throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let script = root.appendingPathComponent("Tests/Benchmarks/run-attachment-bench.sh").path
+        let binaries = root.appendingPathComponent("Tests/Benchmarks/.build/debug").path
+        for name in ["securestore-bench-attachments", "securestore-bench-attachments-baseline"] {
+            #expect(FileManager.default.isExecutableFile(atPath: binaries + "/" + name),
+                    "build it: swift build --package-path Tests/Benchmarks")
+        }
+        let result = try run(
+            [script, "--bin", binaries, "--pairs", "1", "--sizes", "4000 300000", "--total", "200000"]
+                + (cold ? ["--cold"] : []))
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").filter { $0.hasPrefix("ATTACH ") }
+        for operation in ["write", "read"] {
+            for size in ["4000", "300000"] {
+                let line = lines.first { $0.hasPrefix("ATTACH \(operation) \(size) ") }
+                #expect(line != nil, "no ATTACH line for \(operation) \(size):\n\(result.stdout)")
+                if let line {
+                    for field in ["securestore=", "file=", "sqlite=", "inline=", "vs_file=", "vs_sqlite=", "rss="] {
+                        #expect(line.contains(" " + field), "\(line)")
+                    }
+                    #expect(line.hasSuffix(cold ? " reads=cold" : " reads=warm"), "\(line)")
+                    #expect(!line.contains("nan") && !line.contains("inf") && !line.contains("vs_file=0.000"), "\(line)")
+                }
+            }
+        }
+        #expect(lines.count == 4, "\(lines.joined(separator: "\n"))")
+        #expect(result.stdout.contains("| operation | size | securestore MB/s"))
+    }
 }

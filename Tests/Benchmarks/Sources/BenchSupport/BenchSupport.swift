@@ -353,3 +353,22 @@ public func sampleDomain(bytes: Int) -> [(String, any Sendable)] {
     }
     return result
 }
+
+// MARK: Cold reads
+
+/// Whether the attachment benchmarks read cold (`BENCH_COLD=1`): each object's files are flushed and dropped from
+/// the page cache before it is read, so that both sides read from the device.
+public let benchReadsCold = ProcessInfo.processInfo.environment["BENCH_COLD"] == "1"
+
+/// Flushes each existing file of `paths` and asks the kernel to drop its pages from the page cache
+/// (`fsync`, then `posix_fadvise(POSIX_FADV_DONTNEED)`: only clean pages are dropped, hence the flush).
+/// `/proc/sys/vm/drop_caches` needs privileges this does not.
+public func dropFromPageCache(_ paths: [String]) {
+    for path in paths {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { continue }
+        fsync(descriptor)
+        _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED)
+        close(descriptor)
+    }
+}

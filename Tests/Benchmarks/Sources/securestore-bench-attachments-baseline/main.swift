@@ -40,6 +40,7 @@ for i in 0..<count {
 }
 var sink = 0
 for i in 0..<count {
+    if benchReadsCold { dropFromPageCache([path, path + "-wal"]) }
     reads.append(milliseconds {
         exec("BEGIN")
         sqlite3_bind_int64(select, 1, Int64(i))

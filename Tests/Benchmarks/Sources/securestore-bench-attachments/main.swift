@@ -6,7 +6,8 @@
 //        `inline` (one BLOB per attachment in a table of the SQLCipher record database itself, whole in memory:
 //                  Core Data's "inside the store"), or `file` (plain files: write + fsync; read).
 // Attaches `count` objects of `size` bytes copied from one source file (in the page cache), then reads each
-// back in full; prints `RESULT write|read <size> <impl> <ms per object> <MB/s>` and `RSS <MiB>`. The plain
+// back in full (cold with BENCH_COLD=1: each object's files flushed and dropped from the page cache before it is
+// read); prints `RESULT write|read <size> <impl> <ms per object> <MB/s>` and `RSS <MiB>`. The plain
 // SQLite BLOB column is measured by securestore-bench-attachments-baseline, which links plain libsqlite3
 // (never in one process with SQLCipher). The driver, Tests/Benchmarks/run-attachment-bench.sh, interleaves them.
 import BenchSupport
@@ -26,15 +27,18 @@ let directory = arguments[1]
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 let sourcePath = directory + "/source-\(size)"
 if !FileManager.default.fileExists(atPath: sourcePath) {
+    // Random bytes written in pieces, so that the peak RSS of the first round is the store's, not the source's.
     var generator = SystemRandomNumberGenerator()
-    var bytes = [UInt8](repeating: 0, count: size)
-    for i in stride(from: 0, to: size, by: 8) {
-        let value = generator.next() as UInt64
-        withUnsafeBytes(of: value) { raw in
-            for j in 0..<min(8, size - i) { bytes[i + j] = raw[j] }
-        }
+    let output = open(sourcePath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    var piece = [UInt64](repeating: 0, count: 8192)
+    var left = size
+    while left > 0 {
+        for i in piece.indices { piece[i] = generator.next() }
+        let n = min(left, piece.count * 8)
+        _ = piece.withUnsafeBytes { write(output, $0.baseAddress, n) }
+        left -= n
     }
-    _ = FileManager.default.createFile(atPath: sourcePath, contents: Data(bytes))
+    close(output)
 }
 
 let chunk = 256 * 1024
@@ -85,7 +89,10 @@ case "file":
     let dir = open(folder, O_RDONLY)
     fsync(dir)
     close(dir)
-    for i in 0..<count { reads.append(milliseconds { _ = readFile(folder + "/\(i)") }) }
+    for i in 0..<count {
+        if benchReadsCold { dropFromPageCache([folder + "/\(i)"]) }
+        reads.append(milliseconds { _ = readFile(folder + "/\(i)") })
+    }
 case "securestore", "inline":
     let path = directory + "/\(implementation).db"
     try? FileManager.default.removeItem(atPath: path)
@@ -98,6 +105,9 @@ case "securestore", "inline":
         if let chunk = ProcessInfo.processInfo.environment["BENCH_CHUNK_KIB"].flatMap(Int.init) {
             configuration.chunkSize = chunk * 1024
         }
+        if ProcessInfo.processInfo.environment["BENCH_FORMAT"] == "securestore-1" {
+            configuration.database.format = .secureStore
+        }
         let store = AttachmentStore(database: queue, configuration: configuration)
         try store.prepare()
         var ids: [UUID] = []
@@ -105,6 +115,7 @@ case "securestore", "inline":
             writes.append(try milliseconds { ids.append(try store.add(.file(sourcePath), to: owner).id) })
         }
         for id in ids {
+            if benchReadsCold { dropFromPageCache([store.path, store.path + "-journal"]) }
             reads.append(try milliseconds { try store.read(id: id) { _ in } })
         }
     } else {
@@ -118,6 +129,7 @@ case "securestore", "inline":
             })
         }
         for id in ids {
+            if benchReadsCold { dropFromPageCache([path, path + "-wal"]) }
             reads.append(try milliseconds {
                 _ = try queue.read { db in try db.fetchOne("SELECT data FROM note WHERE id = ?", [id]) { try $0.data(at: 0) } }
             })

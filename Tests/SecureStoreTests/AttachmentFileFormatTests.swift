@@ -1,0 +1,57 @@
+// The attachments file's format: new files in securestore-attachments-1 (32 KiB pages); files written before in
+// securestore-1 (4 KiB pages) keep opening, reading and taking new attachments in their format.
+import EncryptedDatabase
+import Foundation
+import SecureStore
+import TestSupport
+import Testing
+
+@Suite struct AttachmentFileFormatTests {
+    let directory: TemporaryDirectory
+    init() throws { directory = try TemporaryDirectory() }
+
+    private func recordDatabase() throws -> (DatabaseQueue, AttachmentOwner) {
+        let queue = try DatabaseQueue(path: directory.path + "/notes.db", key: DatabaseKey.random())
+        try queue.write { db in try db.execute("CREATE TABLE note (id BLOB PRIMARY KEY)") }
+        return (queue, try AttachmentOwner(table: "note", id: UUID()))
+    }
+
+    private func bytes(_ count: Int, seed: UInt8) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 * 31) ^ seed }) }
+
+    @Test func aNewAttachmentsFileIsInTheAttachmentsFormat() throws {
+        let (queue, owner) = try recordDatabase()
+        let store = AttachmentStore(database: queue)
+        #expect(try store.cipherInfo() == nil)
+        let data = bytes(700_000, seed: 3)
+        let added = try store.add(.data(data, name: "photo.jpg"), to: owner)
+        let info = try #require(try store.cipherInfo())
+        #expect(info.format == .secureStoreAttachments)
+        #expect(info.pageSize == 32_768)
+        #expect(try store.data(id: added.id) == data)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int)
+        #expect(size % 32_768 == 0)
+    }
+
+    @Test func anAttachmentsFileInTheDatabaseFormatKeepsOpeningInIt() throws {
+        let (queue, owner) = try recordDatabase()
+        var old = AttachmentStoreConfiguration()
+        old.database.format = .secureStore
+        let before = AttachmentStore(database: queue, configuration: old)
+        let first = bytes(600_000, seed: 9)
+        let kept = try before.add(.data(first, name: "scan.pdf"), to: owner)
+        try before.close()
+
+        let store = AttachmentStore(database: queue)
+        #expect(try store.data(id: kept.id) == first)
+        let second = bytes(70_000, seed: 1)
+        let added = try store.add(.data(second, name: "note.txt"), to: owner)
+        #expect(try store.data(id: added.id) == second)
+        #expect(try store.cipherInfo()?.format == .secureStore)
+        let verification = try store.verify()
+        #expect(verification.problems.isEmpty)
+        #expect(verification.attachmentCount == 2)
+        try store.close()
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int)
+        #expect(size % 4096 == 0)
+    }
+}
