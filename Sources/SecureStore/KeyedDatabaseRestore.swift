@@ -331,9 +331,10 @@ extension KeyedDatabase {
         defer { try? store.close() }
         guard let attachmentsKey = try restored.read({ db in try store.attachmentsKey(db) }) else { return (0, 0) }
         do {
-            var readOnly = DatabaseConfiguration()
+            // In the attachments file's own format (or SecureStore's, for a file made before that format).
+            var readOnly = AttachmentStoreConfiguration().database
             readOnly.readOnly = true
-            try DatabaseQueue(path: files.restoredAttachmentsPath, key: attachmentsKey, configuration: readOnly).close()
+            try AttachmentStore.openQueue(files.restoredAttachmentsPath, key: attachmentsKey, configuration: readOnly).close()
         } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
             throw SecureStoreError(
                 SecureStoreError.Code.verificationFailed,
