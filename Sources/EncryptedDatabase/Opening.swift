@@ -486,20 +486,8 @@ enum Opening {
         }
         return error
     }
-
-    /// `bytes` for a person: "640 KiB", "12.5 MiB".
-    static func byteCount(_ bytes: Int64) -> String {
-        if bytes < 1024 { return "\(bytes) bytes" }
-        let units = ["KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes) / 1024
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        let rounded = value >= 100 ? String(Int(value.rounded())) : String((value * 10).rounded() / 10)
-        return "\(rounded) \(units[unit])"
-    }
+    /// `bytes` for a person (the core's one rule: "640 KiB", "12.5 MiB").
+    static func byteCount(_ bytes: Int64) -> String { byteCountText(bytes) }
 
     /// Encrypts the plaintext SQLite database `source` into the new file `destination` under `key`.
     /// `source` is opened read-only and never modified.

@@ -948,20 +948,8 @@ public final class AttachmentStore: Sendable {
                 "an attachment name must be one line without control characters or '/'")
         }
     }
-
-    /// `size` bytes for a person: `512 bytes`, `1.5 MiB`.
-    static func formatSize(_ size: Int64) -> String {
-        if size < 1024 { return "\(size) bytes" }
-        let units = ["KiB", "MiB", "GiB", "TiB"]
-        var value = Double(size) / 1024
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        let rounded = (value * 10).rounded() / 10
-        return (rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)) + " " + units[unit]
-    }
+    /// `size` bytes for a person (the core's one rule: `512 bytes`, `1.5 MiB`).
+    static func formatSize(_ size: Int64) -> String { byteCountText(size) }
 
     /// A media type guessed from a file name's extension; `application/octet-stream` when unknown.
     public static func mediaType(forName name: String) -> String {

@@ -200,19 +200,8 @@ struct AttachmentJSON: Encodable {
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         createdAt = formatter.string(from: attachment.createdAt)
     }
-
-    /// A size for a person: `812 B`, `1.4 MiB`.
-    static func sizeText(_ size: Int64) -> String {
-        if size < 1024 { return "\(size) B" }
-        let units = ["KiB", "MiB", "GiB", "TiB"]
-        var value = Double(size) / 1024
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return String(format: "%.1f", value) + " " + units[unit]
-    }
+    /// A size for a person (the core's one rule: `812 bytes`, `1.4 MiB`).
+    static func sizeText(_ size: Int64) -> String { byteCountText(size) }
 }
 
 // MARK: db info and db verify

@@ -147,7 +147,7 @@ import Testing
         #expect(try tool(["tasks", "delete", task], app: app).status == 0)
         let verified = try tool(["db", "verify"], app: app)
         #expect(verified.status == 0, "\(verified.stderr)")
-        #expect(verified.stdout.contains("attachments: 1 (1000 B) read back in full"))
+        #expect(verified.stdout.contains("attachments: 1 (1000 bytes) read back in full"))
         #expect(try tool(["tasks", "attachments", other], app: app).stdout.contains("b.bin"))
     }
 
@@ -164,7 +164,7 @@ import Testing
         #expect(try tool(["tasks", "attachments", task], app: app).stdout.contains("killed.bin") == false)
         let verified = try tool(["db", "verify"], app: app)
         #expect(verified.status == 0, "\(verified.stderr)")
-        #expect(verified.stdout.contains("attachments: 1 (293.0 KiB) read back in full"))
+        #expect(verified.stdout.contains("attachments: 1 (293 KiB) read back in full"))
         // Collected: a new attachment reuses the freed pages instead of growing the file by 24 MB again.
         let size = try FileManager.default.attributesOfItem(atPath: data + "/tasks.attachments.db")[.size] as? Int ?? 0
         #expect(try tool(["tasks", "attach", task, try randomFile("after.bin", bytes: 20_000_000)], app: app).status == 0)
