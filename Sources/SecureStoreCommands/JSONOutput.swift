@@ -190,6 +190,11 @@ struct RestoreJSON: Encodable {
     /// The keyring account whose key opened the backup, or "recovery code".
     let openedWith: String
     let keptAside: String?
+    /// How many attachments the restored database lists, each read back in full with its digest, and their bytes.
+    let attachments: Int
+    let attachmentBytes: Int64
+    /// Where the attachments of the database that was there were kept, if it had any.
+    let attachmentsKeptAside: String?
 
     init(_ report: KeyedDatabaseRestoreReport) {
         backup = report.backupPath
@@ -199,6 +204,9 @@ struct RestoreJSON: Encodable {
         rows = report.rowCount
         openedWith = report.openedWithAccount ?? "recovery code"
         keptAside = report.asidePath
+        attachments = report.attachmentCount
+        attachmentBytes = report.attachmentBytes
+        attachmentsKeptAside = report.attachmentsAsidePath
     }
 }
 

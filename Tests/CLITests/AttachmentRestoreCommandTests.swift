@@ -45,5 +45,13 @@ import Testing
         let verify = try tool(["db", "verify"])
         #expect(verify.status == 0, "\(verify.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: data).filter { $0.hasPrefix(".") && !$0.hasSuffix(".lock") }.isEmpty)
+
+        // The same restore again, for scripts: --json carries the attachments too.
+        let again = try tool(["--json", "db", "restore", work.path + "/backups/tasks.db"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
+        #expect(object["attachments"] as? Int == 1)
+        #expect(object["attachmentBytes"] as? Int == 2_500_000)
+        #expect((object["attachmentsKeptAside"] as? String)?.hasSuffix(".attachments.db") == true)
     }
 }
