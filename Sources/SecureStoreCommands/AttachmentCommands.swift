@@ -36,6 +36,15 @@ private func showProgress(_ verb: String) -> (AttachmentProgress) -> Void {
     }
 }
 
+/// The attachments of the task `taskID`: a JSON array with `--json`, else one line each.
+private func printAttachments(_ attachments: [Attachment], of taskID: UUID, _ invocation: Invocation) throws {
+    if invocation.global.json {
+        try Console.json(attachments.map { AttachmentJSON($0, task: taskID) })
+    } else {
+        for attachment in attachments { Console.out(line(attachment) + "\n") }
+    }
+}
+
 private func line(_ attachment: Attachment) -> String {
     "\(attachment.hexID.prefix(8))  \(AttachmentJSON.sizeText(attachment.size))  \(escapedForTerminal(attachment.mediaType))  "
         + escapedForTerminal(attachment.name)
@@ -92,11 +101,7 @@ let tasksAttachCommand = Command(
         return try withAttachments(invocation) { tasks, attachments in
             let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
             let added = try attachments.add(sources, to: task.id, progress: showProgress("attaching"))
-            if invocation.global.json {
-                try Console.json(added.map { AttachmentJSON($0, task: task.id) })
-            } else {
-                for attachment in added { Console.out(line(attachment) + "\n") }
-            }
+            try printAttachments(added, of: task.id, invocation)
             return ExitStatus.success
         }
     })
@@ -109,11 +114,7 @@ let tasksAttachmentsCommand = Command(
         try withAttachments(invocation) { tasks, attachments in
             let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
             let list = try attachments.list(of: task.id)
-            if invocation.global.json {
-                try Console.json(list.map { AttachmentJSON($0, task: task.id) })
-            } else {
-                for attachment in list { Console.out(line(attachment) + "\n") }
-            }
+            try printAttachments(list, of: task.id, invocation)
             return ExitStatus.success
         }
     })
