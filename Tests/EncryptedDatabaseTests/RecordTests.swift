@@ -277,6 +277,39 @@ private func makeRecordDatabase(_ directory: TemporaryDirectory) throws -> Datab
         }
     }
 
+    @Test func aRecordThatCannotBeStoredAsColumnsGetsAClearErrorAndNothingIsStored() throws {
+        /// Encodes itself as one value, not by key: a row has no place for that.
+        struct Scalar: Encodable, PersistableRecord {
+            static let databaseTableName = "player"
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.singleValueContainer()
+                try container.encode("not columns")
+            }
+        }
+        /// A score no SQLite integer holds.
+        struct Huge: Encodable, PersistableRecord {
+            static let databaseTableName = "player"
+            var name = "x"
+            var score = UInt64.max
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        #expect {
+            try queue.write { db in try Scalar().insert(db) }
+        } throws: { error in
+            (error as? DatabaseError)?.code == DatabaseError.Code.misuse
+                && "\(error)".contains("Scalar: a record is stored as columns by name; it cannot encode itself as a single value")
+        }
+        #expect {
+            try queue.write { db in try Huge().insert(db) }
+        } throws: { error in
+            (error as? DatabaseError)?.code == DatabaseError.Code.typeMismatch
+                && "\(error)".contains("the value of column 'score' is out of the range of a 64-bit signed integer")
+                && !"\(error)".contains("\(UInt64.max)")
+        }
+        #expect(try queue.read { db in try Player.fetchCount(db) } == 0)
+    }
+
     @Test func aPersistenceContainerDescribesColumnsNeverValues() throws {
         let container = try Todo("secret title 42").persistenceContainer()
         #expect(container.columns == ["id", "title", "isDone", "creationDate", "priority", "note", "details"])
