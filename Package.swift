@@ -75,7 +75,8 @@ let package = Package(
         ),
         .testTarget(name: "PreferencesTests", dependencies: ["Preferences", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "TasksTests", dependencies: ["Tasks", "SecureStore", "EncryptedDatabase"], swiftSettings: swiftSettings),
+            name: "TasksTests", dependencies: ["Tasks", "SecureStore", "EncryptedDatabase", "TestSupport"],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
             swiftSettings: swiftSettings),

@@ -5,35 +5,10 @@ import Foundation
 import Keychain
 import SecureStore
 import Tasks
+import TestSupport
 import Testing
 
-/// A keyed database of a unique throw-away application in the harness's keyring, removed when released.
-private final class ASKeyedStore {
-    let app = "astest-\(UUID().uuidString.prefix(8).lowercased())"
-    let directory: URL
-    let keychain: Keychain
-    let database: KeyedDatabase
-
-    init(sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let environment = ProcessInfo.processInfo.environment
-        try #require(
-            environment["SECURESTORE_HARNESS_ROOT"] != nil,
-            "run the tests inside Tests/Harness/with-keyring, never against your own keyring",
-            sourceLocation: sourceLocation)
-        keychain = Keychain(configuration: .init(allowsPrompts: environment["SECURESTORE_PROVIDER"] == "keepassxc"))
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent(app, isDirectory: true)
-        database = try KeyedDatabase(
-            paths: try AppPaths(app: app, dataDirectory: directory), name: "tasks", keychain: keychain)
-    }
-
-    deinit {
-        try? database.close()
-        for account in (try? keychain.accounts(service: "\(app).database-key")) ?? [] {
-            _ = try? keychain.delete(service: "\(app).database-key", account: account)
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
-
+extension TLKeyedStore {
     /// A new file of `count` random bytes in the store's folder.
     func randomFile(_ name: String, bytes count: Int) throws -> String {
         let path = directory.path + "/" + name
@@ -42,23 +17,9 @@ private final class ASKeyedStore {
     }
 }
 
-/// Runs `script` with `sh -c`; returns its exit status and standard output.
-private func asShell(_ script: String, input: Data? = nil) throws -> (status: Int32, stdout: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script]
-    let output = Pipe()
-    process.standardOutput = output
-    let feed = Pipe()
-    if input != nil { process.standardInput = feed }
-    try process.run()
-    if let input {
-        try feed.fileHandleForWriting.write(contentsOf: input)
-        try feed.fileHandleForWriting.close()
-    }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+/// Runs `script` with `sh -c` through the tests' one process runner (TestSupport).
+private func asShell(_ script: String, input: Data = Data()) throws -> ProcessResult {
+    try TestSupport.run(["/bin/sh", "-c", script], input: input)
 }
 
 /// The SHA-256 of a file or of bytes, as `sha256sum` (coreutils) computes it.
@@ -91,26 +52,20 @@ private func asExpectError<R>(
     }
 
     @Test func aStreamFromAnotherProcessIsWrittenListedAndReadBackAsAStream() throws {
-        let fixture = try ASKeyedStore()
+        let fixture = try TLKeyedStore()
         let store = AttachmentStore(database: fixture.database, configuration: configuration())
         defer { try? store.close() }
         let owner = try AttachmentOwner(table: "note", id: UUID())
 
         // A real producer writes into a pipe (and keeps a copy to compare with); the store reads the pipe's end.
         let copy = fixture.directory.path + "/produced.bin"
-        let producer = Process()
-        producer.executableURL = URL(fileURLWithPath: "/bin/sh")
-        producer.arguments = ["-c", "head -c 1234567 /dev/urandom | tee '\(copy)'"]
-        let pipe = Pipe()
-        producer.standardOutput = pipe
-        try producer.run()
+        let producer = try ChildProcess(
+            ["/bin/sh", "-c", "head -c 1234567 /dev/urandom | tee '\(copy)'"], captureOutput: true)
         var reports: [AttachmentProgress] = []
         let streamed = try store.add(
-            .fileDescriptor(pipe.fileHandleForReading.fileDescriptor, name: "stream.bin", label: "the producer's pipe"),
-            to: owner
+            .fileDescriptor(producer.standardOutput, name: "stream.bin", label: "the producer's pipe"), to: owner
         ) { reports.append($0) }
-        producer.waitUntilExit()
-        #expect(producer.terminationStatus == 0)
+        #expect(producer.wait() == .exited(0))
         #expect(streamed.size == 1_234_567)
         #expect(streamed.sha256 == (try asSHA256(path: copy)))
         #expect(streamed.chunkSize == 64 * 1024 && streamed.chunkCount == 19)
@@ -153,7 +108,7 @@ private func asExpectError<R>(
     }
 
     @Test func deletingAnAttachmentRemovesItAndLeavesTheOthersIntact() throws {
-        let fixture = try ASKeyedStore()
+        let fixture = try TLKeyedStore()
         let store = AttachmentStore(database: fixture.database, configuration: configuration())
         defer { try? store.close() }
         let owner = try AttachmentOwner(table: "note", id: UUID())
@@ -176,7 +131,7 @@ private func asExpectError<R>(
     /// The description's digest no longer matches the bytes (changed behind the store's back): a full read says
     /// so, naming the attachment; so does verify. A size that no longer matches its chunks is named too.
     @Test func aDigestOrSizeMismatchIsDetectedAndNamed() throws {
-        let fixture = try ASKeyedStore()
+        let fixture = try TLKeyedStore()
         let store = AttachmentStore(database: fixture.database, configuration: configuration())
         defer { try? store.close() }
         let owner = try AttachmentOwner(table: "note", id: UUID())
@@ -204,7 +159,7 @@ private func asExpectError<R>(
     /// transaction; collection removes their chunks; the task's attachments are untouched, and deleting the task
     /// removes its own.
     @Test func anApplicationsOwnTableOwnsAttachmentsBesideTheTaskList() throws {
-        let fixture = try ASKeyedStore()
+        let fixture = try TLKeyedStore()
         let tasks = try TaskList(database: fixture.database)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("app notes 1") { db in
@@ -253,7 +208,7 @@ private func asExpectError<R>(
     /// differ: the chunks of the first transaction were committed, then removed.)
     @Test(arguments: ["truncate -s 1M", "rm"])
     func aFileThatShrinksOrVanishesWhileReadIsRefusedAndNothingIsLost(change: String) throws {
-        let fixture = try ASKeyedStore()
+        let fixture = try TLKeyedStore()
         let store = AttachmentStore(database: fixture.database, configuration: configuration())
         defer { try? store.close() }
         let owner = try AttachmentOwner(table: "note", id: UUID())

@@ -6,35 +6,6 @@ import SecureStore
 import Tasks
 import Testing
 
-/// A keyed database of a unique throw-away application in the harness's keyring, removed when released.
-private final class TLKeyedStore {
-    let app = "tltest-\(UUID().uuidString.prefix(8).lowercased())"
-    let directory: URL
-    let keychain: Keychain
-    let database: KeyedDatabase
-
-    init(sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let environment = ProcessInfo.processInfo.environment
-        try #require(
-            environment["SECURESTORE_HARNESS_ROOT"] != nil,
-            "run the tests inside Tests/Harness/with-keyring, never against your own keyring",
-            sourceLocation: sourceLocation)
-        // Under KeePassXC this process must be approved for keys other processes stored.
-        keychain = Keychain(configuration: .init(allowsPrompts: environment["SECURESTORE_PROVIDER"] == "keepassxc"))
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent(app, isDirectory: true)
-        database = try KeyedDatabase(
-            paths: try AppPaths(app: app, dataDirectory: directory), name: "tasks", keychain: keychain)
-    }
-
-    deinit {
-        try? database.close()
-        for account in (try? keychain.accounts(service: "\(app).database-key")) ?? [] {
-            _ = try? keychain.delete(service: "\(app).database-key", account: account)
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
-}
-
 @Suite(.serialized) struct TaskListKeyedDatabaseTests {
     @Test func aTaskListOnAKeyedDatabaseInsertsAndReadsAfterARotation() throws {
         let store = try TLKeyedStore()
