@@ -69,10 +69,16 @@ public struct Attachment: Sendable, Hashable, Identifiable {
     public let sha256: String
     /// The size of its chunks in the attachments file (the last one may be shorter).
     public let chunkSize: Int
-    /// How many chunks it has: `ceil(size / chunkSize)`.
+    /// How many chunks it has in the attachments file: `ceil(size / chunkSize)`, or 0 when it is kept in the
+    /// record database (``isInline``) or empty.
     public let chunkCount: Int
     /// When it was attached, in whole microseconds.
     public let createdAt: Date
+
+    /// Whether its bytes are kept in the record database, beside its description, rather than as chunks in the
+    /// attachments file: attachments up to ``AttachmentStoreConfiguration/inlineLimit`` bytes are
+    /// (Docs/attachments.md, "Where the bytes live").
+    public var isInline: Bool { chunkCount == 0 && size > 0 }
 
     /// The identifier as 32 lowercase hexadecimal digits (what the command line shows and resolves by prefix).
     public var hexID: String {
@@ -135,6 +141,12 @@ public struct AttachmentStoreConfiguration: Sendable {
     /// The largest attachment accepted, in bytes: 16 GiB by default. A larger one is refused with
     /// ``SecureStoreError/Code/invalidData`` and nothing is attached.
     public var maximumSize: Int64 = 16 << 30
+    /// The largest attachment kept in the record database itself, in one row beside its description, instead of
+    /// as chunks in the attachments file: 64 KiB by default, 0 to keep every attachment in the attachments file
+    /// (a limit of ``chunkSize`` or more is taken as one byte less than a chunk). Small attachments written there cost one commit of the record database, not two
+    /// commits in two files and their fsyncs (Docs/attachments.md has the measured break-even). Their bytes are
+    /// then re-encrypted by a key rotation of the record database, like every other row.
+    public var inlineLimit = 64 * 1024
     /// The options the attachments file is opened with. Its page cache is 2 MiB by default: chunks are read
     /// once, so a larger cache would only grow memory with the size of the attachment. Its format is
     /// ``CipherFormat/secureStoreAttachments`` (32 KiB pages) by default; a file created in SecureStore's
@@ -233,6 +245,8 @@ public final class AttachmentStore: Sendable {
 
     /// The identifier of the migration that adds the attachment tables to the record database.
     public static let migrationID = "securestore attachments 1"
+    /// The identifier of the migration that adds the table of small attachments' bytes to the record database.
+    public static let inlineMigrationID = "securestore attachments 2"
     /// The prefix of the migrations that add an owner table's row-deleted trigger.
     static let ownerMigrationPrefix = "securestore attachments owner "
 
@@ -256,6 +270,19 @@ public final class AttachmentStore: Sendable {
         CREATE INDEX securestore_attachments_owner ON securestore_attachments (owner_table, owner_key, created_at);
         """
 
+    /// The bytes of small attachments (``Attachment/isInline``), one row each, in the record database; deleted
+    /// with their description (by any delete: the store's, an owner row's trigger, an application's SQL). A rowid
+    /// table: rows of up to 64 KiB belong in one, not in a `WITHOUT ROWID` b-tree.
+    static let inlineSchema = """
+        CREATE TABLE securestore_attachment_data (
+            id BLOB PRIMARY KEY NOT NULL CHECK (typeof(id) = 'blob' AND length(id) = 16),
+            data BLOB NOT NULL CHECK (typeof(data) = 'blob')
+        );
+        CREATE TRIGGER securestore_attachment_data_delete AFTER DELETE ON securestore_attachments BEGIN
+            DELETE FROM securestore_attachment_data WHERE id = OLD.id;
+        END;
+        """
+
     static let fileSchema = """
         CREATE TABLE chunk (
             attachment BLOB NOT NULL,
@@ -270,18 +297,33 @@ public final class AttachmentStore: Sendable {
         );
         """
 
-    /// Registers the migration that adds the attachment tables (and the attachments key) to the record database.
-    /// Use it when the application migrates every component with one ``DatabaseMigrator``; the store applies it
+    /// Registers the migrations that add the attachment tables (and the attachments key) to the record database.
+    /// Use it when the application migrates every component with one ``DatabaseMigrator``; the store applies them
     /// itself otherwise, at the first attachment.
     public static func registerMigrations(in migrator: inout DatabaseMigrator) {
-        migrator.registerMigration(migrationID) { db in
-            try db.executeScript(recordSchema)
-            // The attachments key is made and stored, inside the encrypted record database, before the
-            // attachments file exists: no encrypted file ever exists without its key.
-            var bytes = DatabaseKey.random().withUnsafeBytes { Data($0) }
-            defer { bytes.resetBytes(in: 0..<bytes.count) }
-            try db.execute("INSERT INTO securestore_attachment_key (singleton, key) VALUES (0, ?)", [bytes])
+        registerMigrations(in: &migrator, except: [])
+    }
+
+    /// Registers the store's own migrations that are not in `applied`.
+    static func registerMigrations(in migrator: inout DatabaseMigrator, except applied: Set<String>) {
+        if !applied.contains(migrationID) {
+            migrator.registerMigration(migrationID) { db in
+                try db.executeScript(recordSchema)
+                // The attachments key is made and stored, inside the encrypted record database, before the
+                // attachments file exists: no encrypted file ever exists without its key.
+                var bytes = DatabaseKey.random().withUnsafeBytes { Data($0) }
+                defer { bytes.resetBytes(in: 0..<bytes.count) }
+                try db.execute("INSERT INTO securestore_attachment_key (singleton, key) VALUES (0, ?)", [bytes])
+            }
         }
+        if !applied.contains(inlineMigrationID) {
+            migrator.registerMigration(inlineMigrationID) { db in try db.executeScript(inlineSchema) }
+        }
+    }
+
+    /// Whether `id` names one of the store's own migrations (the tables, the inline bytes, owner triggers).
+    static func isOwnMigration(_ id: String) -> Bool {
+        id == migrationID || id == inlineMigrationID || id.hasPrefix(ownerMigrationPrefix)
     }
 
     /// Registers the migration that makes deleting a row of `table` delete its attachments: an `AFTER DELETE`
@@ -307,7 +349,7 @@ public final class AttachmentStore: Sendable {
         var migrator = DatabaseMigrator()
         registerMigrations(in: &migrator)
         for (table, column) in owners { registerOwnerTable(table, keyColumn: column, in: &migrator) }
-        migrator.isOtherComponentsMigration = { $0 != migrationID && !$0.hasPrefix(ownerMigrationPrefix) }
+        migrator.isOtherComponentsMigration = { !isOwnMigration($0) }
         return migrator
     }
 
@@ -317,10 +359,10 @@ public final class AttachmentStore: Sendable {
             try db.tableExists(DatabaseMigrator.tableName)
                 ? try db.fetch("SELECT id FROM \(DatabaseMigrator.tableName)") { try $0.string(at: 0) } : []
         })
-        let wanted = [Self.migrationID] + owners.map { Self.ownerMigrationPrefix + $0.table }
+        let wanted = [Self.migrationID, Self.inlineMigrationID] + owners.map { Self.ownerMigrationPrefix + $0.table }
         if wanted.allSatisfy(applied.contains) { return }
         var migrator = DatabaseMigrator()
-        if !applied.contains(Self.migrationID) { Self.registerMigrations(in: &migrator) }
+        Self.registerMigrations(in: &migrator, except: applied)
         for owner in owners where !applied.contains(Self.ownerMigrationPrefix + owner.table) {
             Self.registerOwnerTable(owner.table, keyColumn: owner.keyColumn, in: &migrator)
         }
@@ -349,7 +391,8 @@ public final class AttachmentStore: Sendable {
         if create { try prepare() }
         let found = try database.read { db -> (DatabaseKey, Int)? in
             guard let key = try key(db) else { return nil }
-            return (key, try db.scalar("SELECT count(*) FROM securestore_attachments", as: Int.self) ?? 0)
+            // Attachments kept in the record database (inline) need no file.
+            return (key, try db.scalar("SELECT count(*) FROM securestore_attachments WHERE chunk_count > 0", as: Int.self) ?? 0)
         }
         guard let (key, count) = found else { return nil }
         var status = stat()
@@ -420,7 +463,9 @@ public final class AttachmentStore: Sendable {
     }
 
     /// Adds several attachments to `owner`, all or none: every source is written first, and the descriptions are
-    /// committed together in one transaction of the record database.
+    /// committed together in one transaction of the record database. Sources of up to
+    /// ``AttachmentStoreConfiguration/inlineLimit`` bytes are kept in that transaction too (``Attachment/isInline``);
+    /// larger ones are written as chunks into the attachments file before it.
     ///
     /// - Parameter ownerExists: checks, inside the committing transaction, that the owner row still exists; when
     ///   it returns false, nothing is attached and the call throws ``SecureStoreError/Code/notFound``.
@@ -431,20 +476,40 @@ public final class AttachmentStore: Sendable {
         progress: (AttachmentProgress) -> Void = { _ in }
     ) throws -> [Attachment] {
         for source in sources { try Self.checkName(source.name) }
-        guard let file = try openFile(create: true) else {
-            throw SecureStoreError(SecureStoreError.Code.notFound, "the attachments file '\(path)' could not be created")
+        let chunkSize = configuration.chunkSize
+        guard (4096...(16 << 20)).contains(chunkSize) else {
+            throw SecureStoreError(
+                SecureStoreError.Code.invalidArgument, "the attachment chunk size must be 4 KiB to 16 MiB (\(chunkSize))")
         }
-        var written: [Attachment] = []
+        // Which source ends within the first chunk is known after reading it: the limit is below a chunk.
+        let inlineLimit = max(0, min(configuration.inlineLimit, chunkSize - 1))
+        try prepare()
+        var opened: DatabaseQueue?
+        func chunksFile() throws -> DatabaseQueue {
+            if let opened { return opened }
+            guard let file = try openFile(create: true) else {
+                throw SecureStoreError(SecureStoreError.Code.notFound, "the attachments file '\(path)' could not be created")
+            }
+            opened = file
+            return file
+        }
+        var written: [(attachment: Attachment, inline: Data?)] = []
         var started: [UUID] = []
+        // The bytes of small attachments wait in memory for the commit: at most 8 MiB of them per call, so that
+        // memory stays bounded whatever the number of sources (the rest go to the attachments file).
+        var inlineBytes = 0
         defer { Self.uploadsInProgress.withLock { $0.subtract(started) } }
         do {
             for source in sources {
                 let id = UUID()
                 started.append(id)
                 Self.uploadsInProgress.withLock { _ = $0.insert(id) }
-                written.append(try writeChunks(source, id: id, owner: owner, file: file, progress: progress))
+                let allowed = inlineBytes + inlineLimit <= Self.inlineBytesPerCall ? inlineLimit : 0
+                let result = try write(source, id: id, owner: owner, inlineLimit: allowed, file: chunksFile, progress: progress)
+                inlineBytes += result.inline?.count ?? 0
+                written.append(result)
             }
-            // The commit point: the descriptions, in the record database.
+            // The commit point: the descriptions (and small attachments' bytes), in the record database.
             try database.write { db in
                 guard try ownerExists(db) else {
                     throw SecureStoreError(
@@ -453,17 +518,21 @@ public final class AttachmentStore: Sendable {
                 let statement = try db.cachedStatement(
                     "INSERT OR ROLLBACK INTO securestore_attachments (id, owner_table, owner_key, name, media_type, size, "
                         + "sha256, chunk_size, chunk_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-                for attachment in written {
+                for (attachment, inline) in written {
                     try statement.execute([
                         attachment.id, owner.table, owner.key, attachment.name, attachment.mediaType, attachment.size,
                         Data(Self.bytes(fromHex: attachment.sha256)), attachment.chunkSize, attachment.chunkCount,
                         microsecondsSince1970(attachment.createdAt),
                     ])
+                    if let inline, !inline.isEmpty {
+                        try db.execute(
+                            "INSERT OR ROLLBACK INTO securestore_attachment_data (id, data) VALUES (?, ?)", [attachment.id, inline])
+                    }
                 }
             }
         } catch {
             // Nothing refers to the chunks: remove them now (or, if even that fails, at the next collection).
-            try? file.write { db in
+            try? opened?.write { db in
                 for id in started {
                     try db.execute("DELETE FROM chunk WHERE attachment = ?", [id])
                     try db.execute("DELETE FROM upload WHERE attachment = ?", [id])
@@ -473,22 +542,23 @@ public final class AttachmentStore: Sendable {
         }
         // The upload marks of committed attachments are removed by the next write to the attachments file (or
         // the next collection): one commit and one fsync fewer per attachment.
-        finishedUploads.withLock { $0.append(contentsOf: started) }
-        return written
+        if opened != nil { finishedUploads.withLock { $0.append(contentsOf: started) } }
+        return written.map(\.attachment)
     }
+
+    /// How many bytes of small attachments one ``add(_:to:ownerExists:progress:)`` keeps in memory until its commit.
+    static let inlineBytesPerCall = 8 << 20
 
     /// How many chunks go into one transaction of the attachments file (about 8 MiB).
     private var chunksPerTransaction: Int { max(1, (8 << 20) / configuration.chunkSize) }
 
-    private func writeChunks(
-        _ source: AttachmentSource, id: UUID, owner: AttachmentOwner, file: DatabaseQueue,
-        progress: (AttachmentProgress) -> Void
-    ) throws -> Attachment {
+    /// Reads `source` and returns its description, with its bytes when it ends within `inlineLimit` bytes (kept in
+    /// the record database by the caller's commit); a longer source is written as chunks into `file()`.
+    private func write(
+        _ source: AttachmentSource, id: UUID, owner: AttachmentOwner, inlineLimit: Int,
+        file: () throws -> DatabaseQueue, progress: (AttachmentProgress) -> Void
+    ) throws -> (attachment: Attachment, inline: Data?) {
         let chunkSize = configuration.chunkSize
-        guard (4096...(16 << 20)).contains(chunkSize) else {
-            throw SecureStoreError(
-                SecureStoreError.Code.invalidArgument, "the attachment chunk size must be 4 KiB to 16 MiB (\(chunkSize))")
-        }
         var reader = try SourceReader(source)
         defer { reader.close() }
         guard let digest = SHA256Digest() else {
@@ -496,10 +566,36 @@ public final class AttachmentStore: Sendable {
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
+        func checkLimit(_ total: Int64) throws {
+            if total > configuration.maximumSize {
+                throw SecureStoreError(
+                    SecureStoreError.Code.invalidData,
+                    "\(source.label) is larger than the attachment limit of \(Self.formatSize(configuration.maximumSize)); "
+                        + "nothing was attached")
+            }
+        }
+        func described(size: Int64, chunks: Int) -> Attachment {
+            Attachment(
+                id: id, owner: owner, name: source.name, mediaType: source.mediaType ?? Self.mediaType(forName: source.name),
+                size: size, sha256: SHA256Digest.hexDigits(digest.finish()), chunkSize: chunkSize, chunkCount: chunks,
+                createdAt: dateFromMicroseconds(microsecondsSince1970(Date())))
+        }
+        progress(AttachmentProgress(name: source.name, bytes: 0, total: reader.expectedSize))
+        // The first chunk decides: a source that ends within it, and within the inline limit, is kept inline
+        // (`fill` returns less than the buffer only at the end of the source).
+        var first: Int? = try reader.fill(buffer)
+        if let count = first, count <= inlineLimit, count < chunkSize {
+            try checkLimit(Int64(count))
+            let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            digest.update(bytes)
+            try reader.checkUnchanged(bytesRead: Int64(count))
+            progress(AttachmentProgress(name: source.name, bytes: Int64(count), total: reader.expectedSize))
+            return (described(size: Int64(count), chunks: 0), Data(bytes))
+        }
+        let file = try file()
         var total: Int64 = 0
         var seq = 0
         var finished = false
-        progress(AttachmentProgress(name: source.name, bytes: 0, total: reader.expectedSize))
         while !finished {
             try file.write { db in
                 if seq == 0 {
@@ -512,18 +608,14 @@ public final class AttachmentStore: Sendable {
                 }
                 let insert = try db.cachedStatement("INSERT OR ROLLBACK INTO chunk (attachment, seq, data) VALUES (?, ?, ?)")
                 for _ in 0..<chunksPerTransaction {
-                    let count = try reader.fill(buffer)
+                    let count = try first ?? reader.fill(buffer)
+                    first = nil
                     if count == 0 {
                         finished = true
                         break
                     }
                     total += Int64(count)
-                    if total > configuration.maximumSize {
-                        throw SecureStoreError(
-                            SecureStoreError.Code.invalidData,
-                            "\(source.label) is larger than the attachment limit of \(Self.formatSize(configuration.maximumSize)); "
-                                + "nothing was attached")
-                    }
+                    try checkLimit(total)
                     let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
                     digest.update(chunk)
                     try insert.execute([
@@ -539,10 +631,7 @@ public final class AttachmentStore: Sendable {
             progress(AttachmentProgress(name: source.name, bytes: total, total: reader.expectedSize))
         }
         try reader.checkUnchanged(bytesRead: total)
-        return Attachment(
-            id: id, owner: owner, name: source.name, mediaType: source.mediaType ?? Self.mediaType(forName: source.name),
-            size: total, sha256: SHA256Digest.hexDigits(digest.finish()), chunkSize: chunkSize, chunkCount: seq,
-            createdAt: dateFromMicroseconds(microsecondsSince1970(Date())))
+        return (described(size: total, chunks: seq), nil)
     }
 
     // MARK: Reading
@@ -633,7 +722,7 @@ public final class AttachmentStore: Sendable {
     ) throws {
         let what = "the attachment '\(attachment.name)' (\(attachment.hexID))"
         guard attachment.chunkCount > 0 else {
-            if attachment.size != 0 { throw damaged(what, "it has no chunks but a size of \(attachment.size) bytes") }
+            if attachment.size != 0 { try readInline(attachment, what: what, progress: progress, body) }
             return
         }
         guard let file = try openFile(create: false) else {
@@ -689,6 +778,41 @@ public final class AttachmentStore: Sendable {
         guard actual == attachment.sha256 else {
             throw damaged(what, "its bytes do not match its SHA-256 digest")
         }
+    }
+
+    /// Reads an attachment kept in the record database: its bytes are checked against the size and the SHA-256
+    /// digest before `body` sees any of them (they are at most ``AttachmentStoreConfiguration/inlineLimit``).
+    private func readInline(
+        _ attachment: Attachment, what: String, progress: (AttachmentProgress) -> Void,
+        _ body: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        progress(AttachmentProgress(name: attachment.name, bytes: 0, total: attachment.size))
+        let data: Data?
+        do {
+            data = try database.read { db -> Data? in
+                guard try db.tableExists("securestore_attachment_data") else { return nil }
+                return try db.fetchOne("SELECT data FROM securestore_attachment_data WHERE id = ?", [attachment.id]) {
+                    try $0.data(at: 0)
+                }
+            }
+        } catch let error as DatabaseError {
+            throw damaged(what, "its bytes cannot be read from the database (\(error.message))")
+        }
+        guard let data else {
+            throw damaged(what, "its bytes (\(attachment.size) in the database) are missing")
+        }
+        guard data.count == attachment.size else {
+            throw damaged(what, "the database holds \(data.count) bytes of it instead of \(attachment.size)")
+        }
+        guard let digest = SHA256Digest() else {
+            throw SecureStoreError(SecureStoreError.Code.fileSystem, "libcrypto could not start a SHA-256 digest")
+        }
+        data.withUnsafeBytes { digest.update($0) }
+        guard SHA256Digest.hexDigits(digest.finish()) == attachment.sha256 else {
+            throw damaged(what, "its bytes do not match its SHA-256 digest")
+        }
+        try data.withUnsafeBytes { try body($0) }
+        progress(AttachmentProgress(name: attachment.name, bytes: attachment.size, total: attachment.size))
     }
 
     /// Reads the chunks of `attachment` in order, in read transactions of about 8 MiB, checking that each is there
@@ -750,26 +874,31 @@ public final class AttachmentStore: Sendable {
             guard let attachment = try Self.fetch(db, id: id) else {
                 throw SecureStoreError(SecureStoreError.Code.notFound, "no attachment has the ID \(Self.hex(id))")
             }
+            // A trigger deletes an inline attachment's bytes with it.
             try db.execute("DELETE FROM securestore_attachments WHERE id = ?", [id])
             return attachment
         }
-        try? removeChunks([id])
+        if attachment.chunkCount > 0 { try? removeChunks([id]) }
         return attachment
     }
 
     /// Deletes every attachment of `owner`; returns how many there were.
     @discardableResult
     public func deleteAll(of owner: AttachmentOwner) throws -> Int {
-        let ids = try database.write { db -> [UUID] in
-            guard try db.tableExists("securestore_attachments") else { return [] }
+        let (ids, count) = try database.write { db -> ([UUID], Int) in
+            guard try db.tableExists("securestore_attachments") else { return ([], 0) }
             let ids = try db.fetch(
-                "SELECT id FROM securestore_attachments WHERE owner_table = ? AND owner_key = ?", [owner.table, owner.key]
+                "SELECT id FROM securestore_attachments WHERE owner_table = ? AND owner_key = ? AND chunk_count > 0",
+                [owner.table, owner.key]
             ) { try $0.uuid(at: 0) }
+            let count = try db.scalar(
+                "SELECT count(*) FROM securestore_attachments WHERE owner_table = ? AND owner_key = ?", [owner.table, owner.key],
+                as: Int.self) ?? 0
             try db.execute("DELETE FROM securestore_attachments WHERE owner_table = ? AND owner_key = ?", [owner.table, owner.key])
-            return ids
+            return (ids, count)
         }
         if !ids.isEmpty { try? removeChunks(ids) }
-        return ids.count
+        return count
     }
 
     private func removeChunks(_ ids: [UUID]) throws {
@@ -881,6 +1010,16 @@ public final class AttachmentStore: Sendable {
             return try db.fetchOne("SELECT count(*), coalesce(sum(size), 0) FROM securestore_attachments") { row in
                 (try row.int(at: 0), try row.int64(at: 1))
             } ?? (0, 0)
+        }
+    }
+
+    /// How many attachments are kept inside the record database (``Attachment/isInline``) and their total size.
+    public func inlineSummary() throws -> (count: Int, totalSize: Int64) {
+        try database.read { db in
+            guard try db.tableExists("securestore_attachments") else { return (0, 0) }
+            return try db.fetchOne(
+                "SELECT count(*), coalesce(sum(size), 0) FROM securestore_attachments WHERE chunk_count = 0 AND size > 0"
+            ) { row in (try row.int(at: 0), try row.int64(at: 1)) } ?? (0, 0)
         }
     }
 

@@ -67,7 +67,8 @@ extension AttachmentStore {
     func incompleteAttachments(inFile file: String) throws -> [String] {
         let listed = try database.read { db -> [(UUID, String, Int)] in
             guard try db.tableExists("securestore_attachments") else { return [] }
-            return try db.fetch("SELECT id, name, chunk_count FROM securestore_attachments") {
+            // Inline attachments (in the database itself) have no chunks to find.
+            return try db.fetch("SELECT id, name, chunk_count FROM securestore_attachments WHERE chunk_count > 0") {
                 (try $0.uuid(at: 0), try $0.string(at: 1), try $0.int(at: 2))
             }
         }

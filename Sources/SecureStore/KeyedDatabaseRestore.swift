@@ -229,9 +229,13 @@ extension KeyedDatabase {
         if withAttachments {
             try KeyedDatabaseFiles.copyNewFile(attachmentsBackup, to: files.restoredAttachmentsPath)
             attachments = try checkRestoredAttachments(
-                files: files, key: key, configuration: configuration, backup: attachmentsBackup)
+                files: files, key: key, configuration: configuration, backup: attachmentsBackup, withFile: true)
             try KeyedDatabaseFiles.syncFile(files.restoredAttachmentsPath)
             try KeyedDatabaseFiles.syncFile(files.restoredPath)
+        } else if listed.hasKey {
+            // Only attachments kept inside the database (or none): read back by digest all the same.
+            attachments = try checkRestoredAttachments(
+                files: files, key: key, configuration: configuration, backup: backup.path, withFile: false)
         }
         progress(.attachmentsCopied)
 
@@ -307,52 +311,56 @@ extension KeyedDatabase {
         }
     }
 
-    /// Whether the database `copy` has an attachments key (it has had attachments), and how many it lists.
+    /// Whether the database `copy` has an attachments key (it has had attachments), and how many of the attachments
+    /// it lists are kept as chunks in an attachments file (inline ones are inside the database).
     private static func listedAttachments(_ copy: DatabaseQueue) throws -> (hasKey: Bool, count: Int) {
         try copy.read { db in
             guard try db.tableExists("securestore_attachment_key"), try db.tableExists("securestore_attachments") else {
                 return (false, 0)
             }
             let keys = try db.scalar("SELECT count(*) FROM securestore_attachment_key", as: Int.self) ?? 0
-            return (keys > 0, try db.scalar("SELECT count(*) FROM securestore_attachments", as: Int.self) ?? 0)
+            // Inline attachments are inside the backup itself: only chunked ones need the file beside it.
+            return (keys > 0, try db.scalar("SELECT count(*) FROM securestore_attachments WHERE chunk_count > 0", as: Int.self) ?? 0)
         }
     }
 
-    /// Checks the restored attachments file against the restored database (opened with `key`): it opens with
-    /// the attachments key inside that database, passes `integrity_check`, and every attachment it lists reads
-    /// back in full with its SHA-256 digest. Leftover chunks of uploads that were in flight when the backup was
-    /// made are collected. Returns the number of attachments and their total size.
+    /// Checks the restored attachments against the restored database (opened with `key`): the attachments file
+    /// (`withFile`) opens with the attachments key inside that database and passes `integrity_check`, and every
+    /// attachment it lists — in that file or inline in the database — reads back in full with its SHA-256 digest.
+    /// Leftover chunks of uploads that were in flight when the backup was made are collected. Returns the number
+    /// of attachments and their total size. `backup` is the file named in errors.
     private static func checkRestoredAttachments(
-        files: KeyedDatabaseFiles, key: DatabaseKey, configuration: DatabaseConfiguration, backup: String
+        files: KeyedDatabaseFiles, key: DatabaseKey, configuration: DatabaseConfiguration, backup: String, withFile: Bool
     ) throws -> (count: Int, bytes: Int64) {
         let restored = try DatabaseQueue(path: files.restoredPath, key: key, configuration: configuration)
         defer { try? restored.close() }
         let store = AttachmentStore(database: restored)
         defer { try? store.close() }
         guard let attachmentsKey = try restored.read({ db in try store.attachmentsKey(db) }) else { return (0, 0) }
-        do {
-            // In the attachments file's own format (or SecureStore's, for a file made before that format).
-            var readOnly = AttachmentStoreConfiguration().database
-            readOnly.readOnly = true
-            try AttachmentStore.openQueue(files.restoredAttachmentsPath, key: attachmentsKey, configuration: readOnly).close()
-        } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
-            throw SecureStoreError(
-                SecureStoreError.Code.verificationFailed,
-                "the attachments file beside the backup, '\(backup)', does not open with the attachments key inside the "
-                    + "backup: it belongs to another backup or is damaged. Nothing was restored")
+        let what = withFile ? "the attachments file beside the backup, '\(backup)'," : "the backup '\(backup)'"
+        if withFile {
+            do {
+                // In the attachments file's own format (or SecureStore's, for a file made before that format).
+                var readOnly = AttachmentStoreConfiguration().database
+                readOnly.readOnly = true
+                try AttachmentStore.openQueue(files.restoredAttachmentsPath, key: attachmentsKey, configuration: readOnly).close()
+            } catch let error as DatabaseError where error.code == .wrongKeyOrNotADatabase {
+                throw SecureStoreError(
+                    SecureStoreError.Code.verificationFailed,
+                    "\(what) does not open with the attachments key inside the backup: it belongs to another backup or "
+                        + "is damaged. Nothing was restored")
+            }
         }
         let verification: AttachmentStore.Verification
         do {
             verification = try store.verify()
         } catch let error as DatabaseError {
             throw SecureStoreError(
-                SecureStoreError.Code.verificationFailed,
-                "the attachments file beside the backup, '\(backup)', cannot be read (\(error.message)); nothing was restored")
+                SecureStoreError.Code.verificationFailed, "\(what) cannot be read (\(error.message)); nothing was restored")
         }
         if let problem = verification.problems.first {
             throw SecureStoreError(
-                SecureStoreError.Code.verificationFailed,
-                "the attachments file beside the backup, '\(backup)', is damaged: \(problem). Nothing was restored")
+                SecureStoreError.Code.verificationFailed, "\(what) is damaged: \(problem). Nothing was restored")
         }
         return (verification.attachmentCount, verification.totalSize)
     }

@@ -188,6 +188,8 @@ struct AttachmentJSON: Encodable {
     let mediaType: String
     let size: Int64
     let sha256: String
+    /// Kept inside the database itself (small attachments) rather than as chunks in the attachments file.
+    let inline: Bool
     let createdAt: String
 
     init(_ attachment: Attachment, task: UUID?) {
@@ -197,6 +199,7 @@ struct AttachmentJSON: Encodable {
         mediaType = attachment.mediaType
         size = attachment.size
         sha256 = attachment.sha256
+        inline = attachment.isInline
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         createdAt = formatter.string(from: attachment.createdAt)
@@ -215,8 +218,14 @@ func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
     let fileSize = (try? FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int64) ?? nil
     // The format is reported when the file opens read-only (a hot journal left by a crash needs a writer first).
     let format = (try? store.cipherInfo())?.flatMap { $0 }.map { ", format \($0.format.name)" } ?? ""
+    let inline = try store.inlineSummary()
+    let inDatabase = inline.count == 0
+        ? " in" : ", \(inline.count) of them (\(AttachmentJSON.sizeText(inline.totalSize))) inside the database, the rest in"
+    guard inline.count < count || fileSize != nil else {
+        return ["attachments: \(count) (\(AttachmentJSON.sizeText(total))), all inside the database"]
+    }
     return [
-        "attachments: \(count) (\(AttachmentJSON.sizeText(total))) in '\(store.path)'"
+        "attachments: \(count) (\(AttachmentJSON.sizeText(total)))\(inDatabase) '\(store.path)'"
             + (fileSize.map { " (\(AttachmentJSON.sizeText($0)) on disk\(format); its key is kept inside the database)" } ?? " (missing)")
     ]
 }

@@ -233,7 +233,8 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         // Another database's attachments file (another attachments key) in its place.
         let other = try KDFixture()
         let database = try other.open()
-        try database.attachmentStore().add(.data(Data("x".utf8), name: "x"), to: attOwner)
+        // 100 000 bytes: written as chunks into that database's attachments file (not inline).
+        try database.attachmentStore().add(.data(Data(repeating: 0x78, count: 100_000), name: "x"), to: attOwner)
         try database.close()
         try FileManager.default.removeItem(atPath: attachments)
         try FileManager.default.copyItem(atPath: other.directory.path + "/tasks.attachments.db", toPath: attachments)

@@ -80,7 +80,12 @@ private func bytes(_ count: Int, seed: UInt8) -> Data {
         #expect(try store.data(id: keptFile.id) == bytes(300_000, seed: 2))
         let verification = try store.verify()
         #expect(verification.attachmentCount == 1 && verification.problems.isEmpty)
-        #expect(verification.collected == 2, "the deleted records' chunks are collected")
+        #expect(verification.collected == 1, "the deleted photo's chunks are collected")
+        #expect(albumFile.isInline && !goneFile.isInline, "5 bytes are kept in the database, 300 000 as chunks")
+        let inlineRows = try queue.read { db in
+            try db.scalar("SELECT count(*) FROM securestore_attachment_data WHERE id = ?", [albumFile.id], as: Int.self)
+        }
+        #expect(inlineRows == 0, "the album's inline bytes went with its description, in the same transaction")
         try store.close()
     }
 

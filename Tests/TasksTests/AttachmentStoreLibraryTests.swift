@@ -189,7 +189,11 @@ private func asExpectError<R>(
 
         try fixture.database.write { db in try db.execute("DELETE FROM note WHERE id = ?", [deletedNote]) }
         #expect(try store.attachments(of: deletedOwner).isEmpty, "the trigger removed the descriptions")
-        #expect(try store.collectGarbage() == 2, "and collection their chunks")
+        #expect(try store.collectGarbage() == 1, "and collection the chunks of a.bin (b.txt was inline)")
+        let inlineRows = try fixture.database.read { db in
+            try db.scalar("SELECT count(*) FROM securestore_attachment_data", as: Int.self)
+        }
+        #expect(inlineRows == 0, "b.txt's bytes, kept in the database, went with its description")
         #expect(try store.attachments(of: keptOwner) == [kept])
         #expect(try asSHA256(try store.data(id: kept.id)) == kept.sha256)
         #expect(try files.list(of: task.id) == [receipt])

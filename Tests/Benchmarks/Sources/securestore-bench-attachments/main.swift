@@ -105,6 +105,9 @@ case "securestore", "inline":
         if let chunk = ProcessInfo.processInfo.environment["BENCH_CHUNK_KIB"].flatMap(Int.init) {
             configuration.chunkSize = chunk * 1024
         }
+        if let limit = ProcessInfo.processInfo.environment["BENCH_INLINE_KIB"].flatMap(Int.init) {
+            configuration.inlineLimit = limit * 1024
+        }
         if ProcessInfo.processInfo.environment["BENCH_FORMAT"] == "securestore-1" {
             configuration.database.format = .secureStore
         }
