@@ -151,6 +151,47 @@ import Testing
         #expect(try tool(["tasks", "attachments", other], app: app).stdout.contains("b.bin"))
     }
 
+    /// A small file (up to 64 KiB) is kept inside the database: `--json` says `inline`, `db info` says where, no
+    /// attachments file is made, the bytes are in neither the database nor its log in plain text, a backup is the
+    /// database alone, and a restore of it brings the attachment back byte for byte; deleting its task deletes it.
+    @Test func aSmallFileIsKeptInsideTheDatabaseAndBackedUpAndRestoredWithIt() throws {
+        let app = uniqueApp()
+        let task = try newTask(app)
+        let note = work.path + "/note.txt"
+        let text = "the door code is " + UUID().uuidString + "\n"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: note))
+        let attached = try tool(["tasks", "attach", task, note], app: app)
+        #expect(attached.status == 0, "\(attached.stderr)")
+        let listing = try tool(["--json", "tasks", "attachments", task], app: app)
+        let items = try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(items.count == 1 && items.first?["inline"] as? Bool == true)
+        let id = try #require(items.first?["id"] as? String)
+        #expect(!FileManager.default.fileExists(atPath: data + "/tasks.attachments.db"))
+        for file in ["tasks.db", "tasks.db-wal"] {
+            let raw = FileManager.default.contents(atPath: data + "/" + file) ?? Data()
+            #expect(raw.range(of: Data("the door code".utf8)) == nil, "\(file) holds the text in plain")
+        }
+        let info = try tool(["db", "info"], app: app)
+        #expect(info.stdout.contains("attachments: 1 (\(text.utf8.count) bytes), all inside the database"), "\(info.stdout)")
+        #expect(try tool(["tasks", "attachment", "get", id], app: app).stdout == text)
+
+        let backup = try tool(["db", "backup", work.path + "/backups/tasks.db"], app: app)
+        #expect(backup.status == 0, "\(backup.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.path + "/backups") == ["tasks.db"])
+        #expect(try tool(["tasks", "detach", String(id.prefix(8))], app: app).status == 0)
+        let restore = try tool(["--json", "db", "restore", work.path + "/backups/tasks.db"], app: app)
+        #expect(restore.status == 0, "\(restore.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(restore.stdout.utf8)) as? [String: Any] ?? [:]
+        #expect(object["attachments"] as? Int == 1 && object["attachmentBytes"] as? Int == text.utf8.count)
+        #expect(try tool(["tasks", "attachment", "get", id], app: app).stdout == text)
+        let verified = try tool(["db", "verify"], app: app)
+        #expect(verified.status == 0 && verified.stdout.contains("attachments: 1 ("), "\(verified.stderr)")
+
+        #expect(try tool(["tasks", "delete", task], app: app).status == 0)
+        let gone = try tool(["tasks", "attachment", "get", id], app: app)
+        #expect(gone.status != 0 && gone.stderr.contains("no attachment has an ID starting with"), "\(gone.stderr)")
+    }
+
     @Test func aKillDuringAnAttachLeavesNoAttachmentAndItsChunksAreCollected() throws {
         let app = uniqueApp()
         let task = try newTask(app)
