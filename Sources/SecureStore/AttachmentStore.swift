@@ -182,9 +182,12 @@ public struct AttachmentStoreConfiguration: Sendable {
 /// (``filePath(forDatabase:)``), in the `securestore-attachments-1` format (SecureStore's algorithms with 32 KiB
 /// pages, ``CipherFormat/secureStoreAttachments``), as chunks of ``AttachmentStoreConfiguration/chunkSize``.
 /// So the record database stays small and fast, and its key rotation re-encrypts only it: the attachments key,
-/// wrapped by the database key, does not change.
+/// wrapped by the database key, does not change. Small attachments (up to
+/// ``AttachmentStoreConfiguration/inlineLimit``, 64 KiB) are the exception: their bytes are kept in the record
+/// database beside their description (``Attachment/isInline``), one commit instead of two in two files.
 ///
-/// **All or nothing.** Chunks are written first, marked as an upload in progress; the description row in the
+/// **All or nothing.** A small attachment is one transaction of the record database. For larger ones, chunks are
+/// written first, marked as an upload in progress; the description row in the
 /// record database is the commit point. A crash before it leaves chunks that nothing refers to, which
 /// ``collectGarbage()`` removes (it runs when the store first opens its file in a process, and in
 /// ``verify()``). Deleting removes the description first, then the chunks.
