@@ -67,7 +67,8 @@ let tasksAttachCommand = Command(
     name: "attach", abstract: "Attach files to a task, encrypted (or standard input with --as NAME).",
     discussion: """
         Each FILE is read once, in chunks, and stored encrypted in the database's attachments file
-        ('<name>.attachments.db' beside it); memory stays the same whatever the size. Either every FILE is
+        ('<name>.attachments.db' beside it); memory stays the same whatever the size. A file of up to 64 KiB is
+        kept inside the database itself instead (listed with "inline": true by --json). Either every FILE is
         attached or none is: a file that changes, shrinks or disappears while being read, one over --max-size, or
         a full disk leaves the task as it was. Without FILE (or with '-'), standard input is attached under --as.
         """,

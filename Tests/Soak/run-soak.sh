@@ -3,7 +3,7 @@
 # after `swift build`. Repeats, KILLS times (default 400): start a `securestore-stress soak` writer — task
 # batches, done flags and checkpoints through the keyed database (4 in 12), key rotations in a loop (2 in 12),
 # preference saves (2 in 12), restores of one backup in a loop (1 in 12), 0.1 databases made and upgraded on their
-# first open in a loop (1 in 12), or attachments attached (1 KB–12 MB) and detached (2 in 12) — kill -9 it after a
+# first open in a loop (1 in 12), or attachments attached (1 byte–12 MB, one in five kept inline) and detached (2 in 12) — kill -9 it after a
 # random 10–400 ms, then run the matching checker, which opens
 # what the writer left with the stored key and compares it with the writer's log of acknowledged commits (or,
 # for restores and upgrades, with what every version of the database must hold; for attachments: no partial

@@ -77,7 +77,11 @@ func soakAttach(dataDirectory: String, app: String, log path: String) throws {
     var committed = try files.list(of: task).map(\.id)
     while true {
         if Int.random(in: 0..<10) < 7 || committed.isEmpty {
-            let size = Int.random(in: 0..<5) == 0 ? Int.random(in: (9 << 20)...(12 << 20)) : Int.random(in: 1_000...3_000_000)
+            // One in five over one 8 MiB chunk transaction, one in five small enough to be kept inline in the
+            // record database (up to 64 KiB), the rest between.
+            let roll = Int.random(in: 0..<5)
+            let size = roll == 0
+                ? Int.random(in: (9 << 20)...(12 << 20)) : roll == 1 ? Int.random(in: 1...65_536) : Int.random(in: 1_000...3_000_000)
             let seed = UInt64.random(in: 1...UInt64.max)
             let name = "s\(seed)-\(size).bin"
             let bytes = SoakBytes.data(seed: seed, size: size)
