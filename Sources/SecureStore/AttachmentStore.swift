@@ -142,10 +142,11 @@ public struct AttachmentStoreConfiguration: Sendable {
     /// ``SecureStoreError/Code/invalidData`` and nothing is attached.
     public var maximumSize: Int64 = 16 << 30
     /// The largest attachment kept in the record database itself, in one row beside its description, instead of
-    /// as chunks in the attachments file: 64 KiB by default, 0 to keep every attachment in the attachments file
-    /// (a limit of ``chunkSize`` or more is taken as one byte less than a chunk). Small attachments written there cost one commit of the record database, not two
-    /// commits in two files and their fsyncs (Docs/attachments.md has the measured break-even). Their bytes are
-    /// then re-encrypted by a key rotation of the record database, like every other row.
+    /// as chunks in the attachments file: 64 KiB by default, 0 to keep every attachment in the attachments file (a
+    /// limit of ``chunkSize`` or more is taken as one byte less than a chunk). A small attachment kept there costs
+    /// one commit of the record database, not two commits in two files and their fsyncs (Docs/attachments.md has
+    /// the measured break-even); its bytes are re-encrypted by every key rotation of the record database, like
+    /// every other row.
     public var inlineLimit = 64 * 1024
     /// The options the attachments file is opened with. Its page cache is 2 MiB by default: chunks are read
     /// once, so a larger cache would only grow memory with the size of the attachment. Its format is
