@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
-# run-attachment-ceiling.sh [--bin DIR] [--pairs N] [--sizes "1000000 …"]
+# run-attachment-ceiling.sh [--bin DIR] [--pairs N] [--sizes "1000000 …"] [--total BYTES]
 #
 # The most a cold-read optimisation of the attachment store could reach (Docs/attachments.md, "Targets"): per size,
 # N interleaved pairs of rounds of securestore-bench-attachments, the store read *warm* (its objects in the page
 # cache: no I/O at all, only SQLCipher's decrypt + HMAC, the SHA-256 and the copies) beside a plain file read *cold*
 # (BENCH_COLD=1: flushed and dropped from the page cache). Prints, per size, the median MB/s of each and the median
 # of the per-pair ratios store-warm / file-cold: a cold read of the store, however well its I/O is overlapped, cannot
-# exceed that ratio of a cold plain-file read.
+# exceed that ratio of a cold plain-file read. Each round moves about --total bytes (64 MB; 3 to 200 objects), as in
+# run-attachment-bench.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-bin="$here/.build-static/release"; pairs=5; sizes="1000000 8000000 53000000"
+bin="$here/.build-static/release"; pairs=5; sizes="1000000 8000000 53000000"; total=64000000
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin=$2; shift 2 ;;
         --pairs) pairs=$2; shift 2 ;;
         --sizes) sizes=$2; shift 2 ;;
-        *) echo "usage: run-attachment-ceiling.sh [--bin DIR] [--pairs N] [--sizes LIST]" >&2; exit 64 ;;
+        --total) total=$2; shift 2 ;;
+        *) echo "usage: run-attachment-ceiling.sh [--bin DIR] [--pairs N] [--sizes LIST] [--total BYTES]" >&2; exit 64 ;;
     esac
 done
 work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-attachment-ceiling.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 for size in $sizes; do
-    count=$(( 64000000 / size )); [ $count -lt 3 ] && count=3; [ $count -gt 200 ] && count=200
+    count=$(( total / size )); [ $count -lt 3 ] && count=3; [ $count -gt 200 ] && count=200
     for round in $(seq 1 "$pairs"); do
         for side in securestore file; do
             rm -rf "$work/$side"; mkdir -p "$work/$side"
