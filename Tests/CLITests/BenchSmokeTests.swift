@@ -69,4 +69,26 @@ import Testing
         #expect(lines.count == 4, "\(lines.joined(separator: "\n"))")
         #expect(result.stdout.contains("| operation | size | securestore MB/s"))
     }
+
+    /// The ceiling driver (a warm store read beside a cold plain-file read, Docs/attachments.md "Targets") at a tiny
+    /// size: one table row per size with both throughputs and their ratio.
+    @Test func theAttachmentCeilingDriverPrintsOneRowPerSizeWithARatio() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let script = root.appendingPathComponent("Tests/Benchmarks/run-attachment-ceiling.sh").path
+        let binaries = root.appendingPathComponent("Tests/Benchmarks/.build/debug").path
+        #expect(FileManager.default.isExecutableFile(atPath: binaries + "/securestore-bench-attachments"),
+                "build it: swift build --package-path Tests/Benchmarks")
+        let result = try run([script, "--bin", binaries, "--pairs", "1", "--sizes", "4000 300000", "--total", "200000"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("| size | securestore warm MB/s | plain file cold MB/s | warm store / cold file"))
+        for size in ["4000", "300000"] {
+            let row = result.stdout.split(separator: "\n").first { $0.hasPrefix("| \(size) | ") }
+            #expect(row != nil, "no row for \(size):\n\(result.stdout)")
+            if let row {
+                let cells = row.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+                #expect(cells.count == 4 && cells.dropFirst().allSatisfy { (Double($0) ?? 0) > 0 }, "\(row)")
+            }
+        }
+    }
 }
