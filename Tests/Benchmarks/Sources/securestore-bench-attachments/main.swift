@@ -95,8 +95,11 @@ case "file":
     }
 case "securestore", "inline":
     let path = directory + "/\(implementation).db"
-    try? FileManager.default.removeItem(atPath: path)
-    try? FileManager.default.removeItem(atPath: AttachmentStore.filePath(forDatabase: path))
+    // The database with its side files (a log left by an earlier run in the same folder would be refused as
+    // foreign beside the new database), and its attachments file.
+    for file in [path, path + "-wal", path + "-shm", AttachmentStore.filePath(forDatabase: path)] {
+        try? FileManager.default.removeItem(atPath: file)
+    }
     let queue = try DatabaseQueue(path: path, key: DatabaseKey.random())
     try queue.write { db in try db.execute("CREATE TABLE note (id BLOB PRIMARY KEY, data BLOB)") }
     let owner = try AttachmentOwner(table: "note", id: UUID())
