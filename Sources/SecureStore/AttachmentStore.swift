@@ -325,8 +325,16 @@ public final class AttachmentStore: Sendable {
         }
     }
 
-    /// Whether `id` names one of the store's own migrations (the tables, the inline bytes, owner triggers).
-    static func isOwnMigration(_ id: String) -> Bool {
+    /// Whether `id` names one of the store's own migrations (its tables, the table of inline bytes, owner tables'
+    /// triggers; later versions may add more). An application that migrates with one ``DatabaseMigrator`` and
+    /// lists the migrations of other components in `isOtherComponentsMigration` uses this rather than a list of
+    /// identifiers, so that a store that adds a migration is not taken for a newer program:
+    ///
+    /// ```swift
+    /// // fragment: `migrator` is the application's DatabaseMigrator
+    /// migrator.isOtherComponentsMigration = { AttachmentStore.isOwnMigration($0) }
+    /// ```
+    public static func isOwnMigration(_ id: String) -> Bool {
         id == migrationID || id == inlineMigrationID || id.hasPrefix(ownerMigrationPrefix)
     }
 
@@ -485,8 +493,9 @@ public final class AttachmentStore: Sendable {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument, "the attachment chunk size must be 4 KiB to 16 MiB (\(chunkSize))")
         }
-        // Which source ends within the first chunk is known after reading it: the limit is below a chunk.
-        let inlineLimit = max(0, min(configuration.inlineLimit, chunkSize - 1))
+        // Which source ends within the first chunk is known after reading it: the limit is below a chunk (and
+        // within what one call keeps in memory).
+        let inlineLimit = max(0, min(configuration.inlineLimit, chunkSize - 1, Self.inlineBytesPerCall))
         try prepare()
         var opened: DatabaseQueue?
         func chunksFile() throws -> DatabaseQueue {
@@ -513,6 +522,10 @@ public final class AttachmentStore: Sendable {
                 inlineBytes += result.inline?.count ?? 0
                 written.append(result)
             }
+            // The attachments file exists once any attachment does, inline ones included: a SecureStore from before
+            // inline attachments refuses a database that lists attachments without their file ("restore it from a
+            // backup, or detach them"). Made once, before the first description commits.
+            if opened == nil, !KeyedDatabaseFiles.exists(path) { _ = try chunksFile() }
             // The commit point: the descriptions (and small attachments' bytes), in the record database.
             try database.write { db in
                 guard try ownerExists(db) else {
@@ -596,6 +609,7 @@ public final class AttachmentStore: Sendable {
             progress(AttachmentProgress(name: source.name, bytes: Int64(count), total: reader.expectedSize))
             return (described(size: Int64(count), chunks: 0), Data(bytes))
         }
+        if let count = first { try checkLimit(Int64(count)) }
         let file = try file()
         var total: Int64 = 0
         var seq = 0
@@ -792,15 +806,22 @@ public final class AttachmentStore: Sendable {
     ) throws {
         progress(AttachmentProgress(name: attachment.name, bytes: 0, total: attachment.size))
         let data: Data?
+        let described: Bool
         do {
-            data = try database.read { db -> Data? in
-                guard try db.tableExists("securestore_attachment_data") else { return nil }
-                return try db.fetchOne("SELECT data FROM securestore_attachment_data WHERE id = ?", [attachment.id]) {
-                    try $0.data(at: 0)
-                }
+            (data, described) = try database.read { db -> (Data?, Bool) in
+                // The bytes and, in the same snapshot, whether the description is still there.
+                let data = try db.tableExists("securestore_attachment_data")
+                    ? try db.fetchOne("SELECT data FROM securestore_attachment_data WHERE id = ?", [attachment.id]) {
+                        try $0.data(at: 0)
+                    } : nil
+                return (data, try Self.fetch(db, id: attachment.id) != nil)
             }
         } catch let error as DatabaseError {
             throw damaged(what, "its bytes cannot be read from the database (\(error.message))")
+        }
+        guard described else {
+            throw SecureStoreError(
+                SecureStoreError.Code.notFound, "\(what) was deleted while it was being read; nothing was returned")
         }
         guard let data else {
             throw damaged(what, "its bytes (\(attachment.size) in the database) are missing")
@@ -969,7 +990,8 @@ public final class AttachmentStore: Sendable {
         public let totalSize: Int64
         /// The attachments file's size in bytes (0 when there is none).
         public let fileSize: Int64
-        /// Unreferenced chunks removed (see ``AttachmentStore/collectGarbage()``), counted by attachment.
+        /// Unreferenced chunks removed (see ``AttachmentStore/collectGarbage()``), and inline bytes whose description
+        /// was gone, counted by attachment.
         public let collected: Int
         /// One sentence per damaged attachment; empty when every attachment read back whole with its digest.
         public let problems: [String]
@@ -983,7 +1005,17 @@ public final class AttachmentStore: Sendable {
             return try db.fetch("SELECT \(Self.columns) FROM securestore_attachments ORDER BY id", .none, Self.decode)
         }
         var problems: [String] = []
+        // Inline bytes without a description (the trigger makes this impossible unless it was dropped): removed.
+        let orphans = "FROM securestore_attachment_data WHERE id NOT IN (SELECT id FROM securestore_attachments)"
         var collected = 0
+        if try database.read({ db in
+            try db.tableExists("securestore_attachment_data") && (try db.scalar("SELECT count(*) \(orphans)", as: Int.self) ?? 0) > 0
+        }) {
+            collected = try database.write { db in
+                try db.execute("DELETE \(orphans)")
+                return db.changes
+            }
+        }
         var integrity: String?
         if let file = try openFile(create: false) {
             do {
@@ -991,7 +1023,7 @@ public final class AttachmentStore: Sendable {
             } catch let error as DatabaseError {
                 integrity = "the attachments file '\(path)' fails the integrity check (\(error.message))"
             }
-            collected = (try? collectGarbage(in: file)) ?? 0
+            collected += (try? collectGarbage(in: file)) ?? 0
         }
         for attachment in all {
             do {
@@ -1024,6 +1056,14 @@ public final class AttachmentStore: Sendable {
             return try db.fetchOne(
                 "SELECT count(*), coalesce(sum(size), 0) FROM securestore_attachments WHERE chunk_count = 0 AND size > 0"
             ) { row in (try row.int(at: 0), try row.int64(at: 1)) } ?? (0, 0)
+        }
+    }
+
+    /// How many attachments are kept as chunks in the attachments file (neither inline nor empty).
+    public func chunkedCount() throws -> Int {
+        try database.read { db in
+            guard try db.tableExists("securestore_attachments") else { return 0 }
+            return try db.scalar("SELECT count(*) FROM securestore_attachments WHERE chunk_count > 0", as: Int.self) ?? 0
         }
     }
 

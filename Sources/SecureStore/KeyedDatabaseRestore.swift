@@ -172,7 +172,7 @@ extension KeyedDatabase {
             throw SecureStoreError(
                 SecureStoreError.Code.notFound,
                 "the backup '\(backup.path)' lists \(listed.count) attachment" + (listed.count == 1 ? "" : "s")
-                    + " but their file '\(attachmentsBackup)' is not beside it (db backup writes it there); put it back "
+                    + " kept in an attachments file, but that file '\(attachmentsBackup)' is not beside it (db backup writes it there); put it back "
                     + "and try again. Nothing was restored")
         }
         progress(.verified)

@@ -220,15 +220,19 @@ func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
     // The format is reported when the file opens read-only (a hot journal left by a crash needs a writer first).
     let format = (try? store.cipherInfo())?.flatMap { $0 }.map { ", format \($0.format.name)" } ?? ""
     let inline = try store.inlineSummary()
-    let inDatabase = inline.count == 0
-        ? " in" : ", \(inline.count) of them (\(AttachmentJSON.sizeText(inline.totalSize))) inside the database, the rest in"
-    guard inline.count < count || fileSize != nil else {
-        return ["attachments: \(count) (\(AttachmentJSON.sizeText(total))), all inside the database"]
+    let chunked = try store.chunkedCount()
+    let file = fileSize.map { "'\(store.path)' (\(AttachmentJSON.sizeText($0)) on disk\(format); its key is kept inside the database)" }
+        ?? "'\(store.path)' (missing)"
+    var line = "attachments: \(count) (\(AttachmentJSON.sizeText(total)))"
+    if chunked == 0 && (inline.count > 0 || fileSize == nil) {
+        // Empty attachments need no file either: only chunked ones do.
+        line += ", all inside the database" + (fileSize == nil ? "" : "; attachments file " + file)
+    } else if inline.count > 0 {
+        line += ", \(inline.count) of them (\(AttachmentJSON.sizeText(inline.totalSize))) inside the database, the rest in " + file
+    } else {
+        line += " in " + file
     }
-    return [
-        "attachments: \(count) (\(AttachmentJSON.sizeText(total)))\(inDatabase) '\(store.path)'"
-            + (fileSize.map { " (\(AttachmentJSON.sizeText($0)) on disk\(format); its key is kept inside the database)" } ?? " (missing)")
-    ]
+    return [line]
 }
 
 /// `db verify`'s check of the attachments: every chunk authenticated, every digest matched; exit 1 otherwise.

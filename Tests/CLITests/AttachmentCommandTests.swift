@@ -152,8 +152,8 @@ import Testing
     }
 
     /// A small file (up to 64 KiB) is kept inside the database: `--json` says `inline`, `db info` says where, no
-    /// attachments file is made, the bytes are in neither the database nor its log in plain text, a backup is the
-    /// database alone, and a restore of it brings the attachment back byte for byte; deleting its task deletes it.
+    /// file of the data folder holds its bytes in plain text, a backup and a restore bring it back byte for byte;
+    /// deleting its task deletes it.
     @Test func aSmallFileIsKeptInsideTheDatabaseAndBackedUpAndRestoredWithIt() throws {
         let app = uniqueApp()
         let task = try newTask(app)
@@ -166,18 +166,21 @@ import Testing
         let items = try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]] ?? []
         #expect(items.count == 1 && items.first?["inline"] as? Bool == true)
         let id = try #require(items.first?["id"] as? String)
-        #expect(!FileManager.default.fileExists(atPath: data + "/tasks.attachments.db"))
-        for file in ["tasks.db", "tasks.db-wal"] {
-            let raw = FileManager.default.contents(atPath: data + "/" + file) ?? Data()
+        let files = try FileManager.default.contentsOfDirectory(atPath: data)
+        #expect(files.contains("tasks.db") && files.contains("tasks.attachments.db"), "\(files)")
+        for file in files {
+            let raw = try #require(FileManager.default.contents(atPath: data + "/" + file))
             #expect(raw.range(of: Data("the door code".utf8)) == nil, "\(file) holds the text in plain")
         }
         let info = try tool(["db", "info"], app: app)
-        #expect(info.stdout.contains("attachments: 1 (\(text.utf8.count) bytes), all inside the database"), "\(info.stdout)")
+        #expect(info.stdout.contains("attachments: 1 (\(text.utf8.count) bytes), all inside the database; attachments file '"),
+            "\(info.stdout)")
         #expect(try tool(["tasks", "attachment", "get", id], app: app).stdout == text)
 
         let backup = try tool(["db", "backup", work.path + "/backups/tasks.db"], app: app)
         #expect(backup.status == 0, "\(backup.stderr)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: work.path + "/backups") == ["tasks.db"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.path + "/backups").sorted()
+            == ["tasks.attachments.db", "tasks.db"])
         #expect(try tool(["tasks", "detach", String(id.prefix(8))], app: app).status == 0)
         let restore = try tool(["--json", "db", "restore", work.path + "/backups/tasks.db"], app: app)
         #expect(restore.status == 0, "\(restore.stderr)")

@@ -46,7 +46,7 @@ func attContents(_ fixture: KDFixture, name: String = "tasks", sourceLocation: S
     return try attContents(store, sourceLocation: sourceLocation)
 }
 
-/// The fixture's database with rows and the attachments `a.bin` and `b.bin`, backed up; then `c.bin` is added and
+/// The fixture's database with rows and the attachments `a.bin`, `b.bin` and `n.txt` (inline), backed up; then `c.bin` is added and
 /// `a.bin` deleted, and the key rotated. Returns the backup, and what the backup's and the current attachments are.
 private func attBackupThenChange(_ fixture: KDFixture) throws -> (backup: URL, inBackup: [String: String], current: [String: String]) {
     let database = try fixture.open()
@@ -55,7 +55,10 @@ private func attBackupThenChange(_ fixture: KDFixture) throws -> (backup: URL, i
     let store = database.attachmentStore()
     defer { try? store.close() }
     let a = try attRandomBytes(300_000), b = try attRandomBytes(1_200_000), c = try attRandomBytes(70_000)
-    let added = try store.add([.data(a, name: "a.bin"), .data(b, name: "b.bin")], to: attOwner)
+    // n.txt is small enough to be kept inside the database (inline): every restore test covers both kinds.
+    let n = Data("a note kept inside the database".utf8)
+    let added = try store.add([.data(a, name: "a.bin"), .data(b, name: "b.bin"), .data(n, name: "n.txt")], to: attOwner)
+    #expect(added.map(\.isInline) == [false, false, true])
     let backup = fixture.directory.deletingLastPathComponent()
         .appendingPathComponent(fixture.app + "-backups", isDirectory: true).appendingPathComponent("tasks.db")
     _ = try database.backup(to: backup)
@@ -63,7 +66,10 @@ private func attBackupThenChange(_ fixture: KDFixture) throws -> (backup: URL, i
     try store.delete(id: added[0].id)
     try database.queue.write { db in try db.execute("INSERT INTO item (id, title) VALUES (?, ?)", [kdRowCount, "after the backup"]) }
     _ = try database.rotateKey()
-    return (backup, ["a.bin": try attSHA256(a), "b.bin": try attSHA256(b)], ["b.bin": try attSHA256(b), "c.bin": try attSHA256(c)])
+    return (
+        backup, ["a.bin": try attSHA256(a), "b.bin": try attSHA256(b), "n.txt": try attSHA256(n)],
+        ["b.bin": try attSHA256(b), "c.bin": try attSHA256(c), "n.txt": try attSHA256(n)]
+    )
 }
 
 /// Every file of the folder with its bytes' SHA-256 (the lock file aside), to show that nothing changed.
@@ -89,8 +95,8 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         let backupHashes = try attHashes(backups)
 
         let report = try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        #expect(report.attachmentCount == 2 && report.attachmentBytes == 1_500_000)
-        #expect(report.description.contains("attachments: 2 (1.4 MiB), each read back in full with its SHA-256 digest"))
+        #expect(report.attachmentCount == 3 && report.attachmentBytes == 1_500_031, "two chunked, one inline")
+        #expect(report.description.contains("attachments: 3 (1.4 MiB), each read back in full with its SHA-256 digest"))
         let asides = try attAsideNames(fixture)
         try #require(asides.count == 1)
         #expect(report.attachmentsAsidePath == fixture.directory.path + "/" + asides[0] + ".attachments.db")
@@ -112,7 +118,7 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         try store.add(.data(Data("after the restore".utf8), name: "d.txt"), to: attOwner)
         try store.close()
         try database.close()
-        #expect(try attContents(fixture).keys.sorted() == ["a.bin", "b.bin", "d.txt"])
+        #expect(try attContents(fixture).keys.sorted() == ["a.bin", "b.bin", "d.txt", "n.txt"])
     }
 
     /// A backup made before the first attachment has no attachments file: the restored database has none, the
@@ -199,7 +205,7 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         let message = try #require(kdExpectError("notFound") {
             try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
         })
-        #expect(message == "the backup '\(backup.path)' lists 2 attachments but their file '\(backups)/tasks.attachments.db' "
+        #expect(message == "the backup '\(backup.path)' lists 2 attachments kept in an attachments file, but that file '\(backups)/tasks.attachments.db' "
             + "is not beside it (db backup writes it there); put it back and try again. Nothing was restored")
         #expect(try attHashes(fixture.directory.path) == files)
         #expect(try fixture.accounts() == accounts)

@@ -187,6 +187,9 @@ private func asExpectError<R>(
         let files = tasks.attachments()
         let receipt = try files.add([.file(try fixture.randomFile("receipt.pdf", bytes: 80_000))], to: task.id)[0]
 
+        #expect(try fixture.database.read { db in
+            try db.scalar("SELECT count(*) FROM securestore_attachment_data", as: Int.self)
+        } == 1, "b.txt's bytes are kept in the database")
         try fixture.database.write { db in try db.execute("DELETE FROM note WHERE id = ?", [deletedNote]) }
         #expect(try store.attachments(of: deletedOwner).isEmpty, "the trigger removed the descriptions")
         #expect(try store.collectGarbage() == 1, "and collection the chunks of a.bin (b.txt was inline)")

@@ -36,8 +36,9 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
 }
 
 @Suite(.serialized) struct InlineAttachmentTests {
-    /// Up to the limit (64 KiB by default) an attachment is kept in the record database, and no attachments file
-    /// is made for it; one byte more is written as chunks into the attachments file. Each reads back whole, by
+    /// Up to the limit (64 KiB by default) an attachment is kept in the record database (the attachments file is
+    /// made all the same, empty, at the first attachment: an older SecureStore refuses a database that lists
+    /// attachments without it); one byte more is written as chunks into the attachments file. Each reads back whole, by
     /// `sha256sum`'s digest, and `verify` reads them all.
     @Test func attachmentsUpToTheLimitAreKeptInTheDatabaseAndReadBackWhole() throws {
         let fixture = try TLKeyedStore()
@@ -50,13 +51,14 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
             [.data(one, name: "one.bin"), .data(atLimit, name: "limit.bin"), .data(empty, name: "empty.txt")], to: owner)
         #expect(small.map(\.isInline) == [true, true, false], "an empty attachment has no bytes to keep anywhere")
         #expect(small.map(\.chunkCount) == [0, 0, 0])
-        #expect(!FileManager.default.fileExists(atPath: store.path), "no attachments file for small attachments")
+        #expect(FileManager.default.fileExists(atPath: store.path), "the attachments file is there, for older versions")
+        #expect(try store.chunkedCount() == 0)
         #expect(try inlineRows(fixture.database) == 2)
 
         let over = inRandom(65_537)
         let large = try store.add(.data(over, name: "over.bin"), to: owner)
         #expect(!large.isInline && large.chunkCount == 1)
-        #expect(FileManager.default.fileExists(atPath: store.path))
+        #expect(try store.chunkedCount() == 1)
         #expect(try inlineRows(fixture.database) == 2)
 
         for (attachment, bytes) in zip(small + [large], [one, atLimit, empty, over]) {
@@ -192,5 +194,75 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
             }
         }
         #expect(applied == [AttachmentStore.migrationID, AttachmentStore.inlineMigrationID])
+    }
+
+    /// An `Attachment` value read before its attachment was deleted (another process detached it): reading it says
+    /// it was deleted — not that it is damaged.
+    @Test func readingAnInlineAttachmentDeletedMeanwhileSaysSo() throws {
+        let fixture = try TLKeyedStore()
+        let store = fixture.database.attachmentStore()
+        defer { try? store.close() }
+        let owner = try AttachmentOwner(table: "note", id: UUID())
+        let note = try store.add(.data(Data("gone soon".utf8), name: "note.txt"), to: owner)
+        try store.delete(id: note.id)
+        var handed = 0
+        #expect {
+            try store.read(note) { handed += $0.count }
+        } throws: { error in
+            (error as? SecureStoreError)?.code == SecureStoreError.Code.notFound
+                && (error as? SecureStoreError)?.message
+                    == "the attachment 'note.txt' (\(note.hexID)) was deleted while it was being read; nothing was returned"
+        }
+        #expect(handed == 0)
+    }
+
+    /// A small file that a real second process (`truncate`) shortens after the store opened it, at the progress
+    /// report made before the first byte is read: the inline path checks it like the chunk path — nothing is
+    /// attached, the message says so, the database files are byte-identical.
+    @Test func aSmallFileThatShrinksWhileReadIsRefusedAndNothingIsAttached() throws {
+        let fixture = try TLKeyedStore()
+        let store = fixture.database.attachmentStore()
+        defer { try? store.close() }
+        let owner = try AttachmentOwner(table: "note", id: UUID())
+        _ = try store.add(.data(Data("first".utf8), name: "first.txt"), to: owner)
+        let path = fixture.directory.path + "/small.txt"
+        try inRandom(10_000).write(to: URL(fileURLWithPath: path))
+        try fixture.database.queue.checkpoint()
+        // The store's files (the source itself is shortened on purpose).
+        let before = try inHashes(fixture.directory).filter { $0.key != "small.txt" }
+        #expect {
+            try store.add(.file(path), to: owner) { progress in
+                if progress.bytes == 0 { _ = try? TestSupport.run(["truncate", "-s", "4000", path]) }
+            }
+        } throws: { error in
+            (error as? SecureStoreError)?.message
+                == "\(path) shrank while it was being read (10000 bytes at the start, 4000 read); nothing was attached"
+        }
+        try fixture.database.queue.checkpoint()
+        #expect(try store.attachments(of: owner).map(\.name) == ["first.txt"])
+        let after = try inHashes(fixture.directory).filter { $0.key != "small.txt" }
+        #expect(after == before, "changed: \(after.filter { before[$0.key] != $0.value }.keys.sorted())")
+    }
+
+    /// An application that migrates with one migrator of its own and counts the store's migrations as another
+    /// component's by ``AttachmentStore/isOwnMigration(_:)`` keeps opening after the store added its second migration.
+    @Test func anApplicationMigratorThatCountsTheStoresMigrationsKeepsOpening() throws {
+        let fixture = try TLKeyedStore()
+        func appMigrator() -> DatabaseMigrator {
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("app notes 1") { db in
+                try db.execute("CREATE TABLE note (id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL)")
+            }
+            migrator.isOtherComponentsMigration = { AttachmentStore.isOwnMigration($0) }
+            return migrator
+        }
+        try appMigrator().migrate(fixture.database)
+        let store = fixture.database.attachmentStore()
+        defer { try? store.close() }
+        _ = try store.add(.data(Data("x".utf8), name: "x.txt"), to: try AttachmentOwner(table: "note", id: UUID()))
+        try appMigrator().migrate(fixture.database)   // no "migrated by a newer version" refusal
+        #expect(AttachmentStore.isOwnMigration(AttachmentStore.migrationID))
+        #expect(AttachmentStore.isOwnMigration(AttachmentStore.inlineMigrationID))
+        #expect(!AttachmentStore.isOwnMigration("app notes 1"))
     }
 }
