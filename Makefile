@@ -19,6 +19,10 @@ APT_OPTIONAL += zsh fish
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests
+# A KeePassXC pass that fails is run once more, saying so (the harness keeps the failed run's logs): KeePassXC
+# 2.7.4 under Xvfb was seen to stop answering mid-pass once in ~10 runs (a prompt never completed, then no
+# provider on the bus), never twice in a row. A real failure fails both runs.
+KEEPASSXC_RETRY := echo "test: the KeePassXC pass failed; running it once more (logs of the failed run kept, see above)" >&2
 
 .PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments
 
@@ -75,10 +79,14 @@ test: build-tests
 	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
 	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \
 	    SECURESTORE_PROMPT=always $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
-	        --filter '$(KEEPASSXC_SUITES)' && \
+	        --filter '$(KEEPASSXC_SUITES)' || { $(KEEPASSXC_RETRY); \
+	    SECURESTORE_PROMPT=always $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
+	        --filter '$(KEEPASSXC_SUITES)'; } && \
 	    echo "test: against KeePassXC with its confirmations off ($(KEEPASSXC_CONFIRM_OFF_SUITES))" && \
+	    { SECURESTORE_KEEPASSXC_CONFIRM=off $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
+	        --filter '$(KEEPASSXC_CONFIRM_OFF_SUITES)' || { $(KEEPASSXC_RETRY); \
 	    SECURESTORE_KEEPASSXC_CONFIRM=off $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \
-	        --filter '$(KEEPASSXC_CONFIRM_OFF_SUITES)'; \
+	        --filter '$(KEEPASSXC_CONFIRM_OFF_SUITES)'; }; }; \
 	else \
 	    echo "test: SKIPPED the KeePassXC part: keepassxc, Xvfb or xdotool is not installed ('make deps' installs them)"; \
 	fi
