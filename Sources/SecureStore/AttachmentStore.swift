@@ -1049,21 +1049,18 @@ public final class AttachmentStore: Sendable {
         }
     }
 
-    /// How many attachments are kept inside the record database (``Attachment/isInline``) and their total size.
-    public func inlineSummary() throws -> (count: Int, totalSize: Int64) {
+    /// Where the attachments are kept, from the record database only (one read): how many are inside the record
+    /// database (``Attachment/isInline``) and their total size, and how many are chunks in the attachments file
+    /// (empty attachments are neither).
+    public func storage() throws -> (inlineCount: Int, inlineSize: Int64, chunkedCount: Int) {
         try database.read { db in
-            guard try db.tableExists("securestore_attachments") else { return (0, 0) }
+            guard try db.tableExists("securestore_attachments") else { return (0, 0, 0) }
             return try db.fetchOne(
-                "SELECT count(*), coalesce(sum(size), 0) FROM securestore_attachments WHERE chunk_count = 0 AND size > 0"
-            ) { row in (try row.int(at: 0), try row.int64(at: 1)) } ?? (0, 0)
-        }
-    }
-
-    /// How many attachments are kept as chunks in the attachments file (neither inline nor empty).
-    public func chunkedCount() throws -> Int {
-        try database.read { db in
-            guard try db.tableExists("securestore_attachments") else { return 0 }
-            return try db.scalar("SELECT count(*) FROM securestore_attachments WHERE chunk_count > 0", as: Int.self) ?? 0
+                """
+                SELECT coalesce(sum(chunk_count = 0 AND size > 0), 0), coalesce(sum(CASE WHEN chunk_count = 0 THEN size END), 0),
+                    coalesce(sum(chunk_count > 0), 0) FROM securestore_attachments
+                """
+            ) { row in (try row.int(at: 0), try row.int64(at: 1), try row.int(at: 2)) } ?? (0, 0, 0)
         }
     }
 

@@ -219,16 +219,15 @@ func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
     let fileSize = (try? FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int64) ?? nil
     // The format is reported when the file opens read-only (a hot journal left by a crash needs a writer first).
     let format = (try? store.cipherInfo())?.flatMap { $0 }.map { ", format \($0.format.name)" } ?? ""
-    let inline = try store.inlineSummary()
-    let chunked = try store.chunkedCount()
+    let storage = try store.storage()
     let file = fileSize.map { "'\(store.path)' (\(AttachmentJSON.sizeText($0)) on disk\(format); its key is kept inside the database)" }
         ?? "'\(store.path)' (missing)"
     var line = "attachments: \(count) (\(AttachmentJSON.sizeText(total)))"
-    if chunked == 0 && (inline.count > 0 || fileSize == nil) {
+    if storage.chunkedCount == 0 && (storage.inlineCount > 0 || fileSize == nil) {
         // Empty attachments need no file either: only chunked ones do.
         line += ", all inside the database" + (fileSize == nil ? "" : "; attachments file " + file)
-    } else if inline.count > 0 {
-        line += ", \(inline.count) of them (\(AttachmentJSON.sizeText(inline.totalSize))) inside the database, the rest in " + file
+    } else if storage.inlineCount > 0 {
+        line += ", \(storage.inlineCount) of them (\(AttachmentJSON.sizeText(storage.inlineSize))) inside the database, the rest in " + file
     } else {
         line += " in " + file
     }

@@ -59,6 +59,10 @@ import Testing
         #expect(mode == 0o600)
         let noteID = try #require(items.last?["id"] as? String)
         #expect(try tool(["tasks", "attachment", "get", noteID], app: app).stdout == "hello, attachments\n")
+        #expect(items.map { $0["inline"] as? Bool } == [false, true], "the 19-byte note is kept inside the database")
+        let info = try tool(["db", "info"], app: app).stdout
+        #expect(info.contains("attachments: 2 (2.9 MiB), 1 of them (19 bytes) inside the database, the rest in '\(data)/tasks.attachments.db' ("),
+            "\(info)")
 
         // Files: 0600, the attachments file beside the database, never the bytes in plain text.
         let attachmentsFile = data + "/tasks.attachments.db"

@@ -54,4 +54,29 @@ import Testing
         let size = try #require(try FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int)
         #expect(size % 4096 == 0)
     }
+
+    /// A small attachment kept inside the record database is a row the reference tool reads: `sqlcipher` (3.4 here,
+    /// 4.6 on Debian 13), given the key and SecureStore's format as Docs/database.md says, prints its description
+    /// and its bytes, and nothing of the record database's other rows is needed to find them.
+    @Test func theReferenceToolReadsAnInlineAttachment() throws {
+        let key = Data((0..<32).map { UInt8($0 &* 7 &+ 1) })
+        let keyHex = key.map { String(format: "%02x", $0) }.joined()
+        let path = directory.path + "/notes.db"
+        let queue = try DatabaseQueue(path: path, key: try DatabaseKey(bytes: key))
+        try queue.write { db in try db.execute("CREATE TABLE note (id BLOB PRIMARY KEY)") }
+        let store = AttachmentStore(database: queue)
+        let text = Data("a note for the reference tool".utf8)
+        let note = try store.add(.data(text, name: "note.txt"), to: try AttachmentOwner(table: "note", id: UUID()))
+        #expect(note.isInline)
+        try store.close()
+        try queue.close()
+
+        let prelude = "PRAGMA key = \"x'\(keyHex)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
+        let query = prelude + "SELECT a.name, a.size, hex(d.data) FROM securestore_attachments a "
+            + "JOIN securestore_attachment_data d ON d.id = a.id;\n"
+        let reference = try run(["sqlcipher", path], input: Data(query.utf8))
+        let hex = text.map { String(format: "%02X", $0) }.joined()
+        #expect(reference.stdout.split(separator: "\n").last.map(String.init) == "note.txt|\(text.count)|\(hex)",
+            "\(reference.stdout) \(reference.stderr)")
+    }
 }

@@ -52,13 +52,13 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
         #expect(small.map(\.isInline) == [true, true, false], "an empty attachment has no bytes to keep anywhere")
         #expect(small.map(\.chunkCount) == [0, 0, 0])
         #expect(FileManager.default.fileExists(atPath: store.path), "the attachments file is there, for older versions")
-        #expect(try store.chunkedCount() == 0)
+        #expect(try store.storage().chunkedCount == 0)
         #expect(try inlineRows(fixture.database) == 2)
 
         let over = inRandom(65_537)
         let large = try store.add(.data(over, name: "over.bin"), to: owner)
         #expect(!large.isInline && large.chunkCount == 1)
-        #expect(try store.chunkedCount() == 1)
+        #expect(try store.storage().chunkedCount == 1)
         #expect(try inlineRows(fixture.database) == 2)
 
         for (attachment, bytes) in zip(small + [large], [one, atLimit, empty, over]) {
@@ -68,7 +68,7 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
         #expect(try store.attachments(of: owner).map(\.name).sorted() == ["empty.txt", "limit.bin", "one.bin", "over.bin"])
         let verification = try store.verify()
         #expect(verification.problems.isEmpty && verification.attachmentCount == 4)
-        #expect(try store.inlineSummary() == (2, 65_537))
+        #expect(try store.storage() == (2, 65_537, 1))
 
         // A limit of 0 keeps every attachment in the attachments file.
         var configuration = AttachmentStoreConfiguration()
@@ -116,6 +116,40 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
         #expect(handed == 0)
         let problems = try store.verify().problems
         #expect(problems.count == 2 && problems.allSatisfy { $0.contains("is damaged") })
+
+        // Bytes of another length than the description says: named before any digest is computed.
+        let memo = try store.add(.data(Data("twelve bytes".utf8), name: "memo.txt"), to: owner)
+        try fixture.database.write { db in
+            try db.execute("UPDATE securestore_attachment_data SET data = ? WHERE id = ?", [Data("eleven byte".utf8), memo.id])
+        }
+        #expect {
+            try store.read(id: memo.id) { handed += $0.count }
+        } throws: { error in
+            (error as? SecureStoreError)?.message == "the attachment 'memo.txt' (\(memo.hexID)) is damaged: the database "
+                + "holds 11 bytes of it instead of 12; no wrong bytes were returned"
+        }
+        #expect(handed == 0)
+    }
+
+    /// Inline bytes whose description is gone (possible only if the delete trigger was dropped, as here on purpose):
+    /// `verify` removes them and counts them as collected; every other attachment is untouched and reads back.
+    @Test func verifyRemovesInlineBytesWithoutADescription() throws {
+        let fixture = try TLKeyedStore()
+        let store = fixture.database.attachmentStore()
+        defer { try? store.close() }
+        let owner = try AttachmentOwner(table: "note", id: UUID())
+        let kept = try store.add(.data(Data("kept".utf8), name: "kept.txt"), to: owner)
+        let orphan = try store.add(.data(Data("orphan".utf8), name: "orphan.txt"), to: owner)
+        try fixture.database.write { db in
+            try db.execute("DROP TRIGGER securestore_attachment_data_delete")
+            try db.execute("DELETE FROM securestore_attachments WHERE id = ?", [orphan.id])
+        }
+        #expect(try inlineRows(fixture.database) == 2)
+        let verification = try store.verify()
+        #expect(verification.collected == 1 && verification.problems.isEmpty && verification.attachmentCount == 1)
+        #expect(try inlineRows(fixture.database) == 1)
+        #expect(try store.data(id: kept.id) == Data("kept".utf8))
+        #expect(try store.verify().collected == 0, "nothing left to collect")
     }
 
     /// All or none across kinds: a small source (inline) and a bad one in one call — a missing file, a source over
