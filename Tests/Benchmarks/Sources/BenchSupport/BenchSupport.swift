@@ -139,6 +139,23 @@ public func imagePeakRSSMiB() -> Double {
     return kib / 1_024
 }
 
+/// Writes `size` random bytes to a new file at `path` (mode 0600), in pieces of 64 KiB, so that the writer's peak
+/// RSS stays small and the measured process's is its own.
+public func writeRandomFile(_ path: String, size: Int) {
+    var generator = SystemRandomNumberGenerator()
+    let output = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    guard output >= 0 else { fail("cannot create \(path)") }
+    var piece = [UInt64](repeating: 0, count: 8192)
+    var left = size
+    while left > 0 {
+        for i in piece.indices { piece[i] = generator.next() }
+        let n = min(left, piece.count * 8)
+        _ = piece.withUnsafeBytes { write(output, $0.baseAddress, n) }
+        left -= n
+    }
+    close(output)
+}
+
 /// Exits with status 1 and `message` on standard error.
 public func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("bench: \(message)\n".utf8))

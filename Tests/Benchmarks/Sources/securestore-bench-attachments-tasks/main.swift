@@ -53,17 +53,7 @@ func makeTasks(_ path: String, count: Int) throws {
 func attach(_ directory: String, megabytes: Int) throws -> Int {
     let source = directory + "/source.bin"
     let piece = 53_000_000
-    let output = open(source, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    var generator = SystemRandomNumberGenerator()
-    var words = [UInt64](repeating: 0, count: 8192)
-    var left = piece
-    while left > 0 {
-        for i in words.indices { words[i] = generator.next() }
-        let n = min(left, words.count * 8)
-        _ = words.withUnsafeBytes { write(output, $0.baseAddress, n) }
-        left -= n
-    }
-    close(output)
+    writeRandomFile(source, size: piece)
     let queue = try DatabaseQueue(path: directory + "/tasks.db", key: benchKey())
     let tasks = try TaskList(queue: queue)
     let files = tasks.attachments()

@@ -28,17 +28,7 @@ try FileManager.default.createDirectory(atPath: directory, withIntermediateDirec
 let sourcePath = directory + "/source-\(size)"
 if !FileManager.default.fileExists(atPath: sourcePath) {
     // Random bytes written in pieces, so that the peak RSS of the first round is the store's, not the source's.
-    var generator = SystemRandomNumberGenerator()
-    let output = open(sourcePath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    var piece = [UInt64](repeating: 0, count: 8192)
-    var left = size
-    while left > 0 {
-        for i in piece.indices { piece[i] = generator.next() }
-        let n = min(left, piece.count * 8)
-        _ = piece.withUnsafeBytes { write(output, $0.baseAddress, n) }
-        left -= n
-    }
-    close(output)
+    writeRandomFile(sourcePath, size: size)
 }
 
 let chunk = 256 * 1024
