@@ -233,12 +233,14 @@ public final class Database {
     }
 
     /// Runs `body` in one transaction (`BEGIN IMMEDIATE` or `BEGIN DEFERRED`), committing when it returns and
-    /// rolling back when it throws.
+    /// rolling back when it throws. Before committing it checks that every page the transaction read was
+    /// authenticated (``checkPagesAuthenticated()``), so a value read from a damaged page is never returned.
     func inTransaction<T>(immediate: Bool, _ body: () throws -> T) throws -> T {
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         let value: T
         do {
             value = try body()
+            try checkPagesAuthenticated()
         } catch {
             if isInsideTransaction { try? execute("ROLLBACK") }
             throw error
@@ -250,6 +252,21 @@ public final class Database {
             throw error
         }
         return value
+    }
+
+    /// Throws ``DatabaseError/Code/corrupt`` when a page that this transaction has read so far failed SQLCipher's
+    /// authentication (its HMAC check).
+    ///
+    /// SQLCipher reports such a page late: the read that decrypts it gets the page as zeros and succeeds, and
+    /// only the connection's next page read fails. A row whose value ends on the damaged page (the last
+    /// overflow page of a large blob or text) therefore comes back with zeros in its tail and no error. Every
+    /// ``DatabaseQueue/read(_:)`` and ``DatabaseQueue/write(_:)`` calls this before it returns; call it yourself
+    /// inside a transaction before handing a value on while the transaction continues (a stream of chunks,
+    /// say). The pending error lasts until the transaction ends, so call it in the same transaction as the read.
+    ///
+    /// It costs one step of a cached statement that reads the first page (already in the page cache).
+    public func checkPagesAuthenticated() throws {
+        try cachedStatement("SELECT 1 FROM sqlite_master LIMIT 1").execute()
     }
 
     // MARK: Maintenance

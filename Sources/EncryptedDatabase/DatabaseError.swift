@@ -111,6 +111,22 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
 }
 
 extension DatabaseError {
+    /// Builds the error of a failed `sqlite3_step`. A plain `SQLITE_ERROR` with no message of its own there is the
+    /// pager's error state, which SQLCipher sets when a page fails its authentication (its HMAC check): it is
+    /// named as damage, not as "SQL logic error".
+    static func step(_ result: Int32, connection: OpaquePointer?, path: String, sql: String) -> DatabaseError {
+        if result == SQLITE_ERROR, let connection, sqlite3_extended_errcode(connection) == SQLITE_ERROR,
+            let text = sqlite3_errmsg(connection), String(cString: text) == String(cString: sqlite3_errstr(SQLITE_ERROR))
+        {
+            return DatabaseError(
+                .corrupt,
+                "a page of the database '\(path)' failed its authentication (SQLCipher's HMAC check): the file was "
+                    + "changed or damaged on disk; nothing read from that page was returned; restore it from a backup",
+                extendedResultCode: SQLITE_ERROR, sql: sql)
+        }
+        return sqlite(result, connection: connection, sql: sql)
+    }
+
     /// Builds an error from a SQLite result code and the connection's current message.
     ///
     /// SQLite's own messages name tables, columns and constraints but never bound values.

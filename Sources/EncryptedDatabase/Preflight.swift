@@ -18,13 +18,16 @@ struct Sandbox {
 
     /// Makes the directory beside `path`, or in the temporary directory when the database's directory may not
     /// be written (a read-only directory or file system).
-    init(near path: String) throws {
+    ///
+    /// With `temporaryOnly`, it is made in the temporary directory alone: for a second try when the disk of the
+    /// database is full.
+    init(near path: String, temporaryOnly: Bool = false) throws {
         let parent = directoryPart(path).isEmpty ? "." : directoryPart(path)
         let name = namePart(path)
         Sandbox.removeStale(in: parent, name: name)
         let prefix = ".\(name).check-\(getpid())-"
         var failure = Errno.current
-        for base in [parent, NSTemporaryDirectory()] {
+        for base in temporaryOnly ? [NSTemporaryDirectory()] : [parent, NSTemporaryDirectory()] {
             var template = Array((base.hasSuffix("/") ? base : base + "/").utf8CString.dropLast())
             template += Array((prefix + "XXXXXX").utf8CString)
             if let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) {
@@ -97,9 +100,50 @@ enum Preflight {
                     + "\(format.pageSize); nothing was changed. Move it away to open the "
                     + "database without it")
         }
-        let sandbox = try Sandbox(near: path)
-        defer { sandbox.remove() }
+        // The copies go beside the database; when its disk is full, into the temporary directory (another file
+        // system, often): a full disk must not keep a user from reading. When neither has room, the error says
+        // how much to free and where.
+        do {
+            let sandbox = try Sandbox(near: path)
+            defer { sandbox.remove() }
+            try check(path, log: log, side: side, in: sandbox, keying: keying, configuration: configuration)
+        } catch let error as DatabaseError where error.code == .diskFull {
+            let sandbox: Sandbox
+            do {
+                sandbox = try Sandbox(near: path, temporaryOnly: true)
+            } catch {
+                throw noRoomToCheck(path, side: side)
+            }
+            defer { sandbox.remove() }
+            do {
+                try check(path, log: log, side: side, in: sandbox, keying: keying, configuration: configuration)
+            } catch let error as DatabaseError where error.code == .diskFull {
+                throw noRoomToCheck(path, side: side)
+            }
+        }
+    }
 
+    /// The error for side files that cannot be checked for want of space: what they are, how much room the
+    /// check needs and where.
+    static func noRoomToCheck(_ path: String, side: SideFiles) -> DatabaseError {
+        let files = [path] + side.existing
+        let bytes = files.reduce(0) { $0 + ((try? Opening.inspect($1)?.size) ?? 0) }
+        let megabytes = max(1, (bytes + (1 << 20) - 1) >> 20)
+        let parent = directoryPart(path).isEmpty ? "." : directoryPart(path)
+        return DatabaseError(
+            .diskFull,
+            "the disk is full: '\(path)' has \(side.existing.map { "'\($0)'" }.joined(separator: " and ")) beside it, "
+                + "left by a process that stopped before closing it, and checking that it belongs to the database "
+                + "before it is replayed needs a copy of \(megabytes) MiB; free \(megabytes) MiB in '\(parent)' or in "
+                + "the temporary directory '\(NSTemporaryDirectory())' (TMPDIR) and try again; nothing was changed")
+    }
+
+    /// The checks of ``check(_:keying:configuration:)``, with their copies in `sandbox`.
+    private static func check(
+        _ path: String, log: WriteAheadLog?, side: SideFiles, in sandbox: Sandbox, keying: Keying,
+        configuration: DatabaseConfiguration
+    ) throws {
+        let format = configuration.format
         // 1. The key and the format, on page 1 of the database file alone.
         let header = try sandbox.copy(path, as: "key-check.db", prefix: headerCopySize)
         if try !probe(header, keying: keying, format: format) {

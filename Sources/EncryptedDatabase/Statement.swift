@@ -107,7 +107,7 @@ public final class Statement {
             } else if result == SQLITE_DONE {
                 return
             } else {
-                throw DatabaseError.sqlite(result, connection: database.connection, sql: sql)
+                throw DatabaseError.step(result, connection: database.connection, path: database.path, sql: sql)
             }
         }
     }

@@ -100,15 +100,17 @@ struct ChunkWorker: Sendable {
     func join() { ended.wait() }
 }
 
-/// How many chunks may wait between the two threads: enough to absorb jitter, few enough that memory is a few
-/// chunks (1 MiB at 256 KiB chunks) whatever the attachment's size.
-let attachmentPipelineDepth = 4
-
 /// Thrown inside the producer when the consumer cancelled, to leave the database transaction; never escapes.
 struct ChunkChannelCancelled: Error {}
 
+/// Thrown by the chunk reader when a chunk is damaged, missing or of the wrong size; the read turns it into a
+/// `verificationFailed` error that also says how many bytes were delivered before it.
+struct ChunkDamage: Error {
+    let reason: String
+}
+
 extension AttachmentStore {
     /// Whether an attachment of `chunkCount` chunks is read on two threads: only when there is more than one
-    /// chunk (a thread hand-off costs more than hashing one small chunk).
-    static func pipelines(chunkCount: Int) -> Bool { chunkCount > 1 }
+    /// chunk (a thread hand-off costs more than hashing one small chunk) and the read-ahead depth is not 0.
+    static func pipelines(chunkCount: Int, depth: Int) -> Bool { chunkCount > 1 && depth > 0 }
 }

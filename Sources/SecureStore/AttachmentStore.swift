@@ -148,6 +148,12 @@ public struct AttachmentStoreConfiguration: Sendable {
     /// the measured break-even); its bytes are re-encrypted by every key rotation of the record database, like
     /// every other row.
     public var inlineLimit = 64 * 1024
+    /// How many chunks a read may decrypt ahead of the caller, on a second thread: 4 by default (1 MiB at 256 KiB
+    /// chunks), at most ``maximumReadAhead``; 0 reads on the caller's thread alone. A chunk waits there only once
+    /// SQLCipher has authenticated all of it, so the depth changes speed and memory, never what is delivered.
+    public var readAhead = 4
+    /// The largest ``readAhead`` taken; a larger one is read as this.
+    public static let maximumReadAhead = 16
     /// The options the attachments file is opened with. Its page cache is 2 MiB by default: chunks are read
     /// once, so a larger cache would only grow memory with the size of the attachment. Its format is
     /// ``CipherFormat/secureStoreAttachments`` (32 KiB pages) by default; a file created in SecureStore's
@@ -430,22 +436,32 @@ public final class AttachmentStore: Sendable {
                 SecureStoreError.Code.verificationFailed,
                 "the attachments file '\(path)' does not open with the attachments key kept in '\(database.path)': it "
                     + "belongs to another database or is damaged; nothing was changed")
+        } catch let error as DatabaseError where error.code == .corrupt {
+            throw SecureStoreError(
+                SecureStoreError.Code.verificationFailed, "the attachments file '\(path)' is damaged (\(error.message))")
         }
-        try queue.writeWithoutTransaction { db in
-            // A commit of chunks is on disk before the description that refers to them is committed in the
-            // other file (the record database runs synchronous = NORMAL).
-            try db.execute("PRAGMA synchronous = FULL")
-            // A rollback journal, not WAL: pages appended past the end of the file are not journaled, so each
-            // byte of a new attachment is written once; WAL writes it twice (log, then checkpoint): 53 MB took
-            // 420 ms against 650 ms (Docs/attachments.md). The open set WAL; another process's open may set it
-            // again, and SQLite follows the header either way.
-            if !configuration.database.readOnly {
-                _ = try db.fetch("PRAGMA journal_mode = DELETE") { try $0.string(at: 0) }
+        do {
+            try queue.writeWithoutTransaction { db in
+                // A commit of chunks is on disk before the description that refers to them is committed in the
+                // other file (the record database runs synchronous = NORMAL).
+                try db.execute("PRAGMA synchronous = FULL")
+                // A rollback journal, not WAL: pages appended past the end of the file are not journaled, so each
+                // byte of a new attachment is written once; WAL writes it twice (log, then checkpoint): 53 MB took
+                // 420 ms against 650 ms (Docs/attachments.md). The open set WAL; another process's open may set it
+                // again, and SQLite follows the header either way.
+                if !configuration.database.readOnly {
+                    _ = try db.fetch("PRAGMA journal_mode = DELETE") { try $0.string(at: 0) }
+                }
             }
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("attachments file 1") { db in try db.executeScript(Self.fileSchema) }
+            try migrator.migrate(queue)
+        } catch let error as DatabaseError where error.code == .corrupt {
+            try? queue.close()
+            throw SecureStoreError(
+                SecureStoreError.Code.verificationFailed,
+                "the attachments file '\(path)' is damaged (\(error.message))")
         }
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("attachments file 1") { db in try db.executeScript(Self.fileSchema) }
-        try migrator.migrate(queue)
         let (winner, opened) = file.withLock { current -> (DatabaseQueue, Bool) in
             if let current { return (current, false) }
             current = queue
@@ -565,6 +581,9 @@ public final class AttachmentStore: Sendable {
 
     /// How many bytes of small attachments one ``add(_:to:ownerExists:progress:)`` keeps in memory until its commit.
     static let inlineBytesPerCall = 8 << 20
+
+    /// How many chunks a read decrypts ahead of its caller (``AttachmentStoreConfiguration/readAhead``, bounded).
+    private var pipelineDepth: Int { min(max(0, configuration.readAhead), AttachmentStoreConfiguration.maximumReadAhead) }
 
     /// How many chunks go into one transaction of the attachments file (about 8 MiB).
     private var chunksPerTransaction: Int { max(1, (8 << 20) / configuration.chunkSize) }
@@ -743,7 +762,13 @@ public final class AttachmentStore: Sendable {
             if attachment.size != 0 { try readInline(attachment, what: what, progress: progress, body) }
             return
         }
-        guard let file = try openFile(create: false) else {
+        let opened: DatabaseQueue?
+        do {
+            opened = try openFile(create: false)
+        } catch let error as SecureStoreError where error.code == .verificationFailed {
+            throw damaged(what, error.message, delivered: 0)
+        }
+        guard let file = opened else {
             throw damaged(what, "the attachments file '\(path)' is missing")
         }
         guard let digest = SHA256Digest() else {
@@ -761,40 +786,49 @@ public final class AttachmentStore: Sendable {
                 progress(AttachmentProgress(name: attachment.name, bytes: done, total: attachment.size))
             }
         }
-        if Self.pipelines(chunkCount: attachment.chunkCount) {
-            // SQLCipher decrypts and authenticates the next chunks on a worker thread while this one hashes and
-            // hands over the previous ones; at most `attachmentPipelineDepth` chunks wait in between.
-            let channel = ChunkChannel<Data>(capacity: attachmentPipelineDepth)
-            let worker = ChunkWorker { [self] in
-                do {
-                    try readChunks(attachment, what: what, file: file) { channel.send($0) }
-                    channel.finish(nil)
-                } catch {
-                    channel.finish(error)
+        do {
+            if Self.pipelines(chunkCount: attachment.chunkCount, depth: pipelineDepth) {
+                // SQLCipher decrypts and authenticates the next chunks on a worker thread while this one hashes and
+                // hands over the previous ones; at most `pipelineDepth` chunks wait in between. A chunk is sent
+                // only after SQLCipher has authenticated every page of it (see `readChunks`), so what waits in the
+                // channel is always whole and right; a failure is delivered after the chunks before it.
+                let channel = ChunkChannel<Data>(capacity: pipelineDepth)
+                let worker = ChunkWorker { [self] in
+                    do {
+                        try readChunks(attachment, file: file) { channel.send($0) }
+                        channel.finish(nil)
+                    } catch {
+                        channel.finish(error)
+                    }
+                }
+                // On every way out (the body threw, a damaged chunk), the worker stops and leaves its transaction
+                // before this returns.
+                defer {
+                    channel.cancel()
+                    worker.join()
+                }
+                receiving: while true {
+                    switch channel.receive() {
+                    case .value(let data): try data.withUnsafeBytes { try deliver($0) }
+                    case .end: break receiving
+                    case .failure(let error): throw error
+                    }
+                }
+            } else {
+                try readChunks(attachment, file: file) { data in
+                    try data.withUnsafeBytes { try deliver($0) }
+                    return true
                 }
             }
-            // On every way out (the body threw, a damaged chunk), the worker stops and leaves its transaction
-            // before this returns.
-            defer {
-                channel.cancel()
-                worker.join()
-            }
-            receiving: while true {
-                switch channel.receive() {
-                case .value(let data): try data.withUnsafeBytes { try deliver($0) }
-                case .end: break receiving
-                case .failure(let error): throw error
-                }
-            }
-        } else {
-            try readChunks(attachment, what: what, file: file) { data in
-                try data.withUnsafeBytes { try deliver($0) }
-                return true
-            }
+        } catch let damage as ChunkDamage {
+            throw damaged(what, damage.reason, delivered: done)
         }
         let actual = SHA256Digest.hexDigits(digest.finish())
         guard actual == attachment.sha256 else {
-            throw damaged(what, "its bytes do not match its SHA-256 digest")
+            throw SecureStoreError(
+                SecureStoreError.Code.verificationFailed,
+                "\(what) is damaged: its bytes do not match its SHA-256 digest, although SQLCipher authenticated "
+                    + "every chunk; all \(done) bytes were delivered: do not use them")
         }
     }
 
@@ -840,14 +874,23 @@ public final class AttachmentStore: Sendable {
         progress(AttachmentProgress(name: attachment.name, bytes: attachment.size, total: attachment.size))
     }
 
-    /// Reads the chunks of `attachment` in order, in read transactions of about 8 MiB, checking that each is there
-    /// and has its size, and passes each to `deliver` (which returns false to stop). A chunk that SQLCipher cannot
-    /// authenticate, a missing chunk and a chunk of the wrong size throw ``SecureStoreError/Code/verificationFailed``
-    /// naming it; no byte of it is passed on.
-    private func readChunks(
-        _ attachment: Attachment, what: String, file: DatabaseQueue, deliver: (Data) throws -> Bool
-    ) throws {
+    /// Reads the chunks of `attachment` in order, in read transactions of about 8 MiB, checking that each is there,
+    /// has its size and was authenticated by SQLCipher page by page, and passes each to `deliver` (which returns
+    /// false to stop). A damaged, missing or wrongly sized chunk throws ``ChunkDamage`` naming it; no byte of it
+    /// is passed on.
+    ///
+    /// SQLCipher hands back a page that fails its HMAC check as zeros and fails only the connection's next page
+    /// read (``Database/checkPagesAuthenticated()``): without that check after each chunk, a chunk whose last
+    /// page is damaged would be passed on with zeros in its tail and the failure named at the next chunk.
+    private func readChunks(_ attachment: Attachment, file: DatabaseQueue, deliver: (Data) throws -> Bool) throws {
         var seq = 0
+        func chunk() -> String { "chunk \(seq + 1) of \(attachment.chunkCount)" }
+        func unreadable(_ error: DatabaseError) -> ChunkDamage {
+            error.code == .corrupt && error.extendedResultCode == 1
+                ? ChunkDamage(reason: "\(chunk()) failed its authentication (SQLCipher's HMAC check of a page of "
+                    + "the attachments file '\(path)'): the file was changed or damaged on disk")
+                : ChunkDamage(reason: "\(chunk()) cannot be read (\(error.message))")
+        }
         while seq < attachment.chunkCount {
             let end = min(attachment.chunkCount, seq + chunksPerTransaction)
             do {
@@ -857,25 +900,23 @@ public final class AttachmentStore: Sendable {
                         let expected = seq == attachment.chunkCount - 1
                             ? Int(attachment.size - Int64(attachment.chunkSize) * Int64(attachment.chunkCount - 1))
                             : attachment.chunkSize
-                        var data: Data?
+                        let data: Data?
                         do {
                             data = try select.fetch([attachment.id, seq]) { try $0.data(at: 0) }.first
+                            try db.checkPagesAuthenticated()
                         } catch let error as DatabaseError {
-                            throw damaged(what, "chunk \(seq + 1) of \(attachment.chunkCount) cannot be read (\(error.message))")
+                            throw unreadable(error)
                         }
-                        guard let data else {
-                            throw damaged(what, "chunk \(seq + 1) of \(attachment.chunkCount) is missing")
-                        }
+                        guard let data else { throw ChunkDamage(reason: "\(chunk()) is missing") }
                         guard data.count == expected else {
-                            throw damaged(
-                                what, "chunk \(seq + 1) of \(attachment.chunkCount) holds \(data.count) bytes instead of \(expected)")
+                            throw ChunkDamage(reason: "\(chunk()) holds \(data.count) bytes instead of \(expected)")
                         }
                         guard try deliver(data) else { throw ChunkChannelCancelled() }
                         seq += 1
                     }
                 }
             } catch let error as DatabaseError {
-                throw damaged(what, "chunk \(seq + 1) of \(attachment.chunkCount) cannot be read (\(error.message))")
+                throw unreadable(error)
             }
         }
     }
@@ -1095,6 +1136,17 @@ public final class AttachmentStore: Sendable {
         SecureStoreError(
             SecureStoreError.Code.verificationFailed,
             "\(what) is damaged: \(reason); no wrong bytes were returned")
+    }
+
+    /// The error of a read that stopped at a damaged chunk after `delivered` bytes: those are the attachment's
+    /// first bytes, each authenticated, and the message says how many they are.
+    private func damaged(_ what: String, _ reason: String, delivered: Int64) -> SecureStoreError {
+        SecureStoreError(
+            SecureStoreError.Code.verificationFailed,
+            "\(what) is damaged: \(reason); "
+                + (delivered == 0
+                    ? "no byte was delivered"
+                    : "its first \(delivered) bytes were delivered, each authenticated, and nothing after them"))
     }
 
     static func hex(_ id: UUID) -> String { withUnsafeBytes(of: id.uuid) { SHA256Digest.hexDigits(Array($0)) } }

@@ -139,8 +139,15 @@ let tasksAttachmentCommand = Command(
                     let attachment = try attachments.resolve(prefix: invocation.argument(0) ?? "")
                     let file = try output.map(AtomicOutputFile.init)
                     let fd = file?.fd ?? 1
-                    try attachments.store.read(attachment, progress: showProgress("reading")) { bytes in
-                        try writeAll(fd, bytes, to: output)
+                    do {
+                        try attachments.store.read(attachment, progress: showProgress("reading")) { bytes in
+                            try writeAll(fd, bytes, to: output)
+                        }
+                    } catch let error as SecureStoreError where error.code == .verificationFailed {
+                        // What was delivered went to the temporary file, which goes with this error.
+                        guard let output else { throw error }
+                        throw SecureStoreError(
+                            error.code, error.message + " (to a temporary file, now removed); \(UsageError.quoted(output)) was not written")
                     }
                     try file?.commit()
                     return ExitStatus.success

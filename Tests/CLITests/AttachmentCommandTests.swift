@@ -134,7 +134,7 @@ import Testing
         #expect(got.status == 65)
         #expect(got.stderr.contains("the attachment 'scan.pdf' (\(id)"))
         #expect(got.stderr.contains("is damaged: chunk"))
-        #expect(got.stderr.contains("no wrong bytes were returned"))
+        #expect(got.stderr.contains("was not written"))
         #expect(!FileManager.default.fileExists(atPath: output))
 
         let verified = try tool(["db", "verify"], app: app)

@@ -145,10 +145,10 @@ private func asExpectError<R>(
 
         let digest = asExpectError(.verificationFailed) { try store.data(id: scan.id) }
         #expect(digest == "the attachment 'scan.pdf' (\(scan.hexID)) is damaged: its bytes do not match its SHA-256 "
-            + "digest; no wrong bytes were returned")
+            + "digest, although SQLCipher authenticated every chunk; all 150000 bytes were delivered: do not use them")
         let size = asExpectError(.verificationFailed) { try store.read(id: photo.id) { _ in } }
         #expect(size == "the attachment 'photo.jpg' (\(photo.hexID)) is damaged: chunk 2 of 2 holds 24464 bytes instead "
-            + "of 24465; no wrong bytes were returned")
+            + "of 24465; its first 65536 bytes were delivered, each authenticated, and nothing after them")
         let problems = try store.verify().problems
         #expect(problems.count == 2)
         #expect(problems.contains(digest ?? "-") && problems.contains(size ?? "-"))
