@@ -1,5 +1,8 @@
 // The one error type of the module.
 internal import CSQLCipher
+#if canImport(Glibc)
+internal import Glibc
+#endif
 
 /// An error from an encrypted database: a code to match on and a message a person can act on.
 ///
@@ -171,6 +174,14 @@ extension DatabaseError {
         case SQLITE_MISUSE, SQLITE_RANGE:
             code = .misuse
             message = sqliteMessage
+        case SQLITE_IOERR where connection.map({ [ENOSPC, EDQUOT].contains(sqlite3_system_errno($0)) }) == true:
+            // SQLite names a full disk met while it makes its shared-memory index or writes its log "disk I/O error".
+            code = .diskFull
+            let shm = [Int32(18 << 8 | 10), Int32(19 << 8 | 10), Int32(21 << 8 | 10)].contains(extended)  // SQLITE_IOERR_SHMOPEN, _SHMSIZE, _SHMMAP (macros)
+            message = shm
+                ? "the disk holding the database\(file) is full: SQLite needs 32 KiB beside it for its shared-memory "
+                    + "index (-shm) to open it, even to read; free some space there and try again; nothing was changed"
+                : "the disk holding the database\(file) is full (\(sqliteMessage)); free some space and try again"
         case SQLITE_IOERR:
             code = .io
             message = "an input/output error on the database\(file) (\(sqliteMessage))"

@@ -565,11 +565,8 @@ public final class AttachmentStore: Sendable {
             }
         } catch {
             // Nothing refers to the chunks: remove them now (or, if even that fails, at the next collection).
-            try? opened?.write { db in
-                for id in started {
-                    try db.execute("DELETE FROM chunk WHERE attachment = ?", [id])
-                    try db.execute("DELETE FROM upload WHERE attachment = ?", [id])
-                }
+            if let opened {
+                for id in started { _ = try? deleteChunks(of: id, in: opened) }
             }
             throw error
         }
@@ -969,9 +966,30 @@ public final class AttachmentStore: Sendable {
 
     private func removeChunks(_ ids: [UUID]) throws {
         guard let file = try openFile(create: false) else { return }
-        try file.write { db in
-            for id in ids { try db.execute("DELETE FROM chunk WHERE attachment = ?", [id]) }
+        for id in ids { try deleteChunks(of: id, in: file) }
+    }
+
+    /// How many chunks one transaction deletes (see ``deleteChunks(of:in:)``).
+    static let chunksPerDeletion = 4
+
+    /// Deletes the chunks of `id` and its upload mark, a few chunks per transaction from the last one down, and
+    /// returns whether there were chunks. SQLCipher is built with secure delete, so every page a deletion frees is
+    /// overwritten and so first copied into the rollback journal: one transaction for a whole attachment needs as
+    /// much free disk as the attachment, which a failed attach on a full disk does not have (its chunks then
+    /// stayed, and the disk with them). In steps, the journal stays about 1 MiB (at 256 KiB chunks); the freed
+    /// pages are reused by the next attachment. A crash between steps leaves chunks that collection removes.
+    @discardableResult
+    private func deleteChunks(of id: UUID, in file: DatabaseQueue) throws -> Bool {
+        let last = try file.read { db in try db.scalar("SELECT max(seq) FROM chunk WHERE attachment = ?", [id], as: Int.self) }
+        if var upper = last.map({ $0 + 1 }) {
+            while upper > 0 {
+                let lower = max(0, upper - Self.chunksPerDeletion)
+                try file.write { db in try db.execute("DELETE FROM chunk WHERE attachment = ? AND seq >= ?", [id, lower]) }
+                upper = lower
+            }
         }
+        try file.write { db in try db.execute("DELETE FROM upload WHERE attachment = ?", [id]) }
+        return last != nil
     }
 
     // MARK: Collection and verification
@@ -996,8 +1014,8 @@ public final class AttachmentStore: Sendable {
         })
         let unreferenced = candidates.filter { !referenced.contains($0) }
         let finishedUploads = candidates.filter { referenced.contains($0) }
-        var removed = 0
-        try file.write { db in
+        let doomed = try file.write { db -> [UUID] in
+            var doomed: [UUID] = []
             for id in finishedUploads { try db.execute("DELETE FROM upload WHERE attachment = ?", [id]) }
             for id in unreferenced {
                 // An upload of a live process is in progress: its description is not committed yet.
@@ -1014,11 +1032,16 @@ public final class AttachmentStore: Sendable {
                     try record.scalar("SELECT count(*) FROM securestore_attachments WHERE id = ?", [id], as: Int.self) ?? 0
                 }
                 if committed > 0 { continue }
-                try db.execute("DELETE FROM chunk WHERE attachment = ?", [id])
-                // Counted when chunks went: a mark alone (of an attachment deleted since) is not an attachment.
-                if db.changes > 0 { removed += 1 }
-                try db.execute("DELETE FROM upload WHERE attachment = ?", [id])
+                doomed.append(id)
             }
+            return doomed
+        }
+        // Nothing refers to these any more and nothing can again (IDs are never reused): their chunks go in small
+        // steps, outside the transaction that decided it.
+        var removed = 0
+        for id in doomed {
+            // Counted when chunks went: a mark alone (of an attachment deleted since) is not an attachment.
+            if try deleteChunks(of: id, in: file) { removed += 1 }
         }
         return removed
     }
@@ -1087,6 +1110,19 @@ public final class AttachmentStore: Sendable {
             return try db.fetchOne("SELECT count(*), coalesce(sum(size), 0) FROM securestore_attachments") { row in
                 (try row.int(at: 0), try row.int64(at: 1))
             } ?? (0, 0)
+        }
+    }
+
+    /// How many bytes of the attachments file no attachment uses: its free pages, left by deleted attachments
+    /// and failed attaches. The next attachments reuse them before the file grows; the file does not shrink.
+    /// Nil when there is no attachments file.
+    ///
+    /// The corresponding pragmas are `freelist_count` and `page_size`.
+    public func unusedBytes() throws -> Int64? {
+        guard let file = try openFile(create: false) else { return nil }
+        return try file.read { db in
+            let pages = try db.scalar("PRAGMA freelist_count", as: Int64.self) ?? 0
+            return pages * (try db.scalar("PRAGMA page_size", as: Int64.self) ?? 0)
         }
     }
 

@@ -227,7 +227,10 @@ func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
     // The format is reported when the file opens read-only (a hot journal left by a crash needs a writer first).
     let format = (try? store.cipherInfo())?.flatMap { $0 }.map { ", format \($0.format.name)" } ?? ""
     let storage = try store.storage()
-    let file = fileSize.map { "'\(store.path)' (\(AttachmentJSON.sizeText($0)) on disk\(format); its key is kept inside the database)" }
+    // Free pages (deleted attachments, failed attaches): reused by the next attachments, never given back.
+    let unused = fileSize == nil ? nil : (try? store.unusedBytes()).flatMap { $0 }
+    let free = unused.map { $0 > 0 ? ", \(AttachmentJSON.sizeText($0)) of it unused and reused by the next attachments" : "" } ?? ""
+    let file = fileSize.map { "'\(store.path)' (\(AttachmentJSON.sizeText($0)) on disk\(free)\(format); its key is kept inside the database)" }
         ?? "'\(store.path)' (missing)"
     var line = "attachments: \(count) (\(AttachmentJSON.sizeText(total)))"
     if storage.chunkedCount == 0 && (storage.inlineCount > 0 || fileSize == nil) {

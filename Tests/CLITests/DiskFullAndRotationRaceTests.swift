@@ -101,6 +101,57 @@ import Testing
             .isEmpty, "no temporary file left")
     }
 
+    /// Issue 21's full-disk run on a 24 MiB tmpfs: a failed attach gives its chunks back (so a later attach fits),
+    /// a disk full to the last block says what to free instead of "disk I/O error" and changes nothing, `db info`
+    /// says how much of the attachments file no attachment uses.
+    @Test func aFullDiskNeverKeepsTheSpaceOfAFailedAttachAndSaysWhatToFree() throws {
+        guard let mount = try mountTmpfs(size: "24m") else { return }
+        defer { unmount(mount) }
+        let app = uniqueApp()
+        let data = mount + "/data"
+        let files = NSTemporaryDirectory() + "securestore-attach-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: files) }
+        for (name, bytes) in [("f5m", 5_000_000), ("f30m", 30_000_000), ("f12m", 12_000_000)] {
+            #expect(try run(["sh", "-c", "head -c \(bytes) /dev/urandom > '\(files)/\(name)'"]).status == 0)
+        }
+        let added = try securestore(["--data-dir", data, "tasks", "add", "Scans"], app: app)
+        try #require(added.status == 0, "\(added.stderr)")
+        let task = String(added.stdout.prefix(8))
+        #expect(try securestore(["--data-dir", data, "tasks", "attach", task, files + "/f5m"], app: app).status == 0)
+
+        let tooBig = try securestore(["--data-dir", data, "tasks", "attach", task, files + "/f30m"], app: app)
+        #expect(tooBig.status == 74)
+        #expect(tooBig.stderr.contains("the disk is full"), "\(tooBig.stderr)")
+        let info = try securestore(["--data-dir", data, "db", "info"], app: app)
+        #expect(info.status == 0, "\(info.stderr)")
+        #expect(info.stdout.contains("of it unused and reused by the next attachments"), "\(info.stdout)")
+
+        // Full to the last block: reading says what to free, and nothing changes.
+        #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
+        let filler = FileHandle(forWritingAtPath: mount + "/filler")
+        while (try? filler?.write(contentsOf: Data(count: 65_536))) != nil {}
+        try? filler?.close()
+        let before = try sha256(data + "/tasks.db") + sha256(data + "/tasks.attachments.db")
+        let listing = try securestore(["--data-dir", data, "tasks", "list"], app: app)
+        if listing.status != 0 {
+            #expect(listing.status == 74)
+            #expect(listing.stderr.contains("is full"), "\(listing.stderr)")
+            #expect(listing.stderr.contains("free some space"), "\(listing.stderr)")
+            #expect(!listing.stderr.contains("disk I/O error"), "\(listing.stderr)")
+        } else {
+            #expect(listing.stdout.contains("Scans"))
+        }
+        #expect(try sha256(data + "/tasks.db") + sha256(data + "/tasks.attachments.db") == before)
+        try FileManager.default.removeItem(atPath: mount + "/filler")
+
+        // The failed attach's chunks went back to the file's free pages: 12 MB fits where it did not before.
+        let fits = try securestore(["--data-dir", data, "tasks", "attach", task, files + "/f12m"], app: app)
+        #expect(fits.status == 0, "\(fits.stderr)")
+        let got = try securestore(["--data-dir", data, "--json", "tasks", "attachments", task], app: app)
+        #expect(got.stdout.contains("\"f12m\"") && got.stdout.contains("\"f5m\"") && !got.stdout.contains("f30m"))
+    }
+
     @Test func twoRotationsAtOnceSayAnotherSecureStoreProcessIsRotating() throws {
         let app = uniqueApp()
         let work = NSTemporaryDirectory() + "securestore-race-\(UUID().uuidString.prefix(8))"
