@@ -172,20 +172,14 @@ let tasksDetachCommand = Command(
         }
     })
 
-/// Writes all of `bytes` to `fd`, or throws naming the destination.
+/// Writes all of `bytes` to `fd`, or throws naming the destination; a closed standard output ends the process
+/// quietly (``Console/write(_:)``).
 private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, to output: String?) throws {
-    var done = 0
-    while done < bytes.count {
-        let result = write(fd, bytes.baseAddress! + done, bytes.count - done)
-        if result < 0 {
-            if errno == EINTR { continue }
-            let reason = String(cString: strerror(errno))
-            throw CLIError(
-                status: ExitStatus.ioError,
-                message: "cannot write \(output.map { UsageError.quoted($0) } ?? "standard output"): \(reason)")
-        }
-        done += result
-    }
+    guard let failure = Console.writeAll(fd, bytes) else { return }
+    if failure == .brokenPipe && output == nil { Console.endAsIfByBrokenPipe() }
+    throw CLIError(
+        status: ExitStatus.ioError,
+        message: "cannot write \(output.map { UsageError.quoted($0) } ?? "standard output"): \(failure)")
 }
 
 /// `--json` form of an attachment.

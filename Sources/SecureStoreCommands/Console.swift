@@ -45,12 +45,56 @@ struct CLIError: Error {
 }
 
 enum Console {
+    /// Writes `text` to standard output (see ``write(_:)``).
     static func out(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        var text = text
+        text.withUTF8 { write(UnsafeRawBufferPointer($0)) }
     }
 
+    /// Writes `text` to standard error; a closed or failing standard error is ignored (there is nowhere left to
+    /// say anything).
     static func err(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        var text = text
+        text.withUTF8 { _ = writeAll(2, UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Writes all of `bytes` to standard output: every byte the tool prints goes through here (or through
+    /// ``writeAll(_:_:)`` for a stream that reports its own errors), never through `FileHandle`, whose `write`
+    /// traps on an error.
+    ///
+    /// When the reader has gone (`EPIPE`: `securestore tasks list | head -1`), the process ends at once and
+    /// quietly, as if by `SIGPIPE`, as coreutils and git do: no message, and exit status 141 in the shell.
+    /// Whatever was in progress is left as a crash leaves it: an open transaction is never committed, and a
+    /// temporary file is removed by the next command. Any other error (a full disk under a redirected output)
+    /// ends it with a one-line message and status 74.
+    static func write(_ bytes: UnsafeRawBufferPointer) {
+        guard let failure = writeAll(1, bytes) else { return }
+        if failure == .brokenPipe { endAsIfByBrokenPipe() }
+        err("securestore: cannot write standard output: \(failure)\n")
+        exit(ExitStatus.ioError)
+    }
+
+    /// Writes all of `bytes` to `fd` (Core's loop over interrupted and partial writes); the error, if it failed.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Errno? {
+        do {
+            try FileDescriptor(rawValue: fd).writeAll(bytes)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Ends the process as `SIGPIPE` would have, had the tool not ignored it: the shell sees status 141.
+    static func endAsIfByBrokenPipe() -> Never {
+        signal(SIGPIPE, SIG_DFL)
+        raise(SIGPIPE)
+        _exit(128 + SIGPIPE)
+    }
+
+    /// Whether standard output is a pipe whose reader has gone: its write end polls as an error.
+    static var stdoutReaderIsGone: Bool {
+        var descriptor = pollfd(fd: 1, events: Int16(POLLOUT), revents: 0)
+        return poll(&descriptor, 1, 0) == 1 && descriptor.revents & Int16(POLLERR) != 0
     }
 
     static var stdoutIsTerminal: Bool { isatty(1) == 1 }
@@ -66,8 +110,9 @@ enum Console {
 
     /// Prints `value` as one line of JSON (JSONOutput.swift has the types).
     static func json(_ value: some Encodable) throws {
-        FileHandle.standardOutput.write(try encoder.encode(value))
-        out("\n")
+        var data = try encoder.encode(value)
+        data.append(0x0a)
+        data.withUnsafeBytes { write($0) }
     }
 
     /// Progress for long work: shown on a terminal, silent when stderr is piped.
@@ -81,6 +126,8 @@ enum Console {
 /// Turns any error into one line on standard error and an exit status. Messages of the modules never
 /// contain secrets, keys or SQL arguments; this function adds none.
 func report(_ error: any Error, parser: Parser) -> Int32 {
+    // A stream (export, a listing) stopped because its reader went away: end as the write would have, quietly.
+    if Console.stdoutReaderIsGone { Console.endAsIfByBrokenPipe() }
     let (status, message, hint) = describe(error)
     var line = "securestore: \(message)"
     if let hint { line += " (hint: \(hint))" }

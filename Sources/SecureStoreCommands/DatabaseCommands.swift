@@ -159,7 +159,7 @@ let dbCommand = Command(
                 // The code is letters, digits and dashes: written into the JSON string as it is, never copied
                 // into a String.
                 if invocation.global.json { Console.out("{\"recoveryCode\":\"") }
-                code.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
+                code.withUnsafeBytes { Console.write($0) }
                 Console.out(invocation.global.json ? "\"}\n" : "\n")
                 return ExitStatus.success
             }),

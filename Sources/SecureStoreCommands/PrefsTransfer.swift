@@ -23,7 +23,7 @@ let prefsExportCommand = Command(
         if let output = try invocation[outputOption] {
             try writeFileAtomically(document, to: output)
         } else {
-            FileHandle.standardOutput.write(document)
+            document.withUnsafeBytes { Console.write($0) }
         }
         return ExitStatus.success
     })

@@ -58,7 +58,7 @@ let tokenCommand = Command(
                     try printJSON(name: name, secret: secret)
                     return ExitStatus.success
                 }
-                secret.withUnsafeBytes { bytes in FileHandle.standardOutput.write(Data(bytes)) }
+                secret.withUnsafeBytes { bytes in Console.write(bytes) }
                 if Console.stdoutIsTerminal { Console.out("\n") }
                 return ExitStatus.success
             }),
@@ -112,7 +112,7 @@ let tokenCommand = Command(
                 if invocation.global.json {
                     try Console.json(TokenStoredJSON(name: name, stored: true))
                 } else if invocation[printFlag] {
-                    secret.withUnsafeBytes { bytes in FileHandle.standardOutput.write(Data(bytes)) }
+                    secret.withUnsafeBytes { bytes in Console.write(bytes) }
                     if Console.stdoutIsTerminal { Console.out("\n") }
                 }
                 return ExitStatus.success
@@ -222,7 +222,7 @@ private func printJSON(name: String, secret: Secret) throws {
         }
     }
     output += Array("\"}\n".utf8)
-    output.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
+    output.withUnsafeBytes { Console.write($0) }
 }
 
 private func tokenName(_ invocation: Invocation) throws -> String {

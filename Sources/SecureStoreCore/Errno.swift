@@ -32,6 +32,7 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package static let isADirectory = Errno(rawValue: EISDIR)
     package static let wouldBlock = Errno(rawValue: EAGAIN)
     package static let noProcess = Errno(rawValue: ESRCH)
+    package static let brokenPipe = Errno(rawValue: EPIPE)
 
     /// Whether the error means that the disk or the quota is full.
     package var isDiskFull: Bool { self == .noSpace || self == .quotaExceeded }
