@@ -95,24 +95,13 @@ enum Opening {
 
     /// A path for a temporary file next to `path`: `.<name>.tmp-<pid>-<random>`, so that a later run can tell
     /// the leftovers of a process that was killed from those of one still at work.
-    static func temporaryPath(near path: String) -> String {
-        let directory = directoryPart(path)
-        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        return (directory.isEmpty ? "" : directory + "/") + ".\(namePart(path)).tmp-\(getpid())-\(suffix)"
-    }
+    static func temporaryPath(near path: String) -> String { ScratchFiles.path(near: path) }
 
-    /// Removes what a killed creation or export left beside `path`: `.<name>.tmp-<pid>-…` files (and their side
-    /// files) whose process no longer runs. They never hold anything but an unfinished copy.
+    /// Removes what killed processes left in the folder of `path`: temporary files (`.<name>.tmp-<pid>-…`, with
+    /// their side files) and check folders whose process no longer runs. They never hold anything but an
+    /// unfinished copy.
     static func removeStaleTemporaries(near path: String) {
-        let directory = directoryPart(path).isEmpty ? "." : directoryPart(path)
-        let prefix = ".\(namePart(path)).tmp-"
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        for entry in entries where entry.hasPrefix(prefix) {
-            guard let pid = Int32(entry.dropFirst(prefix.count).prefix { $0.isNumber }), pid != getpid(),
-                kill(pid, 0) != 0, Errno.current == .noProcess
-            else { continue }
-            unlink(directory + "/" + entry)
-        }
+        ScratchFiles.sweep(directoryPart(path))
     }
 
     /// Removes a database file and its `-wal`, `-shm` and `-journal` companions, ignoring errors.
@@ -353,6 +342,8 @@ enum Opening {
     ) throws -> Bool {
         let temporary = temporaryPath(near: path)
         try createExclusive(temporary)
+        ScratchFiles.register(temporary)
+        defer { ScratchFiles.unregister(temporary) }
         do {
             let connection = try connect(
                 temporary, keying: keying, configuration: configuration, fileSize: 0, preflight: false)
@@ -426,6 +417,8 @@ enum Opening {
         removeStaleTemporaries(near: destination)
         let temporary = temporaryPath(near: destination)
         try createExclusive(temporary)
+        ScratchFiles.register(temporary)
+        defer { ScratchFiles.unregister(temporary) }
         var attached = false
         do {
             _ = try key.withRawKeyForm { rawKey in

@@ -308,6 +308,8 @@ public final class KeyedDatabase: Sendable {
     ) throws -> (DatabaseQueue, String) {
         // A restore killed after its commit point is finished before anything is opened (Docs/key-lifecycle.md).
         try files.finishCommittedRestore()
+        // What killed commands left in the folder (a backup's or export's temporary file, a check folder).
+        ScratchFiles.sweep(files.directory)
         let catalogue = try items.catalogue()
         guard KeyedDatabaseFiles.exists(files.path) else {
             guard create else { throw noDatabaseError(name: items.databaseName, files: files) }

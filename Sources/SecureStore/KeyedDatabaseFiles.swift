@@ -251,6 +251,21 @@ struct KeyedDatabaseFiles: Sendable {
         try? SecureStoreCore.syncDirectory(directory)
     }
 
+    /// Links the finished file `temporary` to the new name `path` (failing if `path` exists: nothing is ever
+    /// replaced), removes the temporary name and flushes the directory.
+    static func publish(_ temporary: String, as path: String) throws {
+        guard Glibc.link(temporary, path) == 0 else {
+            let error = Errno.current
+            if error == .exists {
+                throw SecureStoreError(
+                    SecureStoreError.Code.alreadyExists, "'\(path)' already exists; a backup never replaces a file. Choose a new name")
+            }
+            throw errnoError(error, "cannot create '\(path)'")
+        }
+        unlink(temporary)
+        syncDirectory(directoryPart(path).isEmpty ? "." : directoryPart(path))
+    }
+
     /// Atomically replaces `destination` with `source` (rename(2)).
     static func rename(_ source: String, over destination: String) throws {
         guard Glibc.rename(source, destination) == 0 else {

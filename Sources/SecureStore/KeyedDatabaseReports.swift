@@ -2,6 +2,10 @@
 public import EncryptedDatabase
 public import Foundation
 public import Keychain
+internal import SecureStoreCore
+#if canImport(Glibc)
+internal import Glibc
+#endif
 
 /// Where a keyed database and its key live. Never contains the key.
 public struct KeyedDatabaseInfo: Sendable, Hashable, CustomStringConvertible {
@@ -29,6 +33,9 @@ public struct KeyedDatabaseInfo: Sendable, Hashable, CustomStringConvertible {
     /// Whether a rotation was interrupted: a pending key or a rotation copy exists. The next open
     /// finishes or undoes it.
     public let rotationPending: Bool
+    /// Temporary files and check folders that killed processes left in the database's folder and that could not
+    /// be removed (every open and `info` tries). Empty normally.
+    public let leftovers: [String]
 
     /// Whether the keychain has a current key item recorded for this path.
     public var hasKey: Bool { keyAccount != nil }
@@ -48,6 +55,11 @@ public struct KeyedDatabaseInfo: Sendable, Hashable, CustomStringConvertible {
                 + ", collection '\(keyCollection)'")
         lines.append("retired keys: \(retiredKeyAccounts.count)")
         lines.append("rotation pending: " + (rotationPending ? "yes; the next open finishes or undoes it" : "no"))
+        if !leftovers.isEmpty {
+            lines.append(
+                "leftovers of killed processes that could not be removed (remove them by hand): "
+                    + leftovers.map { "'\($0)'" }.joined(separator: ", "))
+        }
         return lines.joined(separator: "\n")
     }
 }
@@ -125,7 +137,8 @@ extension KeyedDatabase {
             walSize: KeyedDatabaseFiles.size(files.walPath), keyService: items.service, keyAccount: current?.account,
             databaseID: id, pendingKeyAccount: pending?.account, retiredKeyAccounts: retired.map(\.account),
             keyCollection: keychain.configuration.collection.alias,
-            rotationPending: pending != nil || !files.rotationLeftovers().isEmpty)
+            rotationPending: pending != nil || !files.rotationLeftovers().isEmpty,
+            leftovers: ScratchFiles.sweep(files.directory))
     }
 
     /// Where this database and its key live. Reads no key.
@@ -138,42 +151,78 @@ extension KeyedDatabase {
     /// Writes an encrypted copy of the database, under the same key, to the new file `destination`
     /// (mode 0600; missing directories are made 0700), flushes it and verifies it.
     ///
-    /// The copy is built under a temporary name beside `destination` and linked into place when
-    /// complete: it is never half written and nothing is replaced. It opens with the key that is
-    /// current now (the report's `keyAccount`) and carries the database id; after a key rotation that
-    /// key is kept as a retired key, so the backup still opens.
+    /// The copy and its attachments file are built and verified under temporary names beside `destination`
+    /// (`.<name>.tmp-<pid>-<random>.db`), then linked into place, the database last: a file at `destination` is
+    /// always complete and verified, and nothing is replaced. Interrupted (a signal, a crash), it leaves only the
+    /// temporary files, which the tool removes on a signal and the next backup into that folder sweeps. It opens
+    /// with the key that is current now (the report's `keyAccount`) and carries the database id; after a key
+    /// rotation that key is kept as a retired key, so the backup still opens.
     ///
-    /// - Throws: ``SecureStoreError/alreadyExists`` when `destination` exists.
+    /// - Throws: ``SecureStoreError/alreadyExists`` when `destination` (or its attachments file) exists.
     public func backup(to destination: URL) throws -> KeyedDatabaseVerification {
-        if KeyedDatabaseFiles.exists(destination.path) {
+        let attachmentsDestination = Self.attachmentsBackupPath(forBackup: destination)
+        for path in [destination.path, attachmentsDestination] where KeyedDatabaseFiles.exists(path) {
             throw SecureStoreError(
                 SecureStoreError.Code.alreadyExists,
-                "'\(destination.path)' already exists; a backup never replaces a file. Choose a new name")
+                "'\(path)' already exists; a backup never replaces a file. Choose a new name")
         }
-        try withQueue { queue in
-            // Under the handle's lock: no rotation of this handle can change the key in between.
-            guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
-                throw Self.missingKeyError(files: files, items: items)
+        try makeBackupDirectories(destination)
+        ScratchFiles.sweep(directoryPart(destination.path))
+        let staging = URL(fileURLWithPath: ScratchFiles.path(near: destination.path) + ".db")
+        let stagingAttachments = Self.attachmentsBackupPath(forBackup: staging)
+        for path in [staging.path, stagingAttachments] { ScratchFiles.register(path) }
+        defer {
+            for path in [staging.path, stagingAttachments] {
+                for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
+                ScratchFiles.unregister(path)
             }
-            try queue.export(to: destination.path, key: key)
         }
-        try KeyedDatabaseFiles.syncFile(destination.path)
-        // The attachments file beside it (AttachmentStore), checked against the copy just made.
-        do {
-            _ = try backupAttachments(besideBackup: destination) {
-                try withQueue { queue in
-                    guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
-                        throw Self.missingKeyError(files: files, items: items)
-                    }
-                    try queue.export(to: destination.path, key: key)
+        func exportDatabase() throws {
+            try withQueue { queue in
+                // Under the handle's lock: no rotation of this handle can change the key in between.
+                guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
+                    throw Self.missingKeyError(files: files, items: items)
                 }
-                try KeyedDatabaseFiles.syncFile(destination.path)
+                try queue.export(to: staging.path, key: key)
             }
+            try KeyedDatabaseFiles.syncFile(staging.path)
+        }
+        do {
+            try exportDatabase()
+        } catch let error as DatabaseError {
+            // Named as the user named it: the temporary name is ours.
+            throw DatabaseError(
+                error.code, error.message.replacingOccurrences(of: staging.path, with: destination.path),
+                extendedResultCode: error.extendedResultCode, sql: error.sql)
+        }
+        // The attachments file beside it (AttachmentStore), checked against the copy just made.
+        let hasAttachments = try backupAttachments(besideBackup: staging) {
+            try exportDatabase()
+        }
+        let report = try verifyBackup(at: staging)
+        if hasAttachments {
+            try KeyedDatabaseFiles.syncFile(stagingAttachments)
+            try KeyedDatabaseFiles.publish(stagingAttachments, as: attachmentsDestination)
+        }
+        do {
+            try KeyedDatabaseFiles.publish(staging.path, as: destination.path)
         } catch {
-            unlink(destination.path)
+            if hasAttachments { unlink(attachmentsDestination) }
             throw error
         }
-        return try verifyBackup(at: destination)
+        return report.at(destination.path)
+    }
+
+    /// Makes the missing directories of `destination` (0700), naming the one at fault.
+    private func makeBackupDirectories(_ destination: URL) throws {
+        let directory = directoryPart(destination.path)
+        guard !directory.isEmpty else { return }
+        do {
+            try makeDirectories(directory)
+        } catch {
+            throw SecureStoreError(
+                SecureStoreError.Code.fileSystem, "cannot make the folder '\(error.path)' for the backup: \(error.errno)")
+        }
     }
 
     /// Checks that the file at `url` (this database or a backup of it) opens with a stored key of this
@@ -254,6 +303,16 @@ extension KeyedDatabase {
                 rowCount: userTables.values.reduce(0, +), key: role, keyAccount: account, databaseID: recordedID,
                 encryption: encryption)
         }
+    }
+}
+
+extension KeyedDatabaseVerification {
+    /// The same report for the file now at `path` (a verified temporary file linked into place).
+    func at(_ path: String) -> KeyedDatabaseVerification {
+        KeyedDatabaseVerification(
+            path: path, size: size, pageCount: pageCount, pageSize: pageSize, cipher: cipher, hmac: hmac,
+            sqlcipherVersion: sqlcipherVersion, userVersion: userVersion, tableCount: tableCount, rowCount: rowCount,
+            key: key, keyAccount: keyAccount, databaseID: databaseID, encryption: encryption)
     }
 }
 

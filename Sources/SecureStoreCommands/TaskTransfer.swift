@@ -37,7 +37,10 @@ final class AtomicOutputFile {
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
         let base = (path as NSString).lastPathComponent
-        var template = Array(((directory.isEmpty ? "." : directory) + "/.\(base).export-XXXXXX").utf8CString)
+        // Named as every temporary file of the product (ScratchFiles): removed on SIGINT/SIGTERM/SIGHUP, and swept
+        // by a later command when a kill -9 left it.
+        ScratchFiles.sweep(directory)
+        var template = Array(((directory.isEmpty ? "." : directory) + "/.\(base).tmp-\(getpid())-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
             throw CLIError(
@@ -47,6 +50,7 @@ final class AtomicOutputFile {
         fchmod(fd, 0o600)  // mkostemp creates 0600 already; said again because it is the promise
         self.fd = fd
         temporaryPath = String(cString: template.map { UInt8(bitPattern: $0) } + [0])
+        ScratchFiles.register(temporaryPath)
     }
 
     func commit() throws {
@@ -60,6 +64,7 @@ final class AtomicOutputFile {
     deinit {
         close(fd)
         if !committed { unlink(temporaryPath) }
+        ScratchFiles.unregister(temporaryPath)
     }
 }
 

@@ -2,6 +2,7 @@
 // only calls ``runSecureStoreTool()``; tests and the fuzzer import this module.
 import Foundation
 import Glibc
+import SecureStoreCore
 
 /// 0.2: the pinned file format (securestore-1), key items named by database id, retired keys, restore.
 let version = "0.2.0"
@@ -26,6 +27,8 @@ func validatedArguments() throws -> [String] {
 
 /// Runs the tool with the process's arguments and returns its exit status (Docs/cli.md).
 @MainActor package func runSecureStoreTool() -> Int32 {
+    // ^C, SIGTERM and SIGHUP remove the temporary files of the command in progress, then end it by the signal.
+    ScratchFiles.removeOnSignals()
     do {
         var arguments = try validatedArguments()
         // Installed as git-credential-securestore, git runs it as `git-credential-securestore get`.

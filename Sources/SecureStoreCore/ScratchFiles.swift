@@ -1,0 +1,162 @@
+// Temporary files the product makes beside real ones (a backup being written, an export, a copy being checked):
+// one naming rule, `.<name>.tmp-<pid>-<random>`, so that what a killed process left can be told from what a live
+// one is writing; removal on SIGINT, SIGTERM and SIGHUP; and the sweep of a dead process's leftovers.
+#if canImport(Glibc)
+internal import Glibc
+#endif
+internal import Synchronization
+
+/// Temporary files of this process: named by one rule, removed when a signal ends it, swept when left by a
+/// process that died.
+package enum ScratchFiles {
+    /// `.<name of path>.tmp-<pid>-<random hex>` beside `path`: the name every temporary file of the product
+    /// has, so that ``sweep(_:)`` can tell a dead process's leftovers from a live one's work.
+    package static func path(near path: String) -> String {
+        let directory = directoryPart(path)
+        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        return (directory.isEmpty ? "" : directory + "/") + ".\(namePart(path)).tmp-\(getpid())-\(suffix)"
+    }
+
+    // The registered paths, as C strings in fixed slots, so that the signal handler can read them without
+    // allocating or locking (only async-signal-safe calls are made there: unlink, signal, raise, _exit). A slot
+    // holds a pointer or nil; a string is never freed once it was in a slot (a handler may be reading it), which
+    // costs a few bytes per temporary file of a process that lives for one command.
+    private static let capacity = 64
+    nonisolated(unsafe) private static let slots: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = {
+        let slots = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: capacity)
+        slots.initialize(repeating: nil, count: capacity)
+        return slots
+    }()
+    private static let lock = Mutex(())
+
+    /// Registers `path` (and its SQLite side files `-journal`, `-wal`, `-shm`) for removal if a signal ends the
+    /// process before ``unregister(_:)``. At most 64 at once; more are not registered (the sweep still removes
+    /// them later).
+    package static func register(_ path: String) {
+        lock.withLock { _ in
+            for suffix in ["", "-journal", "-wal", "-shm"] {
+                guard let free = (0..<capacity).first(where: { slots[$0] == nil }) else { return }
+                slots[free] = strdup(path + suffix)
+            }
+        }
+    }
+
+    /// Forgets `path`: it was renamed into place or removed.
+    package static func unregister(_ path: String) {
+        lock.withLock { _ in
+            let names = Set(["", "-journal", "-wal", "-shm"].map { path + $0 })
+            for index in 0..<capacity {
+                if let name = slots[index], names.contains(String(cString: name)) { slots[index] = nil }
+            }
+        }
+    }
+
+    /// Removes the registered files now (best effort).
+    package static func removeRegistered() {
+        for index in 0..<capacity {
+            if let name = slots[index] { unlink(name) }
+        }
+    }
+
+    /// From now on SIGINT, SIGTERM and SIGHUP remove the registered files, then end the process by the same
+    /// signal (the shell sees 130, 143, 129). For a command-line tool; a library leaves signals to its program.
+    package static func removeOnSignals() {
+        _ = slots  // made before a handler may need it
+        let handler: @convention(c) (Int32) -> Void = { signal in
+            ScratchFiles.removeRegistered()
+            Glibc.signal(signal, SIG_DFL)
+            raise(signal)
+            _exit(128 + signal)
+        }
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = handler
+            sigemptyset(&action.sa_mask)
+            for other in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&action.sa_mask, other) }
+            action.sa_flags = 0
+            sigaction(signal, &action, nil)
+        }
+    }
+
+    /// Removes from `directory` the temporary files (`.<name>.tmp-<pid>-…`, with their side files) and check
+    /// folders (`.<name>.check-<pid>-…`) of processes that no longer run, and returns the paths it could not
+    /// remove. Those of live processes are left alone.
+    @discardableResult
+    package static func sweep(_ directory: String) -> [String] {
+        guard let entries = try? listDirectory(directory.isEmpty ? "." : directory) else { return [] }
+        var kept: [String] = []
+        for entry in entries {
+            guard let pid = ownerPID(entry), pid != getpid(), !isRunning(pid) else { continue }
+            let path = (directory.isEmpty ? "." : directory) + "/" + entry
+            if isCheckFolder(entry) {
+                for inner in (try? listDirectory(path)) ?? [] { unlink(path + "/" + inner) }
+                if rmdir(path) != 0 && Errno.current != .noSuchFile { kept.append(path) }
+            } else if unlink(path) != 0 && Errno.current != .noSuchFile {
+                kept.append(path)
+            }
+        }
+        return kept
+    }
+
+    /// The temporary files and check folders of dead processes in `directory` (what ``sweep(_:)`` would remove).
+    package static func leftovers(in directory: String) -> [String] {
+        guard let entries = try? listDirectory(directory.isEmpty ? "." : directory) else { return [] }
+        return entries.filter { entry in
+            guard let pid = ownerPID(entry), pid != getpid() else { return false }
+            return !isRunning(pid)
+        }.map { (directory.isEmpty ? "." : directory) + "/" + $0 }
+    }
+
+    /// Whether process `pid` exists and is not a zombie (a killed process whose parent has not reaped it yet no
+    /// longer writes anything).
+    package static func isRunning(_ pid: Int32) -> Bool {
+        guard kill(pid, 0) == 0 || Errno.current == .notPermitted else { return false }
+        guard let stat = try? FileDescriptor.open("/proc/\(pid)/stat", [.readOnly]) else { return true }
+        let bytes = (try? stat.closeAfter { () throws(Errno) in try stat.read(upTo: 512) }) ?? []
+        // "pid (comm) S ...": the state follows the last ')'.
+        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")), close + 2 < bytes.count else { return true }
+        return bytes[close + 2] != UInt8(ascii: "Z")
+    }
+
+    /// The process that made `entry`, when it is named `.<name>.tmp-<pid>-<hex>…` or `.<name>.check-<pid>-…`.
+    static func ownerPID(_ entry: String) -> pid_t? {
+        guard entry.first == "." else { return nil }
+        let characters = Array(entry)
+        for marker in [Array(".tmp-"), Array(".check-")] where characters.count > marker.count {
+            // The last occurrence of the marker followed by digits and a dash.
+            var start = characters.count - marker.count
+            while start > 0 {
+                if Array(characters[start..<(start + marker.count)]) == marker {
+                    let digits = characters[(start + marker.count)...].prefix { $0.isASCII && $0.isNumber }
+                    let after = start + marker.count + digits.count
+                    if !digits.isEmpty, after < characters.count, characters[after] == "-",
+                        let pid = pid_t(String(digits)), pid > 0
+                    {
+                        return pid
+                    }
+                }
+                start -= 1
+            }
+        }
+        return nil
+    }
+
+    /// Whether `entry` is a check folder (`.<name>.check-<pid>-…`) rather than a temporary file.
+    static func isCheckFolder(_ entry: String) -> Bool {
+        entry.split(separator: ".").contains { $0.hasPrefix("check-") }
+    }
+}
+
+/// The names in `directory`, without `.` and `..`.
+package func listDirectory(_ directory: String) throws(Errno) -> [String] {
+    guard let stream = opendir(directory) else { throw Errno.current }
+    defer { closedir(stream) }
+    var names: [String] = []
+    while let entry = readdir(stream) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}
