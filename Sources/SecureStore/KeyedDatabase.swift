@@ -976,6 +976,10 @@ public final class KeyedDatabase: Sendable {
             let scratch = try KeyedDatabaseFiles.makeScratchDirectory()
             defer { KeyedDatabaseFiles.removeScratchDirectory(scratch) }
             let copy = scratch + "/source.db"
+            // A plaintext copy: a signal must not leave it in the temporary directory (the folder itself is swept
+            // by the next import).
+            ScratchFiles.register(copy)
+            defer { ScratchFiles.unregister(copy) }
             try KeyedDatabaseFiles.copyNewFile(source.path, to: copy)
             if (KeyedDatabaseFiles.size(source.path + "-wal") ?? 0) > 0 {
                 try KeyedDatabaseFiles.copyNewFile(source.path + "-wal", to: copy + "-wal")
