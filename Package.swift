@@ -33,6 +33,8 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // The kernel keyring's add_key(2)/keyctl(2) (variadic syscall(2) in C): the key file's session cache. No library.
+        .systemLibrary(name: "CLinuxKeyring"),
         .systemLibrary(
             name: "CSQLCipher",
             pkgConfig: "sqlcipher",
@@ -43,7 +45,9 @@ let package = Package(
         .target(name: "SecureStoreCore", swiftSettings: swiftSettings),
 
         // Modules.
-        .target(name: "Keychain", dependencies: ["CLibSecret", "SecureStoreCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "Keychain", dependencies: ["CLibSecret", "CLibCrypto", "CLinuxKeyring", "SecureStoreCore"],
+            swiftSettings: swiftSettings),
         .target(
             name: "EncryptedDatabase", dependencies: ["CSQLCipher", "SecureStoreCore"], swiftSettings: swiftSettings),
         .target(name: "Preferences", dependencies: ["SecureStoreCore"], swiftSettings: swiftSettings),

@@ -62,16 +62,68 @@ public final class Keychain: Sendable {
         public var allowsPrompts: Bool
         /// How long to wait for a person to answer a prompt: two minutes by default.
         public var promptTimeout: Duration
+        /// Where the items live: the Secret Service (the default), an encrypted ``KeyFile``, or systemd's
+        /// credentials (read-only). The collection, timeout and prompt settings apply to the Secret Service.
+        public var store: Store
 
         /// A configuration; by default the default collection, a five-second timeout, and no prompts.
         public init(
             collection: Collection = .default, timeout: Duration = .seconds(5), allowsPrompts: Bool = false,
-            promptTimeout: Duration = .seconds(120)
+            promptTimeout: Duration = .seconds(120), store: Store = .secretService
         ) {
             self.collection = collection
             self.timeout = timeout
             self.allowsPrompts = allowsPrompts
             self.promptTimeout = promptTimeout
+            self.store = store
+        }
+    }
+
+    /// Where a keychain keeps its items: one interface, three stores.
+    public struct Store: Sendable, CustomStringConvertible {
+        enum Kind: Sendable {
+            case secretService
+            case keyFile(KeyFile)
+            case systemdCredentials(directory: String)
+        }
+        let kind: Kind
+
+        /// The freedesktop Secret Service on the session bus (gnome-keyring, KeePassXC, KWallet).
+        public static let secretService = Store(kind: .secretService)
+        /// An encrypted key file, for machines without a Secret Service.
+        public static func keyFile(_ file: KeyFile) -> Store { Store(kind: .keyFile(file)) }
+        /// systemd's credentials of a service (`LoadCredential=`, `LoadCredentialEncrypted=`): the files in
+        /// `directory` (by default `$CREDENTIALS_DIRECTORY`), read-only. An item (service, account) is the file
+        /// named `service@account`, with `%` and `/` written `%25` and `%2F`.
+        public static func systemdCredentials(directory: String) -> Store {
+            Store(kind: .systemdCredentials(directory: directory))
+        }
+
+        /// `secret-service`, `file` or `systemd`: the names `--keystore` takes.
+        public var name: String {
+            switch kind {
+            case .secretService: "secret-service"
+            case .keyFile: "file"
+            case .systemdCredentials: "systemd"
+            }
+        }
+
+        /// The name and, for the file and systemd stores, where they are.
+        public var description: String {
+            switch kind {
+            case .secretService: "the Secret Service"
+            case .keyFile(let file): "the key file '\(file.path)'"
+            case .systemdCredentials(let directory): "the systemd credentials in '\(directory)'"
+            }
+        }
+
+        /// The backend for stores other than the Secret Service.
+        var backend: (any KeyStoreBackend)? {
+            switch kind {
+            case .secretService: nil
+            case .keyFile(let file): KeyFileBackend(file: file)
+            case .systemdCredentials(let directory): SystemdCredentialsBackend(directory: directory)
+            }
         }
     }
 
@@ -114,6 +166,9 @@ public final class Keychain: Sendable {
             throw KeychainError(
                 KeychainError.Code.secretTooLarge,
                 "the secret for service '\(service)' account '\(account)' is \(secret.count) bytes; the limit is \(Self.maximumSecretSize) bytes (64 KiB)")
+        }
+        if let backend = configuration.store.backend {
+            return try backend.set(secret, service: service, account: account, label: label)
         }
         var attributes = Self.attributes(service: service, account: account)
         attributes.append(("xdg:schema", Self.schemaName))
@@ -182,6 +237,7 @@ public final class Keychain: Sendable {
     ///   other connection errors.
     public func secret(service: String, account: String) throws(KeychainError) -> Secret? {
         try Self.validate(service: service, account: account)
+        if let backend = configuration.store.backend { return try backend.secret(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
@@ -225,6 +281,7 @@ public final class Keychain: Sendable {
     /// Whether a secret is stored for (`service`, `account`), locked or not. Reads no secret.
     public func exists(service: String, account: String) throws(KeychainError) -> Bool {
         try Self.validate(service: service, account: account)
+        if let backend = configuration.store.backend { return try backend.exists(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
@@ -235,6 +292,9 @@ public final class Keychain: Sendable {
     /// The items stored for `service`, sorted by account: accounts and labels, never secrets.
     public func items(service: String) throws(KeychainError) -> [KeychainItem] {
         try Self.validateName(service, what: "service")
+        if let backend = configuration.store.backend {
+            return try backend.items(service: service).sorted { ($0.account, $0.label) < ($1.account, $1.label) }
+        }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
             var hidden: [String] = []
@@ -277,6 +337,7 @@ public final class Keychain: Sendable {
     @discardableResult
     public func delete(service: String, account: String) throws(KeychainError) -> Bool {
         try Self.validate(service: service, account: account)
+        if let backend = configuration.store.backend { return try backend.delete(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)

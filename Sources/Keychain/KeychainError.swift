@@ -75,4 +75,13 @@ extension KeychainError.Code {
     public static let invalidSecret = Self("invalidSecret")
     /// Any other error the Secret Service reported; the message carries its words.
     public static let providerError = Self("providerError")
+    /// The key file's passphrase is wrong (``KeyFile``); nothing was changed.
+    public static let wrongPassphrase = Self("wrongPassphrase")
+    /// The key file is damaged, truncated, not a regular file, too large or from a newer version: refused and left
+    /// as it is (``KeyFile``).
+    public static let damagedStore = Self("damagedStore")
+    /// The disk under the key file is full; the file is unchanged (``KeyFile``).
+    public static let storeFull = Self("storeFull")
+    /// The store cannot be written: systemd credentials are read-only.
+    public static let readOnlyStore = Self("readOnlyStore")
 }

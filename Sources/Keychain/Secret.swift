@@ -19,6 +19,8 @@ import SecureStoreCore
 public struct Secret: Sendable {
     let storage: SecureBytes
 
+    init(storage: SecureBytes) { self.storage = storage }
+
     /// A secret holding a copy of `bytes`.
     public init(bytes: some Collection<UInt8>) {
         storage = SecureBytes(bytes)

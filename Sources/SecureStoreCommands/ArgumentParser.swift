@@ -125,6 +125,10 @@ struct GlobalOptions: Sendable {
     var app = "securestore"
     var dataDirectory: String?
     var json = false
+    /// `--keystore`: secret-service, file or systemd (nil: SECURESTORE_KEYSTORE, else automatic).
+    var keystore: String?
+    /// `--passphrase-fd`: the key file's passphrase comes from this descriptor (nil: SECURESTORE_PASSPHRASE_FD).
+    var passphraseFD: String?
 }
 
 /// A node of the command tree.
@@ -173,6 +177,12 @@ let globalOptionSpecs: [OptionSpec] = [
     OptionSpec(name: "app", valueName: "NAME", help: "Namespace for keychain items and data/config directories (default: securestore)."),
     OptionSpec(name: "data-dir", valueName: "DIR", help: "Directory for databases instead of $XDG_DATA_HOME/<app>."),
     OptionSpec(name: "json", help: "Print data as JSON."),
+    OptionSpec(
+        name: "keystore", valueName: "STORE",
+        help: "Where keys and tokens live: secret-service, file or systemd (default: SECURESTORE_KEYSTORE, else the Secret Service when there is a session bus, else the key file)."),
+    OptionSpec(
+        name: "passphrase-fd", valueName: "N",
+        help: "Read the key file's passphrase from file descriptor N, not the terminal (SECURESTORE_PASSPHRASE_FD)."),
     OptionSpec(name: "help", short: "h", help: "Show help for the command."),
     OptionSpec(name: "version", help: "Show the version."),
 ]
@@ -245,6 +255,8 @@ struct Parser: Sendable {
                 case "json": global.json = true
                 case "app": global.app = value ?? global.app
                 case "data-dir": global.dataDirectory = value
+                case "keystore": global.keystore = value
+                case "passphrase-fd": global.passphraseFD = value
                 default:
                     if let value { values[name] = value } else { flags.insert(name) }
                 }

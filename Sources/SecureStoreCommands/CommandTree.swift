@@ -1,4 +1,5 @@
 /// The command tree: one entry per top-level command.
 func commandTree() -> [Command] {
-    [tokenCommand, tasksCommand, dbCommand, prefsCommand, gitCredentialCommand, completionCommand, manCommand, completeCommand]
+    [tokenCommand, tasksCommand, dbCommand, prefsCommand, keystoreCommand, lockCommand, gitCredentialCommand, completionCommand,
+     manCommand, completeCommand]
 }

@@ -154,11 +154,16 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
             KeychainError.Code.approvalRequired, KeychainError.Code.promptDismissed:
             status = ExitStatus.denied
         case KeychainError.Code.timedOut: status = ExitStatus.temporaryFailure
-        case KeychainError.Code.secretTooLarge, KeychainError.Code.invalidName, KeychainError.Code.invalidSecret:
+        case KeychainError.Code.secretTooLarge, KeychainError.Code.invalidName, KeychainError.Code.invalidSecret,
+            KeychainError.Code.damagedStore:
             status = ExitStatus.dataError
+        case KeychainError.Code.wrongPassphrase, KeychainError.Code.readOnlyStore: status = ExitStatus.denied
+        case KeychainError.Code.storeFull: status = ExitStatus.ioError
         default: status = ExitStatus.unavailable
         }
-        return (status, error.message, nil)
+        let hint: String? = error.code == KeychainError.Code.noSessionBus || error.code == KeychainError.Code.serviceUnavailable
+            ? "without a Secret Service, keep keys in an encrypted key file: --keystore file (Docs/keystores.md)" : nil
+        return (status, error.message, hint)
     case let error as DatabaseError:
         let status: Int32
         switch error.code {

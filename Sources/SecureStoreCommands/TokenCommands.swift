@@ -241,7 +241,8 @@ struct Context {
     init(_ invocation: Invocation, allowsPrompts: Bool = Context.allowsPrompts()) throws {
         let dataDirectory = invocation.global.dataDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         paths = try AppPaths(app: invocation.global.app, dataDirectory: dataDirectory)
-        keychain = Keychain(configuration: Keychain.Configuration(allowsPrompts: allowsPrompts))
+        let store = try KeyStoreChoice.store(invocation)
+        keychain = Keychain(configuration: Keychain.Configuration(allowsPrompts: allowsPrompts, store: store))
     }
 
     /// A person on a terminal can answer the keyring's unlock or approval dialog; a pipe (git, a script,

@@ -1,0 +1,658 @@
+// A key store for machines without a Secret Service (servers, SSH sessions, CI, containers): one file, sealed with
+// AES-256-GCM under a key derived from a passphrase with scrypt (both from libcrypto, which SQLCipher links), its
+// unsealed key cached in the kernel keyring for a while like gpg-agent's, with no daemon of ours.
+internal import CLibCrypto
+internal import CLinuxKeyring
+internal import Foundation
+internal import SecureStoreCore
+internal import Synchronization
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Where the key file gets its passphrase: asked on the terminal without echo, read from a file descriptor (for
+/// scripts), or given by the program. Never from argv or the environment.
+public struct Passphrase: Sendable {
+    enum Source: Sendable {
+        case terminal
+        case fileDescriptor(Int32)
+        case provider(@Sendable (_ creating: Bool) throws -> Secret)
+    }
+    let source: Source
+
+    /// Asked on the controlling terminal (`/dev/tty`) without echo; twice when the file is created. Without a
+    /// terminal the store stays locked (``KeychainError/Code/locked``) unless the session cache holds its key.
+    public static let terminal = Passphrase(source: .terminal)
+
+    /// Read from the open file descriptor `fd`, up to its first newline or its end (for scripts:
+    /// `--passphrase-fd 3 3<file`). It is read once per process.
+    public static func fileDescriptor(_ fd: Int32) -> Passphrase { Passphrase(source: .fileDescriptor(fd)) }
+
+    /// Given by the program; `creating` is true when the file is being made (ask twice, say so).
+    public static func provider(_ body: @escaping @Sendable (_ creating: Bool) throws -> Secret) -> Passphrase {
+        Passphrase(source: .provider(body))
+    }
+}
+
+/// An encrypted key file: the items a ``Keychain`` stores (service, account, label, secret), kept in one file
+/// sealed with AES-256-GCM under a key derived from a passphrase with scrypt. For machines with no Secret Service;
+/// use it through `Keychain(configuration: .init(store: .keyFile(file)))`.
+///
+/// ```swift
+/// let file = KeyFile(passphrase: .fileDescriptor(3))
+/// let keychain = Keychain(configuration: Keychain.Configuration(store: .keyFile(file)))
+/// try keychain.set("ghp_…", service: "github.com", account: "me")
+/// ```
+///
+/// - The file (default `$XDG_DATA_HOME/securestore/keys.sealed`, mode 0600 in a 0700 folder) is rewritten
+///   whole on every change: a temporary file, fsynced, renamed over it, the folder fsynced. Writers hold an
+///   exclusive `flock` on `<file>.lock`, so two processes adding items at once lose neither.
+/// - scrypt with N = 2^15, r = 8, p = 1 (32 MiB of memory); the key it gives opens the file, and a check value in
+///   the header tells a wrong passphrase from a damaged file. Header and parameters are authenticated with the
+///   items.
+/// - Once unlocked, the derived key is kept for ``sessionCacheTimeout`` in the kernel keyring (keyrings(7)): the
+///   login session's keyring when there is one, else this user's; readable by this user's processes and by root,
+///   never by another user. A shell session types the passphrase once; ``lock()`` drops it.
+/// - A file that is truncated, damaged, too large, not a regular file, a symbolic link, or from a newer version is
+///   refused and left as it is.
+public final class KeyFile: Sendable {
+    /// The file.
+    public let path: String
+    /// How the passphrase is obtained.
+    public let passphrase: Passphrase
+    /// How long the unsealed key stays in the kernel's session keyring after an unlock: 10 minutes by default;
+    /// nil keeps it in this process only.
+    public let sessionCacheTimeout: Duration?
+
+    /// The largest key file accepted: 16 MiB (a few thousand tokens and keys take a few hundred KiB).
+    public static let maximumSize = 16 << 20
+
+    /// scrypt's cost parameters for new files: N = 2^15, r = 8, p = 1.
+    static let scryptLog2N: UInt8 = 15
+    static let scryptR: UInt32 = 8
+    static let scryptP: UInt32 = 1
+
+    /// The unsealed key and the salt it belongs to, once this process has it.
+    private let unlocked = Mutex<(salt: [UInt8], key: SecureBytes)?>(nil)
+    /// A passphrase read from a file descriptor, kept for this process (a pipe can be read only once).
+    private let readPassphrase = Mutex<SecureBytes?>(nil)
+
+    /// A key file at `path` whose passphrase comes from `passphrase`.
+    public init(path: String = KeyFile.defaultPath(), passphrase: Passphrase, sessionCacheTimeout: Duration? = .seconds(600)) {
+        self.path = path
+        self.passphrase = passphrase
+        self.sessionCacheTimeout = sessionCacheTimeout
+    }
+
+    /// `$XDG_DATA_HOME/securestore/keys.sealed` (`~/.local/share/securestore/keys.sealed`).
+    public static func defaultPath() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        let data = environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/share")
+        return data + "/securestore/keys.sealed"
+    }
+
+    /// Whether the file exists.
+    public var exists: Bool {
+        var status = stat()
+        return lstat(path, &status) == 0
+    }
+
+    /// Forgets the unsealed key: in this process and in the kernel's session keyring. The next access asks for
+    /// the passphrase again. Returns whether the session keyring held it.
+    @discardableResult
+    public func lock() -> Bool {
+        unlocked.withLock { $0 = nil }
+        readPassphrase.withLock { $0 = nil }
+        guard let header = try? readFile().flatMap({ try Sealed.parse($0, path: path).header }) else { return false }
+        return SessionCache.drop(description: Self.cacheDescription(salt: header.salt))
+    }
+
+    /// Changes the passphrase: the file is sealed again under a new salt and the key `new` gives, written whole
+    /// and renamed over the old one (a crash leaves the old file or the new one, each opening with its own
+    /// passphrase).
+    public func changePassphrase(to new: Secret) throws(KeychainError) {
+        try withExclusiveLock { () throws(KeychainError) in
+            let items = try load() ?? []
+            let salt = Self.randomBytes(32)
+            let key = try new.storage.withUnsafeBytes { (bytes) throws(KeychainError) in
+                try Self.derive(bytes, salt: salt, log2N: Self.scryptLog2N, r: Self.scryptR, p: Self.scryptP)
+            }
+            try write(items, salt: salt, key: key)
+            unlocked.withLock { $0 = (salt, key) }
+            remember(key, salt: salt)
+        }
+    }
+
+    // MARK: Items (the Keychain's operations)
+
+    struct Item {
+        var service: String
+        var account: String
+        var label: String
+        var secret: SecureBytes
+        var created: Int64
+        var modified: Int64
+    }
+
+    func items() throws(KeychainError) -> [Item] {
+        try withLock(exclusive: false) { () throws(KeychainError) in try load() ?? [] }
+    }
+
+    func modify<T>(_ body: (inout [Item]) throws(KeychainError) -> T) throws(KeychainError) -> T {
+        try withExclusiveLock { () throws(KeychainError) in
+            var items = try load() ?? []
+            let result = try body(&items)
+            let (salt, key) = try currentKey(creating: true)
+            try write(items, salt: salt, key: key)
+            return result
+        }
+    }
+
+    // MARK: Reading and writing the file
+
+    /// The file's bytes, or nil when it does not exist. Refuses what is not a plain, reasonably sized file.
+    private func readFile() throws(KeychainError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if fd < 0 {
+            let error = Errno.current
+            if error == .noSuchFile { return nil }
+            if error == .tooManySymbolicLinks {
+                throw refused("is a symbolic link; the key file must be a regular file")
+            }
+            throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot open the key file '\(path)': \(error)")
+        }
+        let descriptor = FileDescriptor(rawValue: fd)
+        return try descriptor.closeAfter { () throws(KeychainError) -> [UInt8] in
+            guard let status = try? descriptor.status() else {
+                throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot read the key file '\(path)'")
+            }
+            guard status.st_mode & S_IFMT == S_IFREG else { throw refused("is not a regular file") }
+            guard status.st_size <= Self.maximumSize else {
+                throw refused("is \(status.st_size) bytes, more than a key file's \(Self.maximumSize)")
+            }
+            do {
+                return try descriptor.read(upTo: Int(status.st_size))
+            } catch {
+                throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot read the key file '\(path)': \(error)")
+            }
+        }
+    }
+
+    private func refused(_ what: String) -> KeychainError {
+        KeychainError(KeychainError.Code.damagedStore, "the key file '\(path)' \(what); it was refused and left as it is")
+    }
+
+    /// The items in the file, nil when there is none; asks for the passphrase (or the cache) when needed.
+    private func load() throws(KeychainError) -> [Item]? {
+        guard let bytes = try readFile() else { return nil }
+        let sealed = try Sealed.parse(bytes, path: path)
+        let key = try key(for: sealed)
+        return try sealed.open(with: key, path: path)
+    }
+
+    /// The key that opens `sealed`: this process's, the session cache's, or the passphrase's.
+    private func key(for sealed: Sealed) throws(KeychainError) -> SecureBytes {
+        let salt = sealed.header.salt
+        if let known = unlocked.withLock({ $0 }), known.salt == salt, sealed.accepts(known.key) { return known.key }
+        if let cached = SessionCache.read(description: Self.cacheDescription(salt: salt)), sealed.accepts(cached) {
+            unlocked.withLock { $0 = (salt, cached) }
+            return cached
+        }
+        let phrase = try obtainPassphrase(creating: false)
+        let key = try phrase.withUnsafeBytes { (bytes) throws(KeychainError) in
+            try Self.derive(bytes, salt: salt, log2N: sealed.header.log2N, r: sealed.header.r, p: sealed.header.p)
+        }
+        guard sealed.accepts(key) else {
+            readPassphrase.withLock { $0 = nil }
+            throw KeychainError(
+                KeychainError.Code.wrongPassphrase,
+                "the passphrase does not open the key file '\(path)'; nothing was changed")
+        }
+        unlocked.withLock { $0 = (salt, key) }
+        remember(key, salt: salt)
+        return key
+    }
+
+    /// The salt and key to seal with: the file's (already unlocked by `load`), or new ones for a new file.
+    private func currentKey(creating: Bool) throws(KeychainError) -> ([UInt8], SecureBytes) {
+        if let known = unlocked.withLock({ $0 }) { return (known.salt, known.key) }
+        let phrase = try obtainPassphrase(creating: true)
+        let salt = Self.randomBytes(32)
+        let key = try phrase.withUnsafeBytes { (bytes) throws(KeychainError) in
+            try Self.derive(bytes, salt: salt, log2N: Self.scryptLog2N, r: Self.scryptR, p: Self.scryptP)
+        }
+        unlocked.withLock { $0 = (salt, key) }
+        remember(key, salt: salt)
+        return (salt, key)
+    }
+
+    private func remember(_ key: SecureBytes, salt: [UInt8]) {
+        guard let timeout = sessionCacheTimeout else { return }
+        SessionCache.store(key, description: Self.cacheDescription(salt: salt), timeout: timeout)
+    }
+
+    /// The session-keyring name of the key of a file with `salt`: a new passphrase (a new salt) never meets the
+    /// old key.
+    static func cacheDescription(salt: [UInt8]) -> String {
+        "securestore:keyfile:" + hexString(salt.prefix(16))
+    }
+
+    private func obtainPassphrase(creating: Bool) throws(KeychainError) -> SecureBytes {
+        switch passphrase.source {
+        case .provider(let body):
+            do {
+                return try body(creating).storage
+            } catch let error as KeychainError {
+                throw error
+            } catch {
+                throw KeychainError(KeychainError.Code.locked, "no passphrase for the key file '\(path)': \(error)")
+            }
+        case .fileDescriptor(let fd):
+            if let read = readPassphrase.withLock({ $0 }) { return read }
+            let phrase = try Self.readLine(from: fd, what: "file descriptor \(fd)")
+            guard phrase.count > 0 else {
+                throw KeychainError(
+                    KeychainError.Code.invalidSecret, "the passphrase read from file descriptor \(fd) is empty")
+            }
+            readPassphrase.withLock { $0 = phrase }
+            return phrase
+        case .terminal:
+            let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+            guard tty >= 0 else {
+                throw KeychainError(
+                    KeychainError.Code.locked,
+                    "the key file '\(path)' is locked and there is no terminal to ask its passphrase on; give it with "
+                        + "--passphrase-fd N (SECURESTORE_PASSPHRASE_FD), or unlock it once in this session")
+            }
+            defer { close(tty) }
+            let first = try Self.prompt(tty, creating ? "New passphrase for the key file \(path): " : "Passphrase for the key file \(path): ")
+            guard first.count > 0 else {
+                throw KeychainError(KeychainError.Code.invalidSecret, "the passphrase is empty; nothing was changed")
+            }
+            if creating {
+                let again = try Self.prompt(tty, "Again: ")
+                guard again.constantTimeEquals(first) else {
+                    throw KeychainError(
+                        KeychainError.Code.invalidSecret, "the two passphrases differ; nothing was changed")
+                }
+            }
+            return first
+        }
+    }
+
+    /// One line from `fd` (at most 4 KiB), without its newline.
+    static func readLine(from fd: Int32, what: String) throws(KeychainError) -> SecureBytes {
+        let capacity = 4096
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
+        defer {
+            secureZero(buffer)
+            buffer.deallocate()
+        }
+        var count = 0
+        while count < capacity {
+            let n = read(fd, buffer.baseAddress! + count, 1)
+            if n < 0 {
+                if Errno.current == .interrupted { continue }
+                throw KeychainError(KeychainError.Code.locked, "cannot read the passphrase from \(what): \(Errno.current)")
+            }
+            if n == 0 || buffer[count] == UInt8(ascii: "\n") { break }
+            count += 1
+        }
+        if count > 0 && buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+        return SecureBytes(count: count) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
+    }
+
+    private static func prompt(_ tty: Int32, _ text: String) throws(KeychainError) -> SecureBytes {
+        var saved = termios()
+        let isTerminal = tcgetattr(tty, &saved) == 0
+        if isTerminal {
+            var silent = saved
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            tcsetattr(tty, TCSAFLUSH, &silent)
+        }
+        defer {
+            if isTerminal { tcsetattr(tty, TCSAFLUSH, &saved) }
+            _ = "\n".withCString { Glibc.write(tty, $0, 1) }
+        }
+        _ = text.withCString { Glibc.write(tty, $0, strlen($0)) }
+        return try readLine(from: tty, what: "the terminal")
+    }
+
+    /// Writes `items` sealed under `key` (whose salt is `salt`): a temporary file, fsynced, renamed over the file,
+    /// the folder fsynced.
+    private func write(_ items: [Item], salt: [UInt8], key: SecureBytes) throws(KeychainError) {
+        let directory = directoryPart(path)
+        do {
+            try makeDirectories(directory.isEmpty ? "." : directory)
+        } catch {
+            throw KeychainError(
+                KeychainError.Code.serviceUnavailable, "cannot make the folder '\(error.path)' of the key file: \(error.errno)")
+        }
+        let bytes = Sealed.seal(items, salt: salt, key: key)
+        let temporary = ScratchFiles.path(near: path)
+        ScratchFiles.register(temporary)
+        defer {
+            unlink(temporary)
+            ScratchFiles.unregister(temporary)
+        }
+        do throws(Errno) {
+            let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+            try descriptor.closeAfter { () throws(Errno) in
+                try descriptor.setMode(0o600)
+                try descriptor.writeAll(bytes)
+                try descriptor.sync()
+            }
+            guard rename(temporary, path) == 0 else { throw Errno.current }
+            try syncDirectory(directory.isEmpty ? "." : directory)
+        } catch {
+            throw KeychainError(
+                error == .noSpace || error == .quotaExceeded ? KeychainError.Code.storeFull : KeychainError.Code.serviceUnavailable,
+                "cannot write the key file '\(path)': \(error); it is unchanged")
+        }
+    }
+
+    private func withExclusiveLock<T>(_ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        try withLock(exclusive: true, body)
+    }
+
+    /// Runs `body` holding `flock` on `<file>.lock` (shared for reads, exclusive for changes).
+    private func withLock<T>(exclusive: Bool, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        let lockPath = path + ".lock"
+        let directory = directoryPart(path)
+        if exclusive {
+            do {
+                try makeDirectories(directory.isEmpty ? "." : directory)
+            } catch {
+                throw KeychainError(
+                    KeychainError.Code.serviceUnavailable, "cannot make the folder '\(error.path)' of the key file: \(error.errno)")
+            }
+        }
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 {
+            // A reader of a store that does not exist yet (no folder) needs no lock: there is nothing to read.
+            if !exclusive && Errno.current == .noSuchFile { return try body() }
+            throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot open '\(lockPath)': \(Errno.current)")
+        }
+        defer { close(fd) }
+        while flock(fd, exclusive ? LOCK_EX : LOCK_SH) != 0 {
+            guard Errno.current == .interrupted else {
+                throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot lock '\(lockPath)': \(Errno.current)")
+            }
+        }
+        return try body()
+    }
+
+    // MARK: Cryptography (libcrypto)
+
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    /// scrypt(passphrase, salt) → 32 bytes.
+    static func derive(
+        _ passphrase: UnsafeRawBufferPointer, salt: [UInt8], log2N: UInt8, r: UInt32, p: UInt32
+    ) throws(KeychainError) -> SecureBytes {
+        guard (10...20).contains(log2N), (1...16).contains(r), (1...4).contains(p) else {
+            throw KeychainError(KeychainError.Code.damagedStore, "the key file's scrypt parameters are out of range")
+        }
+        var failed = false
+        let key = SecureBytes(count: 32) { out in
+            let ok = EVP_PBE_scrypt(
+                passphrase.baseAddress?.assumingMemoryBound(to: CChar.self), passphrase.count, salt, salt.count,
+                UInt64(1) << UInt64(log2N), UInt64(r), UInt64(p), 256 << 20,
+                out.baseAddress!.assumingMemoryBound(to: UInt8.self), 32)
+            failed = ok != 1
+        }
+        if failed { throw KeychainError(KeychainError.Code.providerError, "libcrypto's scrypt failed") }
+        return key
+    }
+}
+
+// MARK: - The file format
+
+/// `securestore-keyfile-1`: a 80-byte header, then the items sealed with AES-256-GCM (the header is the
+/// associated data, so changing a parameter fails the tag).
+///
+///     magic "SSKEYFIL" (8) | version 1 (1) | kdf 1 = scrypt (1) | log2 N (1) | reserved 0 (1) | r (4) | p (4)
+///     salt (32) | nonce (12) | check (16) | ciphertext | tag (16)
+///
+/// `check` is the first 16 bytes of SHA-256("securestore key file check" ‖ key): a wrong passphrase fails it, a
+/// damaged file passes it and fails the tag. The plaintext: "SSKI" | count (4) | per item: service, account,
+/// label (2-byte length + UTF-8 each), secret (4-byte length + bytes), created, modified (8 bytes each,
+/// microseconds since 1970). Integers are little-endian.
+struct Sealed {
+    struct Header {
+        var log2N: UInt8
+        var r: UInt32
+        var p: UInt32
+        var salt: [UInt8]
+        var nonce: [UInt8]
+        var check: [UInt8]
+    }
+    static let magic = Array("SSKEYFIL".utf8)
+    static let version: UInt8 = 1
+    static let headerSize = 8 + 4 + 8 + 32 + 12 + 16
+    static let tagSize = 16
+
+    let header: Header
+    let headerBytes: [UInt8]
+    let ciphertext: ArraySlice<UInt8>
+    let tag: [UInt8]
+
+    static func parse(_ bytes: [UInt8], path: String) throws(KeychainError) -> Sealed {
+        func damaged(_ what: String) -> KeychainError {
+            KeychainError(KeychainError.Code.damagedStore, "the key file '\(path)' \(what); it was refused and left as it is")
+        }
+        guard bytes.count >= 8, Array(bytes[0..<8]) == magic else {
+            throw damaged(bytes.count < 8 ? "is truncated (\(bytes.count) bytes)" : "is not a SecureStore key file")
+        }
+        guard bytes.count > 8 else { throw damaged("is truncated") }
+        guard bytes[8] <= version else {
+            throw KeychainError(
+                KeychainError.Code.damagedStore,
+                "the key file '\(path)' was written by a newer SecureStore (format \(bytes[8])); this one reads format "
+                    + "\(version). Update SecureStore; the file was left as it is")
+        }
+        guard bytes.count >= headerSize + tagSize else { throw damaged("is truncated (\(bytes.count) bytes)") }
+        guard bytes[9] == 1 else { throw damaged("names an unknown key derivation (\(bytes[9]))") }
+        func u32(_ at: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(bytes[at + $1]) << (8 * UInt32($1)) } }
+        let header = Header(
+            log2N: bytes[10], r: u32(12), p: u32(16), salt: Array(bytes[20..<52]), nonce: Array(bytes[52..<64]),
+            check: Array(bytes[64..<80]))
+        return Sealed(
+            header: header, headerBytes: Array(bytes[0..<headerSize]),
+            ciphertext: bytes[headerSize..<(bytes.count - tagSize)], tag: Array(bytes[(bytes.count - tagSize)...]))
+    }
+
+    static func checkValue(_ key: SecureBytes) -> [UInt8] {
+        var input = Array("securestore key file check".utf8)
+        key.withUnsafeBytes { input.append(contentsOf: $0) }
+        defer { input.withUnsafeMutableBytes { secureZero($0) } }
+        var digest = [UInt8](repeating: 0, count: 32)
+        var size: UInt32 = 0
+        _ = EVP_Digest(input, input.count, &digest, &size, EVP_sha256(), nil)
+        return Array(digest.prefix(16))
+    }
+
+    /// Whether `key` is the file's (its check value matches).
+    func accepts(_ key: SecureBytes) -> Bool {
+        let expected = Self.checkValue(key)
+        return zip(expected, header.check).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    func open(with key: SecureBytes, path: String) throws(KeychainError) -> [Item] {
+        let plaintext = SecureBytes(count: ciphertext.count) { _ in }
+        let ok = plaintext.withUnsafeBytes { out in
+            key.withUnsafeBytes { keyBytes in
+                Self.gcm(
+                    encrypt: false, key: keyBytes, nonce: header.nonce, aad: headerBytes, input: Array(ciphertext),
+                    output: UnsafeMutableRawBufferPointer(mutating: out), tag: tag) != nil
+            }
+        }
+        guard ok else {
+            throw KeychainError(
+                KeychainError.Code.damagedStore,
+                "the key file '\(path)' is damaged: the passphrase is right but its contents do not authenticate; it "
+                    + "was refused and left as it is (restore it from a backup)")
+        }
+        return try plaintext.withUnsafeBytes { (bytes) throws(KeychainError) in try Self.decode(bytes, path: path) }
+    }
+
+    static func seal(_ items: [Item], salt: [UInt8], key: SecureBytes) -> [UInt8] {
+        let nonce = KeyFile.randomBytes(12)
+        var header = magic + [version, 1, KeyFile.scryptLog2N, 0]
+        func le32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        header += le32(KeyFile.scryptR) + le32(KeyFile.scryptP) + salt + nonce + checkValue(key)
+        var plaintext = encode(items)
+        defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
+        var ciphertext = [UInt8](repeating: 0, count: plaintext.count)
+        let tag = key.withUnsafeBytes { keyBytes in
+            ciphertext.withUnsafeMutableBytes { out in
+                gcm(encrypt: true, key: keyBytes, nonce: nonce, aad: header, input: plaintext, output: out, tag: nil)
+            }
+        }
+        return header + ciphertext + (tag ?? [])
+    }
+
+    /// AES-256-GCM; returns the tag when encrypting, a non-nil empty array when decryption authenticated.
+    static func gcm(
+        encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8], input: [UInt8],
+        output: UnsafeMutableRawBufferPointer, tag: [UInt8]?
+    ) -> [UInt8]? {
+        guard let context = EVP_CIPHER_CTX_new() else { return nil }
+        defer { EVP_CIPHER_CTX_free(context) }
+        let keyPointer = key.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        var length: Int32 = 0
+        if encrypt {
+            guard EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, keyPointer, nonce) == 1,
+                EVP_EncryptUpdate(context, nil, &length, aad, Int32(aad.count)) == 1,
+                input.isEmpty || EVP_EncryptUpdate(
+                    context, output.baseAddress!.assumingMemoryBound(to: UInt8.self), &length, input, Int32(input.count)) == 1,
+                EVP_EncryptFinal_ex(context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length) == 1
+            else { return nil }
+            var tag = [UInt8](repeating: 0, count: tagSize)
+            guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag) == 1 else { return nil }
+            return tag
+        }
+        guard var expected = tag,
+            EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, keyPointer, nonce) == 1,
+            EVP_DecryptUpdate(context, nil, &length, aad, Int32(aad.count)) == 1,
+            input.isEmpty || EVP_DecryptUpdate(
+                context, output.baseAddress!.assumingMemoryBound(to: UInt8.self), &length, input, Int32(input.count)) == 1,
+            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagSize), &expected) == 1
+        else { return nil }
+        var scratch = [UInt8](repeating: 0, count: 16)
+        guard EVP_DecryptFinal_ex(context, &scratch, &length) == 1 else { return nil }
+        return []
+    }
+
+    typealias Item = KeyFile.Item
+
+    static func encode(_ items: [Item]) -> [UInt8] {
+        var out = Array("SSKI".utf8)
+        func le(_ value: UInt64, _ bytes: Int) { for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(i)))) } }
+        func text(_ string: String) {
+            let utf8 = Array(string.utf8.prefix(65_535))
+            le(UInt64(utf8.count), 2)
+            out += utf8
+        }
+        le(UInt64(items.count), 4)
+        for item in items {
+            text(item.service)
+            text(item.account)
+            text(item.label)
+            le(UInt64(item.secret.count), 4)
+            item.secret.withUnsafeBytes { out.append(contentsOf: $0) }
+            le(UInt64(bitPattern: item.created), 8)
+            le(UInt64(bitPattern: item.modified), 8)
+        }
+        return out
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer, path: String) throws(KeychainError) -> [Item] {
+        let damaged = KeychainError(
+            KeychainError.Code.damagedStore, "the key file '\(path)' holds items it cannot read; it was left as it is")
+        var at = 0
+        func take(_ count: Int) throws(KeychainError) -> UnsafeRawBufferPointer {
+            guard count >= 0, at + count <= bytes.count else { throw damaged }
+            defer { at += count }
+            return UnsafeRawBufferPointer(rebasing: bytes[at..<(at + count)])
+        }
+        func le(_ count: Int) throws(KeychainError) -> UInt64 {
+            try take(count).enumerated().reduce(0) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+        }
+        func text() throws(KeychainError) -> String {
+            guard let string = String(validating: try take(Int(try le(2))), as: UTF8.self) else { throw damaged }
+            return string
+        }
+        guard Array(try take(4)) == Array("SSKI".utf8) else { throw damaged }
+        let count = Int(try le(4))
+        var items: [Item] = []
+        for _ in 0..<count {
+            let service = try text()
+            let account = try text()
+            let label = try text()
+            let secretBytes = try take(Int(try le(4)))
+            let secret = SecureBytes(count: secretBytes.count) { $0.copyMemory(from: secretBytes) }
+            let created = Int64(bitPattern: try le(8))
+            let modified = Int64(bitPattern: try le(8))
+            items.append(Item(service: service, account: account, label: label, secret: secret, created: created, modified: modified))
+        }
+        guard at == bytes.count else { throw damaged }
+        return items
+    }
+}
+
+// MARK: - The session cache
+
+/// The kernel keyring (keyrings(7)): a `user` key with a timeout, in the session keyring when the process has one
+/// (an SSH or console login through pam_keyinit: shared by that login's processes), else in the user keyring
+/// (shared by this user's processes). Permissions: the possessor everything, the same user view, read and search;
+/// other users nothing. Root can read it.
+enum SessionCache {
+    static let permissions: UInt32 = 0x3f00_0000 | 0x000b_0000
+
+    /// The keyring this process sees as its session keyring, by its number: the login session's, or the user's
+    /// session keyring when the process has none. Never `KEY_SPEC_SESSION_KEYRING` itself: adding to it from a
+    /// process without a session keyring makes a new anonymous one, which dies with the process.
+    static var keyring: Int32 {
+        let id = securestore_keyctl_get_keyring_id(SECURESTORE_KEY_SPEC_SESSION_KEYRING)
+        return id > 0 ? Int32(truncatingIfNeeded: id) : SECURESTORE_KEY_SPEC_USER_KEYRING
+    }
+
+    static func store(_ key: SecureBytes, description: String, timeout: Duration) {
+        let target = keyring
+        let id = key.withUnsafeBytes { bytes in
+            securestore_add_key("user", description, bytes.baseAddress, bytes.count, target)
+        }
+        guard id > 0 else { return }
+        _ = securestore_keyctl_setperm(Int32(id), permissions)
+        _ = securestore_keyctl_set_timeout(Int32(id), UInt32(max(1, timeout.components.seconds)))
+    }
+
+    private static func find(_ description: String) -> Int32? {
+        for ring in [keyring, SECURESTORE_KEY_SPEC_USER_KEYRING] {
+            let id = securestore_keyctl_search(ring, "user", description)
+            if id > 0 { return Int32(id) }
+        }
+        return nil
+    }
+
+    static func read(description: String) -> SecureBytes? {
+        guard let id = find(description) else { return nil }
+        var failed = false
+        let key = SecureBytes(count: 32) { out in
+            failed = securestore_keyctl_read(id, out.baseAddress, 32) != 32
+        }
+        return failed ? nil : key
+    }
+
+    @discardableResult
+    static func drop(description: String) -> Bool {
+        var dropped = false
+        while let id = find(description), securestore_keyctl_invalidate(id) == 0 { dropped = true }
+        return dropped
+    }
+}

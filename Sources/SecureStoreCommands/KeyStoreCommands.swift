@@ -1,0 +1,195 @@
+// Which key store the tool uses (--keystore, SECURESTORE_KEYSTORE, automatic), and `keystore status|move` and
+// `lock`. The stores themselves are the Keychain module's (Secret Service, key file, systemd credentials).
+import Foundation
+import Glibc
+import Keychain
+import SecureStore
+
+/// The store a command uses.
+enum KeyStoreChoice {
+    static let names = ["secret-service", "file", "systemd"]
+
+    /// `--keystore`, else SECURESTORE_KEYSTORE, else automatic: the Secret Service when there is a session bus
+    /// (`DBUS_SESSION_BUS_ADDRESS`), else the key file (said once on stderr, when the key file is made).
+    static func store(_ invocation: Invocation) throws -> Keychain.Store {
+        try store(invocation.global, path: invocation.path)
+    }
+
+    /// The store that `global` names (see ``store(_:)``); `path` is the command, for usage errors.
+    static func store(_ global: GlobalOptions, path: [String]) throws -> Keychain.Store {
+        let environment = ProcessInfo.processInfo.environment
+        let named = global.keystore ?? environment["SECURESTORE_KEYSTORE"].flatMap { $0.isEmpty ? nil : $0 }
+        switch named {
+        case "secret-service":
+            return .secretService
+        case "file":
+            return .keyFile(try keyFile(global, path: path, automatic: false))
+        case "systemd":
+            guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
+                throw CLIError(
+                    status: ExitStatus.unavailable,
+                    message: "--keystore systemd reads the credentials systemd gives a service, but CREDENTIALS_DIRECTORY is not "
+                        + "set: run it from a unit with LoadCredential= or LoadCredentialEncrypted= (Docs/keystores.md)")
+            }
+            return .systemdCredentials(directory: directory)
+        case nil, "auto":
+            if hasSessionBus(environment) { return .secretService }
+            return .keyFile(try keyFile(global, path: path, automatic: true))
+        case let other?:
+            throw UsageError(
+                "--keystore must be one of \(names.joined(separator: ", ")) (not \(UsageError.quoted(other)))",
+                path: path)
+        }
+    }
+
+    /// Whether a session bus can be found as libsecret finds one: `DBUS_SESSION_BUS_ADDRESS`, or the user bus
+    /// socket `$XDG_RUNTIME_DIR/bus` that systemd's user manager makes.
+    static func hasSessionBus(_ environment: [String: String]) -> Bool {
+        if let bus = environment["DBUS_SESSION_BUS_ADDRESS"], !bus.isEmpty { return true }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return false }
+        var status = stat()
+        return stat(runtime + "/bus", &status) == 0 && (status.st_mode & S_IFMT) == S_IFSOCK
+    }
+
+    /// The key file, its passphrase from `--passphrase-fd`/SECURESTORE_PASSPHRASE_FD or the terminal.
+    static func keyFile(_ global: GlobalOptions, path: [String], automatic: Bool) throws -> KeyFile {
+        let environment = ProcessInfo.processInfo.environment
+        var passphrase = Passphrase.terminal
+        if let text = global.passphraseFD ?? environment["SECURESTORE_PASSPHRASE_FD"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            guard let fd = Int32(text), fd >= 0, fcntl(fd, F_GETFD) != -1 else {
+                throw UsageError(
+                    "--passphrase-fd must name an open file descriptor (\(UsageError.quoted(text)) is not one)", path: path)
+            }
+            passphrase = .fileDescriptor(fd)
+        }
+        var timeout = Duration.seconds(600)
+        if let text = environment["SECURESTORE_CACHE_TIMEOUT"], let seconds = Int(text), seconds >= 0 {
+            timeout = .seconds(seconds)
+        }
+        let file = KeyFile(passphrase: passphrase, sessionCacheTimeout: timeout == .zero ? nil : timeout)
+        if automatic && !file.exists {
+            Console.err(
+                "securestore: no D-Bus session bus here, so keys and tokens go to the key file '\(file.path)', sealed with "
+                    + "a passphrase (choose with --keystore or SECURESTORE_KEYSTORE)\n")
+        }
+        return file
+    }
+}
+
+private let toOption = Option<String>("to", valueName: "STORE", help: "The store to move to: file or secret-service.")
+
+let keystoreCommand = Command(
+    name: "keystore", abstract: "See and change where keys and tokens are kept.",
+    discussion: """
+        SecureStore keeps database keys, tokens and git credentials in one of three stores: the Secret Service \
+        (gnome-keyring, KeePassXC, KWallet), an encrypted key file (a passphrase, for machines without a desktop \
+        keyring), or systemd's credentials of a service (read-only). See Docs/keystores.md.
+        """,
+    subcommands: [
+        Command(
+            name: "status", abstract: "Say which store is used and what it holds for this app.",
+            run: { invocation in
+                let context = try Context(invocation)
+                let services = [
+                    ("database key", context.paths.databaseKeyService), ("token", context.paths.tokenService),
+                    ("git credential", context.paths.gitCredentialService),
+                ]
+                var rows: [KeyStoreItemJSON] = []
+                for (kind, service) in services {
+                    for item in try context.keychain.items(service: service) {
+                        rows.append(KeyStoreItemJSON(kind: kind, service: service, account: item.account))
+                    }
+                }
+                let store = context.keychain.configuration.store
+                if invocation.global.json {
+                    try Console.json(KeyStoreStatusJSON(store: store.name, location: store.description, items: rows))
+                } else {
+                    Console.out("store: \(store.name) (\(store.description))\n")
+                    for row in rows { Console.out("\(row.kind): \(row.account) (service '\(row.service)')\n") }
+                    if rows.isEmpty { Console.out("no keys or tokens of app '\(context.paths.app)' there\n") }
+                }
+                return ExitStatus.success
+            }),
+        Command(
+            name: "move", abstract: "Move this app's keys and tokens to another store.",
+            discussion: """
+                Each item is written to the new store, read back and compared, and only then deleted from the old \
+                one: interrupted at any point, every item is readable from one store or both, never neither. Run it \
+                again to finish.
+                """,
+            options: [toOption],
+            run: { invocation in
+                guard let target = try invocation[toOption] else {
+                    throw UsageError("--to is required (file or secret-service)", path: invocation.path)
+                }
+                let context = try Context(invocation)
+                let source = context.keychain
+                var targetGlobal = invocation.global
+                targetGlobal.keystore = target
+                guard target == "file" || target == "secret-service" else {
+                    throw UsageError("--to must be file or secret-service", path: invocation.path)
+                }
+                let destination = Keychain(
+                    configuration: Keychain.Configuration(
+                        allowsPrompts: source.configuration.allowsPrompts, store: try KeyStoreChoice.store(targetGlobal, path: invocation.path)))
+                guard destination.configuration.store.name != source.configuration.store.name else {
+                    throw UsageError("the keys are in \(source.configuration.store.description) already", path: invocation.path)
+                }
+                var moved = 0
+                for service in [context.paths.databaseKeyService, context.paths.tokenService, context.paths.gitCredentialService] {
+                    for item in try source.items(service: service) {
+                        guard let secret = try source.secret(service: service, account: item.account) else { continue }
+                        try destination.set(secret, service: service, account: item.account, label: item.label)
+                        guard try destination.secret(service: service, account: item.account) == secret else {
+                            throw CLIError(
+                                status: ExitStatus.ioError,
+                                message: "the copy of '\(item.account)' (service '\(service)') in \(destination.configuration.store.description) "
+                                    + "does not read back the same; it was left in \(source.configuration.store.description)")
+                        }
+                        try source.delete(service: service, account: item.account)
+                        moved += 1
+                    }
+                }
+                if invocation.global.json {
+                    try Console.json(KeyStoreMovedJSON(moved: moved, to: destination.configuration.store.name))
+                } else {
+                    Console.out("moved \(moved) item(s) to \(destination.configuration.store.description)\n")
+                }
+                return ExitStatus.success
+            }),
+    ])
+
+let lockCommand = Command(
+    name: "lock", abstract: "Forget the key file's unlocked key (this session's cache): the next use asks again.",
+    run: { invocation in
+        let file = try KeyStoreChoice.keyFile(invocation.global, path: invocation.path, automatic: false)
+        let dropped = file.lock()
+        if invocation.global.json {
+            try Console.json(KeyStoreLockedJSON(locked: true, wasCached: dropped))
+        } else {
+            Console.out(dropped ? "locked the key file '\(file.path)'\n" : "the key file '\(file.path)' was not unlocked in this session\n")
+        }
+        return ExitStatus.success
+    })
+
+struct KeyStoreItemJSON: Encodable {
+    let kind: String
+    let service: String
+    let account: String
+}
+
+struct KeyStoreStatusJSON: Encodable {
+    let store: String
+    let location: String
+    let items: [KeyStoreItemJSON]
+}
+
+struct KeyStoreMovedJSON: Encodable {
+    let moved: Int
+    let to: String
+}
+
+struct KeyStoreLockedJSON: Encodable {
+    let locked: Bool
+    let wasCached: Bool
+}
