@@ -114,6 +114,7 @@ public final class KeyFile: Sendable {
     public func changePassphrase(to new: Secret) throws(KeychainError) {
         try withExclusiveLock { () throws(KeychainError) in
             let items = try load() ?? []
+            if let old = unlocked.withLock({ $0?.salt }) { SessionCache.drop(description: Self.cacheDescription(salt: old)) }
             let salt = Self.randomBytes(32)
             let key = try new.storage.withUnsafeBytes { (bytes) throws(KeychainError) in
                 try Self.derive(bytes, salt: salt, log2N: Self.scryptLog2N, r: Self.scryptR, p: Self.scryptP)
@@ -122,6 +123,21 @@ public final class KeyFile: Sendable {
             unlocked.withLock { $0 = (salt, key) }
             remember(key, salt: salt)
         }
+    }
+
+    /// One line read from `fd` (up to its newline or end) as a passphrase: for a new passphrase given to a script.
+    public static func readPassphraseLine(from fd: Int32) throws(KeychainError) -> Secret {
+        let line = try readLine(from: fd, what: "file descriptor \(fd)")
+        guard line.count > 0 else {
+            throw KeychainError(KeychainError.Code.invalidSecret, "the passphrase read from file descriptor \(fd) is empty")
+        }
+        return Secret(storage: line)
+    }
+
+    /// A new passphrase asked twice on the terminal, for the key file at `path`.
+    public static func askNewPassphrase(for path: String) throws(KeychainError) -> Secret {
+        let file = KeyFile(path: path, passphrase: .terminal, sessionCacheTimeout: nil)
+        return Secret(storage: try file.obtainPassphrase(creating: true))
     }
 
     // MARK: Items (the Keychain's operations)

@@ -159,8 +159,13 @@ public final class KeyedDatabase: Sendable {
         if !createIfMissing, !KeyedDatabaseFiles.exists(files.path), !KeyedDatabaseFiles.exists(files.restoreCommitPath) {
             throw Self.noDatabaseError(name: name, files: files)
         }
-        try KeyedDatabaseFiles.makeDirectories(files.directory)
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
+        if !KeyedDatabaseFiles.exists(files.path) {
+            // A database about to be made: the key store must answer before anything exists on disk (no folder, no
+            // lock file), so a missing or locked keyring leaves nothing behind.
+            _ = try items.catalogue()
+        }
+        try KeyedDatabaseFiles.makeDirectories(files.directory)
         let lock = try files.lock(exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
         do {
             let opened: (DatabaseQueue, String)

@@ -157,7 +157,41 @@ let keystoreCommand = Command(
                 }
                 return ExitStatus.success
             }),
+        keystorePassphraseCommand,
     ])
+
+private let newPassphraseFDOption = Option<Int32>(
+    "new-passphrase-fd", valueName: "N", help: "Read the new passphrase from file descriptor N, not the terminal.",
+    expected: "a file descriptor number", convert: { Int32($0) })
+
+let keystorePassphraseCommand = Command(
+    name: "passphrase", abstract: "Change the key file's passphrase.",
+    discussion: """
+        The current passphrase comes as for any command (the terminal, --passphrase-fd); the new one from the         terminal (asked twice) or --new-passphrase-fd. The file is sealed again under a new salt, written whole and         renamed over the old one: a crash leaves the old file (old passphrase) or the new one (new passphrase).
+        """,
+    options: [newPassphraseFDOption],
+    run: { invocation in
+        let file = try KeyStoreChoice.keyFile(invocation.global, path: invocation.path, automatic: false)
+        guard file.exists else {
+            throw CLIError(status: ExitStatus.notFound, message: "there is no key file at '\(file.path)' yet")
+        }
+        let newPassphrase: Secret
+        if let fd = try invocation[newPassphraseFDOption] {
+            guard fcntl(fd, F_GETFD) != -1 else {
+                throw UsageError("--new-passphrase-fd must name an open file descriptor", path: invocation.path)
+            }
+            newPassphrase = try KeyFile.readPassphraseLine(from: fd)
+        } else {
+            newPassphrase = try KeyFile.askNewPassphrase(for: file.path)
+        }
+        try file.changePassphrase(to: newPassphrase)
+        if invocation.global.json {
+            try Console.json(KeyStoreLockedJSON(locked: false, wasCached: false))
+        } else {
+            Console.out("changed the passphrase of the key file '\(file.path)'\n")
+        }
+        return ExitStatus.success
+    })
 
 let lockCommand = Command(
     name: "lock", abstract: "Forget the key file's unlocked key (this session's cache): the next use asks again.",

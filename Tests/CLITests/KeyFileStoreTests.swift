@@ -1,0 +1,275 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The tool where there is no Secret Service (issue 24): no D-Bus at all (no bus address, an empty runtime folder,
+/// no display), so keys and tokens go to the encrypted key file. The built tool, real files, the real kernel
+/// keyring, Debian's systemd-creds and git. Nothing here talks to the harness's keyring.
+@Suite(.serialized) struct KeyFileStoreTests {
+    private let work: TemporaryDirectory
+
+    init() throws {
+        try Harness.require()
+        work = try TemporaryDirectory()
+    }
+
+    private var home: String { work.path + "/home" }
+    private var keyFile: String { home + "/data/securestore/keys.sealed" }
+
+    /// The environment of a machine with no D-Bus: no bus address, an empty runtime folder, no display.
+    private func headless(cacheSeconds: Int = 0, extra: [String: String] = [:]) throws -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY", "SECURESTORE_KEYSTORE", "SECURESTORE_PASSPHRASE_FD"] {
+            environment[name] = nil
+        }
+        let runtime = work.path + "/runtime"
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        environment["XDG_RUNTIME_DIR"] = runtime
+        environment["HOME"] = home
+        environment["XDG_DATA_HOME"] = home + "/data"
+        environment["XDG_CONFIG_HOME"] = home + "/config"
+        environment["SECURESTORE_CACHE_TIMEOUT"] = String(cacheSeconds)
+        environment["SECURESTORE_PROMPT"] = "never"
+        for (name, value) in extra { environment[name] = value }
+        return environment
+    }
+
+    /// Runs the tool with `passphrase` on file descriptor 3 (when given) and `input` on standard input.
+    private func tool(
+        _ arguments: [String], passphrase: String? = "correct horse battery", input: String = "", cacheSeconds: Int = 0,
+        extra: [String: String] = [:]
+    ) throws -> ProcessResult {
+        var environment = try headless(cacheSeconds: cacheSeconds, extra: extra)
+        if let passphrase {
+            let file = work.path + "/passphrase-\(UUID().uuidString.prefix(8))"
+            try (passphrase + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            environment["PASSFILE"] = file
+            return try run(
+                ["bash", "-c", "exec \"$0\" --passphrase-fd 3 \"$@\" 3<\"$PASSFILE\"", product("securestore")] + arguments,
+                input: Data(input.utf8), environment: environment)
+        }
+        return try run([product("securestore")] + arguments, input: Data(input.utf8), environment: environment)
+    }
+
+    private func sha256(_ path: String) throws -> String {
+        String(try run(["sha256sum", path]).stdout.prefix(64))
+    }
+
+    @Test func withNoDBusTheTaskListTokensAndGitCredentialsLiveInTheKeyFile() throws {
+        let added = try tool(["tasks", "add", "Renew", "the", "certificate"])
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(added.stderr.contains("no D-Bus session bus here, so keys and tokens go to the key file '\(keyFile)'"))
+        #expect(try tool(["tasks", "list"]).stdout.contains("Renew the certificate"))
+        #expect(try tool(["token", "set", "deploy"], input: "ghp_fileStoreToken123").status == 0)
+        #expect(try tool(["token", "get", "deploy"]).stdout == "ghp_fileStoreToken123")
+        #expect(try tool(["token", "list"]).stdout.contains("deploy"))
+        // git's credential protocol through the helper, on the same store.
+        let stored = try tool(["git-credential", "store"], input: "protocol=https\nhost=git.example.org\nusername=ci\npassword=s3cret-ci\n\n")
+        #expect(stored.status == 0, "\(stored.stderr)")
+        let got = try tool(["git-credential", "get"], input: "protocol=https\nhost=git.example.org\n\n")
+        #expect(got.stdout.contains("password=s3cret-ci"), "\(got.stdout) \(got.stderr)")
+        // The store says where everything is; the file holds nothing readable.
+        let status = try tool(["keystore", "status"])
+        #expect(status.stdout.hasPrefix("store: file (the key file '\(keyFile)')"), "\(status.stdout)")
+        #expect(status.stdout.contains("token: deploy"))
+        #expect(status.stdout.contains("database key: "))
+        let bytes = try #require(FileManager.default.contents(atPath: keyFile))
+        for plain in ["ghp_fileStoreToken123", "s3cret-ci", "deploy", "securestore.database-key"] {
+            #expect(bytes.range(of: Data(plain.utf8)) == nil, "'\(plain)' is readable in the key file")
+        }
+        let attributes = try FileManager.default.attributesOfItem(atPath: keyFile)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let folder = try FileManager.default.attributesOfItem(atPath: (keyFile as NSString).deletingLastPathComponent)
+        #expect((folder[.posixPermissions] as? Int) == 0o700)
+        // A rotation and a verified backup work on it too.
+        #expect(try tool(["db", "rotate-key"]).status == 0)
+        #expect(try tool(["tasks", "list"]).stdout.contains("Renew the certificate"))
+        let backup = try tool(["db", "backup", work.path + "/backup.db"])
+        #expect(backup.status == 0, "\(backup.stderr)")
+    }
+
+    @Test func aWrongPassphraseIsRefusedAndChangesNothing() throws {
+        #expect(try tool(["token", "set", "api"], input: "value-1").status == 0)
+        #expect(try tool(["tasks", "add", "Keep", "me"]).status == 0)
+        let before = try sha256(keyFile)
+        for arguments in [["token", "get", "api"], ["token", "set", "api2"], ["tasks", "list"], ["token", "delete", "api"]] {
+            let wrong = try tool(arguments, passphrase: "not the passphrase", input: "value-2")
+            #expect(wrong.status == 77, "\(arguments): \(wrong.stderr)")
+            #expect(wrong.stderr == "securestore: the passphrase does not open the key file '\(keyFile)'; nothing was changed\n")
+            #expect(try sha256(keyFile) == before)
+        }
+        // No passphrase and no terminal: locked, said how to give one.
+        let none = try tool(["token", "get", "api"], passphrase: nil)
+        #expect(none.status == 77)
+        #expect(none.stderr.contains("is locked and there is no terminal to ask its passphrase on; give it with --passphrase-fd N"))
+        #expect(try tool(["token", "get", "api"]).stdout == "value-1")
+    }
+
+    @Test func aHostileKeyFileIsRefusedAndLeftAsItIs() throws {
+        #expect(try tool(["token", "set", "api"], input: "value-1").status == 0)
+        let original = try #require(FileManager.default.contents(atPath: keyFile))
+        func check(_ what: String, _ expected: String, status: Int32 = 65) throws {
+            let before = try run(["sh", "-c", "ls -l '\(keyFile)'; if [ -f '\(keyFile)' ] && [ ! -p '\(keyFile)' ]; then sha256sum '\(keyFile)'; fi"]).stdout
+            let got = try tool(["token", "get", "api"])
+            #expect(got.status == status, "\(what): \(got.stderr)")
+            #expect(got.stderr.contains(expected), "\(what): \(got.stderr)")
+            #expect(try run(["sh", "-c", "ls -l '\(keyFile)'; if [ -f '\(keyFile)' ] && [ ! -p '\(keyFile)' ]; then sha256sum '\(keyFile)'; fi"]).stdout == before, "\(what)")
+        }
+        try original.prefix(50).write(to: URL(fileURLWithPath: keyFile))
+        try check("truncated", "is truncated")
+        var flipped = original
+        flipped[flipped.count - 30] ^= 0x01
+        try flipped.write(to: URL(fileURLWithPath: keyFile))
+        try check("flipped", "is damaged: the passphrase is right but its contents do not authenticate")
+        var newer = original
+        newer[8] = 9
+        try newer.write(to: URL(fileURLWithPath: keyFile))
+        try check("newer", "was written by a newer SecureStore (format 9)")
+        try Data(count: 17 << 20).write(to: URL(fileURLWithPath: keyFile))
+        try check("huge", "more than a key file's")
+        try FileManager.default.removeItem(atPath: keyFile)
+        #expect(mkfifo(keyFile, 0o600) == 0)
+        try check("a FIFO", "is not a regular file")
+        try FileManager.default.removeItem(atPath: keyFile)
+        try original.write(to: URL(fileURLWithPath: work.path + "/elsewhere.sealed"))
+        try FileManager.default.createSymbolicLink(atPath: keyFile, withDestinationPath: work.path + "/elsewhere.sealed")
+        try check("a symlink", "is a symbolic link")
+        // Put back, it opens.
+        try FileManager.default.removeItem(atPath: keyFile)
+        try original.write(to: URL(fileURLWithPath: keyFile))
+        #expect(try tool(["token", "get", "api"]).stdout == "value-1")
+    }
+
+    @Test func twoProcessesAddingAtOnceLoseNothingAndKillNineLosesNoAcknowledgedItem() throws {
+        #expect(try tool(["token", "set", "first"], input: "v").status == 0)
+        let environment = try headless()
+        let passfile = work.path + "/pass"
+        try "correct horse battery\n".write(toFile: passfile, atomically: true, encoding: .utf8)
+        var env = environment
+        env["PASSFILE"] = passfile
+        env["SS"] = product("securestore")
+        let script = """
+            for w in a b; do
+              ( for i in $(seq 1 15); do printf "v-$w-$i" | "$SS" --passphrase-fd 3 token set "t-$w-$i" 3<"$PASSFILE" || echo "failed $w $i"; done ) &
+            done
+            wait
+            """
+        let parallel = try run(["bash", "-c", script], environment: env)
+        #expect(!parallel.stdout.contains("failed"), "\(parallel.stdout) \(parallel.stderr)")
+        let listed = try tool(["token", "list"]).stdout
+        for w in ["a", "b"] {
+            for i in 1...15 { #expect(listed.contains("t-\(w)-\(i)"), "lost t-\(w)-\(i)") }
+        }
+        // kill -9 at many moments of writes: every write that said it was done is there, and the file opens.
+        let killing = """
+            for i in $(seq 1 25); do
+              printf "k-$i" | "$SS" --passphrase-fd 3 token set "k-$i" 3<"$PASSFILE" & pid=$!
+              sleep 0.0$((RANDOM % 9)); kill -9 $pid 2>/dev/null
+              if wait $pid; then echo "done k-$i"; fi
+            done
+            """
+        let killed = try run(["bash", "-c", killing], environment: env)
+        let acknowledged = killed.stdout.split(separator: "\n").map { String($0.dropFirst(5)) }
+        for name in acknowledged {
+            let got = try tool(["token", "get", name])
+            #expect(got.status == 0 && got.stdout == name, "acknowledged \(name) lost: \(got.stderr)")
+        }
+        #expect(try tool(["token", "get", "first"]).stdout == "v")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: (keyFile as NSString).deletingLastPathComponent)
+            .filter { $0.contains(".tmp-") }
+        // A kill -9 leaves a temporary file only until the next write sweeps it.
+        #expect(try tool(["token", "set", "last"], input: "z").status == 0)
+        let after = try FileManager.default.contentsOfDirectory(atPath: (keyFile as NSString).deletingLastPathComponent)
+            .filter { $0.contains(".tmp-") }
+        #expect(after.isEmpty, "left: \(after) (before the sweep: \(leftovers))")
+    }
+
+    @Test func theSessionCacheExpiresIsDroppedByLockAndIsNotReadableByAnotherUser() throws {
+        #expect(try tool(["token", "set", "api"], input: "cached-value", cacheSeconds: 2).status == 0)
+        // Unlocked once: no passphrase needed within the timeout.
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 2).stdout == "cached-value")
+        // Another user sees no such key in the kernel keyring.
+        let other = try run(["runuser", "-u", "nobody", "--", "cat", "/proc/keys"])
+        #expect(!other.stdout.contains("securestore:keyfile:"), "\(other.stdout)")
+        let mine = try run(["cat", "/proc/keys"]).stdout
+        #expect(mine.contains("securestore:keyfile:"))
+        // lock drops it.
+        let locked = try tool(["lock"], passphrase: nil)
+        #expect(locked.stdout.hasPrefix("locked the key file"), "\(locked.stdout) \(locked.stderr)")
+        #expect(try tool(["token", "get", "api"], passphrase: nil).status == 77)
+        // Unlocked again, it expires by itself.
+        #expect(try tool(["token", "get", "api"], cacheSeconds: 1).status == 0)
+        Thread.sleep(forTimeInterval: 2.5)
+        #expect(try tool(["token", "get", "api"], passphrase: nil).status == 77)
+    }
+
+    @Test func changingThePassphraseKeepsEveryItemAndTheOldOneStopsWorking() throws {
+        #expect(try tool(["token", "set", "api"], input: "value-1").status == 0)
+        #expect(try tool(["tasks", "add", "Survive", "the", "change"]).status == 0)
+        let newfile = work.path + "/new-pass"
+        try "a new passphrase\n".write(toFile: newfile, atomically: true, encoding: .utf8)
+        var environment = try headless()
+        environment["PASSFILE"] = work.path + "/old-pass"
+        try "correct horse battery\n".write(toFile: work.path + "/old-pass", atomically: true, encoding: .utf8)
+        environment["NEWFILE"] = newfile
+        let changed = try run(
+            ["bash", "-c", "\"$0\" --passphrase-fd 3 keystore passphrase --new-passphrase-fd 4 3<\"$PASSFILE\" 4<\"$NEWFILE\"",
+             product("securestore")], environment: environment)
+        #expect(changed.status == 0, "\(changed.stderr)")
+        #expect(try tool(["token", "get", "api"]).status == 77)
+        #expect(try tool(["token", "get", "api"], passphrase: "a new passphrase").stdout == "value-1")
+        #expect(try tool(["tasks", "list"], passphrase: "a new passphrase").stdout.contains("Survive the change"))
+    }
+
+    @Test func keysMoveBetweenTheKeyFileAndTheSecretServiceAndStillOpenTheDatabase() throws {
+        // The harness's Secret Service is on the bus; the key file is the headless one. Move there and back.
+        #expect(try tool(["tasks", "add", "Moved", "with", "its", "key"]).status == 0)
+        #expect(try tool(["token", "set", "api"], input: "moving-value").status == 0)
+        let app = ["--keystore", "file"]
+        let bus = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+        try #require(!bus.isEmpty, "the harness's bus")
+        let toService = try tool(app + ["keystore", "move", "--to", "secret-service"], extra: ["DBUS_SESSION_BUS_ADDRESS": bus])
+        #expect(toService.status == 0, "\(toService.stderr)")
+        #expect(toService.stdout.contains("moved 2 item(s) to the Secret Service"), "\(toService.stdout)")
+        #expect(try tool(["keystore", "status"]).stdout.contains("no keys or tokens"))
+        let viaBus = try tool(["tasks", "list"], extra: ["DBUS_SESSION_BUS_ADDRESS": bus])
+        #expect(viaBus.stdout.contains("Moved with its key"), "\(viaBus.stderr)")
+        let back = try tool(["--keystore", "secret-service", "keystore", "move", "--to", "file"], extra: ["DBUS_SESSION_BUS_ADDRESS": bus])
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(try tool(["tasks", "list"]).stdout.contains("Moved with its key"))
+        #expect(try tool(["token", "get", "api"]).stdout == "moving-value")
+    }
+
+    @Test func systemdCredentialsMadeBySystemdCredsAreReadAndNeverWritten() throws {
+        let credentials = work.path + "/credentials"
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        try "ghp_fromSystemd".write(toFile: work.path + "/plain", atomically: true, encoding: .utf8)
+        let encrypted = work.path + "/deploy.cred"
+        let made = try run(["systemd-creds", "encrypt", "--name=securestore@deploy", work.path + "/plain", encrypted])
+        try #require(made.status == 0, "systemd-creds encrypt: \(made.stderr)")
+        // What systemd does for LoadCredentialEncrypted=securestore@deploy:…: decrypt into the service's folder.
+        let opened = try run(["systemd-creds", "decrypt", "--name=securestore@deploy", encrypted, credentials + "/securestore@deploy"])
+        try #require(opened.status == 0, "systemd-creds decrypt: \(opened.stderr)")
+        let extra = ["CREDENTIALS_DIRECTORY": credentials]
+        let got = try tool(["--keystore", "systemd", "token", "get", "deploy"], passphrase: nil, extra: extra)
+        #expect(got.status == 0 && got.stdout == "ghp_fromSystemd", "\(got.stderr)")
+        let set = try tool(["--keystore", "systemd", "token", "set", "other"], passphrase: nil, input: "x", extra: extra)
+        #expect(set.status == 77)
+        #expect(set.stderr.contains("systemd credentials are read-only"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: credentials) == ["securestore@deploy"])
+        let unset = try tool(["--keystore", "systemd", "token", "get", "deploy"], passphrase: nil)
+        #expect(unset.status == 69)
+        #expect(unset.stderr.contains("CREDENTIALS_DIRECTORY is not set"))
+    }
+
+    @Test func theSecretServiceAskedForWithNoBusCreatesNothing() throws {
+        let data = work.path + "/never-made"
+        let got = try tool(["--keystore", "secret-service", "--data-dir", data, "tasks", "add", "Nothing"], passphrase: nil)
+        #expect(got.status == 69, "\(got.stderr)")
+        #expect(got.stderr.contains("--keystore file"), "\(got.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: data), "a failed open made \(data)")
+        let bad = try tool(["--keystore", "vault", "tasks", "list"], passphrase: nil)
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("--keystore must be one of secret-service, file, systemd"))
+    }
+}
