@@ -346,6 +346,8 @@ public final class KeyFile: Sendable {
                 KeychainError.Code.serviceUnavailable, "cannot make the folder '\(error.path)' of the key file: \(error.errno)")
         }
         let bytes = Sealed.seal(items, salt: salt, key: key)
+        // What a writer killed by kill -9 left (under this exclusive lock, no live writer has one).
+        ScratchFiles.sweep(directory)
         let temporary = ScratchFiles.path(near: path)
         ScratchFiles.register(temporary)
         defer {

@@ -152,12 +152,14 @@ import Testing
         #expect(rlContents(path) == contents, "byte-identical after a refused get and set")
     }
 
-    /// The database key lives in the keyring: with no session bus, the task commands say how to start one
-    /// and create nothing; with the collection locked they exit 77 and leave the database byte-identical.
+    /// The database key lives in the keyring: with the Secret Service chosen and no session bus, the task
+    /// commands say how to start one and create nothing; with the collection locked they exit 77 and leave the
+    /// database byte-identical. (With no bus and no choice the key file is used: KeyFileStoreTests.)
     @Test func noSessionBusOrALockedKeyringLeavesTheDatabaseAlone() throws {
         let app = uniqueApp()
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        environment["SECURESTORE_KEYSTORE"] = "secret-service"
         let noBus = try securestore(["tasks", "add", "x"], app: app, environment: environment)
         #expect(noBus.status == 69)
         #expect(noBus.stderr.hasPrefix("securestore: no D-Bus session bus"))

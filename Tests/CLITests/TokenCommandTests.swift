@@ -79,10 +79,12 @@ import Testing
     @Test func noSessionBusExits69WithHowToStartOne() throws {
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        environment["SECURESTORE_KEYSTORE"] = "secret-service"
         let result = try securestore(["token", "get", "t"], app: uniqueApp(), environment: environment)
         #expect(result.status == 69)
         #expect(result.stderr.hasPrefix("securestore: no D-Bus session bus"))
         #expect(result.stderr.contains("dbus-run-session"))
+        #expect(result.stderr.contains("(hint: without a Secret Service, keep keys in an encrypted key file: --keystore file"))
         #expect(result.stderr.split(separator: "\n").count == 1, "one line")
     }
 
