@@ -42,8 +42,8 @@ import Testing
         #expect(try securestore(["tasks", "delete", firstID], app: app).status == 0)
         #expect(try securestore(["tasks", "count"], app: app).stdout == "2\n")
 
-        #expect(try securestore(["tasks", "done-all"], app: app).stdout == "marked 2 task(s) done\n")
-        #expect(try securestore(["tasks", "clear-done"], app: app).stdout == "deleted 2 done task(s)\n")
+        #expect(try securestore(["tasks", "done-all", "--yes"], app: app).stdout == "marked 2 task(s) done\n")
+        #expect(try securestore(["tasks", "clear-done", "--yes"], app: app).stdout == "deleted 2 done task(s)\n")
         #expect(try securestore(["tasks", "count"], app: app).stdout == "0\n")
     }
 

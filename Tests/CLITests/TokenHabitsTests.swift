@@ -29,13 +29,13 @@ import Testing
         #expect(try lookup(app, "new").stdout.isEmpty, "nothing stored")
     }
 
-    @Test func replacingATokenKeepsItsLabelUnlessLabelIsGiven() throws {
+    @Test func replacingATokenWithForceKeepsItsLabelUnlessLabelIsGiven() throws {
         let app = uniqueApp()
         #expect(try securestore(["token", "set", "gh", "--label", "GitHub PAT"], app: app, input: "one").status == 0)
-        #expect(try securestore(["token", "set", "gh"], app: app, input: "two").status == 0)
+        #expect(try securestore(["token", "set", "gh", "--force"], app: app, input: "two").status == 0)
         #expect(try securestore(["token", "list"], app: app).stdout == "gh  GitHub PAT\n")
         #expect(try lookup(app, "gh").stdout == "two")
-        #expect(try securestore(["token", "set", "gh", "--label", "Work"], app: app, input: "three").status == 0)
+        #expect(try securestore(["token", "set", "gh", "--force", "--label", "Work"], app: app, input: "three").status == 0)
         #expect(try securestore(["token", "list"], app: app).stdout == "gh  Work\n")
     }
 
