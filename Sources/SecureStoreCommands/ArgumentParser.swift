@@ -19,6 +19,12 @@ struct OptionSpec: Sendable {
 /// target's tree is made of them), but nothing can read it back but the parser.
 protocol CommandOption: Sendable {
     var spec: OptionSpec { get }
+    /// Whether `text` is a value the option takes (always for a flag, which takes none, and for a bare spec).
+    func accepts(_ text: String) -> Bool
+}
+
+extension CommandOption {
+    func accepts(_ text: String) -> Bool { true }
 }
 
 extension CommandOption {
@@ -62,6 +68,8 @@ struct Option<Value: Sendable>: CommandOption {
         self.expected = expected
         self.convert = convert
     }
+
+    func accepts(_ text: String) -> Bool { convert(text) != nil }
 }
 
 extension Option where Value == String {
