@@ -16,6 +16,8 @@ HOST_PACKAGES_DEBIAN13 := debootstrap
 APT_OPTIONAL := keepassxc xvfb xdotool
 # The shells whose completion scripts the suite checks (zsh -n, fish -n; skipped, saying so, when absent).
 APT_OPTIONAL += zsh fish
+# python keyring, whose view of our tokens Docs/keychain.md states (DocsTruthTests; skipped, saying so, when absent).
+APT_OPTIONAL += python3-keyring
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests
