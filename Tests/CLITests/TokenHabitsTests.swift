@@ -19,7 +19,7 @@ import Testing
         #expect(!stored.screen.contains("s3cret"), "no echo")
         #expect(try lookup(app, "t").stdout == "s3cret-one")
 
-        let differ = try securestoreOnTerminal(["token", "set", "t"], app: app, answers: ["s3cret-two", "s3cret-twO"])
+        let differ = try securestoreOnTerminal(["token", "set", "--force", "t"], app: app, answers: ["s3cret-two", "s3cret-twO"])
         #expect(differ.status == 65)
         #expect(differ.screen.contains("securestore: the two entries differ; nothing was stored"))
         #expect(!differ.screen.contains("s3cret"))
