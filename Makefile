@@ -18,6 +18,8 @@ APT_OPTIONAL := keepassxc xvfb xdotool
 APT_OPTIONAL += zsh fish
 # systemd-creds, to make the credentials the systemd key store reads (KeyFileStoreTests; skipped, saying so, without it).
 APT_OPTIONAL += systemd
+# python keyring, whose view of our tokens Docs/keychain.md states (DocsTruthTests; skipped, saying so, when absent).
+APT_OPTIONAL += python3-keyring
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests

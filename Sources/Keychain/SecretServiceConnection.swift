@@ -485,7 +485,7 @@ final class SecretServiceConnection: @unchecked Sendable {
         {
             return KeychainError(
                 KeychainError.Code.timedOut,
-                "the Secret Service did not answer in time; it may be waiting on an unlock prompt or be stuck (restart the keyring daemon, or raise the Keychain timeout)")
+                "the Secret Service did not answer in time; it may be waiting on an unlock prompt or be stuck (restart the keyring daemon, or raise Keychain.Configuration.timeout)")
         }
         if error.isDBus(G_DBUS_ERROR_UNKNOWN_OBJECT) || error.isDBus(G_DBUS_ERROR_UNKNOWN_METHOD)
             || error.remoteName == "org.freedesktop.Secret.Error.NoSuchObject"

@@ -680,6 +680,22 @@ public final class AttachmentStore: Sendable {
         }
     }
 
+    /// The newest `limit` attachments of every owner, newest first: what a shell's completion of attachment IDs
+    /// offers. Nothing is created when the database has no attachments yet.
+    ///
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` for a negative `limit`.
+    public func newest(limit: Int) throws -> [Attachment] {
+        guard limit >= 0 else {
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a limit cannot be negative (\(limit))")
+        }
+        return try database.read { db in
+            guard try db.tableExists("securestore_attachments") else { return [] }
+            return try db.fetch(
+                "SELECT \(Self.columns) FROM securestore_attachments ORDER BY created_at DESC, id DESC LIMIT ?", [limit],
+                Self.decode)
+        }
+    }
+
     /// The attachment `id`, or nil when there is none.
     public func attachment(id: UUID) throws -> Attachment? {
         try database.read { db in try Self.fetch(db, id: id) }

@@ -340,7 +340,12 @@ public final class KeyedDatabase: Sendable {
             return (queue, id)
         }
         var undecodable: (any Error)?
+        // A key of this database (its current or pending item, or its 0.1 item) that does not open the file is a
+        // mismatch; keys of the application's other databases that do not open it say nothing about this one: its
+        // key is missing, as in an application that has no other database (exit 66 with the recovery hint).
+        let own = Set(ownItems(catalogue, items: items))
         var sawKey = false
+        var sawOwnKey = false
         var tried: [DatabaseKey] = []
         for item in candidates(catalogue, items: items) {
             let key: DatabaseKey
@@ -352,6 +357,7 @@ public final class KeyedDatabase: Sendable {
                 continue
             }
             sawKey = true
+            if own.contains(item) { sawOwnKey = true }
             if tried.contains(where: { $0 == key }) { continue }
             tried.append(key)
             let queue: DatabaseQueue
@@ -370,25 +376,32 @@ public final class KeyedDatabase: Sendable {
             }
         }
         if !sawKey, let undecodable { throw undecodable }
-        throw sawKey ? keyMismatchError(files: files, items: items) : missingKeyError(files: files, items: items)
+        throw sawOwnKey ? keyMismatchError(files: files, items: items) : missingKeyError(files: files, items: items)
     }
 
     /// The key items that may open the file at `items.path`, most likely first: the current items of this
     /// path and their pending keys, this name's 0.1 items, then every other database key of the
     /// application (a moved file, a copy, an older version of the file under a retired key).
     static func candidates(_ catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems) -> [KeyedDatabaseKeyItem] {
-        let here = catalogue.filter { $0.isCurrent(at: items.path) }
-        let hereIDs = Set(here.compactMap(\.databaseID))
-        var ordered = here
-        ordered += catalogue.filter { if case .pending(let id) = $0.role { hereIDs.contains(id) } else { false } }
-        ordered += catalogue.filter { $0.role == .legacy(name: items.databaseName) }
-        ordered += catalogue.filter { $0.role == .legacyPending(name: items.databaseName) }
+        var ordered = ownItems(catalogue, items: items)
         let rest = catalogue.filter { item in !ordered.contains(item) }
         ordered += rest.filter { if case .current = $0.role { true } else { false } }
         ordered += rest.filter { if case .pending = $0.role { true } else { false } }
         ordered += rest.filter { if case .retired = $0.role { true } else { false } }.reversed()
         ordered += rest.filter { $0.databaseID == nil }  // 0.1 items of other names: a renamed 0.1 file
         return ordered
+    }
+
+    /// The key items of the database at `items.path` itself, most likely first: its current items and their pending
+    /// keys, then this name's 0.1 items.
+    static func ownItems(_ catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems) -> [KeyedDatabaseKeyItem] {
+        let here = catalogue.filter { $0.isCurrent(at: items.path) }
+        let hereIDs = Set(here.compactMap(\.databaseID))
+        var own = here
+        own += catalogue.filter { if case .pending(let id) = $0.role { hereIDs.contains(id) } else { false } }
+        own += catalogue.filter { $0.role == .legacy(name: items.databaseName) }
+        own += catalogue.filter { $0.role == .legacyPending(name: items.databaseName) }
+        return own
     }
 
     /// The file at `items.path` opened with `key` (from `item`): makes the catalogue say so. Returns the

@@ -19,6 +19,12 @@ struct OptionSpec: Sendable {
 /// target's tree is made of them), but nothing can read it back but the parser.
 protocol CommandOption: Sendable {
     var spec: OptionSpec { get }
+    /// Whether `text` is a value the option takes (always for a flag, which takes none, and for a bare spec).
+    func accepts(_ text: String) -> Bool
+}
+
+extension CommandOption {
+    func accepts(_ text: String) -> Bool { true }
 }
 
 extension CommandOption {
@@ -62,6 +68,8 @@ struct Option<Value: Sendable>: CommandOption {
         self.expected = expected
         self.convert = convert
     }
+
+    func accepts(_ text: String) -> Bool { convert(text) != nil }
 }
 
 extension Option where Value == String {
@@ -235,7 +243,13 @@ struct Parser: Sendable {
                     option = found
                     name = found.name
                 }
-                guard let option else { throw UsageError("unknown option \(UsageError.quoted("--" + name))", path: path) }
+                guard let option else {
+                    let known = globalOptionSpecs.map(\.name) + command.options.map(\.name)
+                    throw UsageError(
+                        "unknown option \(UsageError.quoted("--" + name))"
+                            + didYouMean(name, among: known).map { " (did you mean \($0.map { "'--\($0)'" }.joined(separator: " or "))?)" }.orEmpty,
+                        path: path)
+                }
                 var value: String? = nil
                 if option.valueName != nil {
                     if let inlineValue {
@@ -265,8 +279,12 @@ struct Parser: Sendable {
             if !command.subcommands.isEmpty && positionals.isEmpty {
                 guard let next = command.subcommand(named: argument) else {
                     if wantsHelp { break }
-                    let known = command.subcommands.filter { !$0.hidden }.map(\.name).joined(separator: ", ")
-                    throw UsageError("unknown command \(UsageError.quoted(argument)) (expected one of: \(known))", path: path)
+                    let known = command.subcommands.filter { !$0.hidden }.map(\.name)
+                    // `tasks lst`: the nearest command by edit distance, as git says "The most similar command is".
+                    let hint = didYouMean(argument, among: known).map { "did you mean \($0.map { "'\($0)'" }.joined(separator: " or "))? " }
+                    throw UsageError(
+                        "unknown command \(UsageError.quoted(argument)) (\(hint.orEmpty)expected one of: \(known.joined(separator: ", ")))",
+                        path: path)
                 }
                 // Options given before the subcommand belong to the parent: only global ones are allowed.
                 if let stray = values.keys.first ?? flags.first {
@@ -303,7 +321,9 @@ struct Parser: Sendable {
                 path: path)
         }
         for (position, value) in positionals.enumerated() where value.isEmpty {
-            throw UsageError("\(command.arguments[position].name) must not be empty", path: path)
+            // Words past the last argument belong to it when it is variadic (`tasks add Buy ''`).
+            let argument = command.arguments[min(position, command.arguments.count - 1)]
+            throw UsageError("\(argument.name) must not be empty", path: path)
         }
         let invocation = Invocation(path: path, flags: flags, values: values, arguments: positionals, global: global)
         return .run(command, invocation)
@@ -371,4 +391,54 @@ struct Parser: Sendable {
         }
         return lines.joined(separator: "\n") + "\n"
     }
+}
+
+extension Optional where Wrapped == String {
+    /// The text, or "" for nil.
+    var orEmpty: String { self ?? "" }
+}
+
+/// The names among `candidates` nearest to `word` that a mistyped word plausibly meant: at the smallest edit distance
+/// (insertions, deletions, substitutions, and swaps of two neighbours, each counting 1) when it is at most 1 for
+/// words of up to 3 characters and at most 2 otherwise, else the one name `word` is a prefix of. Nil when none.
+func didYouMean(_ word: String, among candidates: [String]) -> [String]? {
+    let typed = Array(word.lowercased().unicodeScalars)
+    guard !typed.isEmpty, typed.count <= 64 else { return nil }
+    let limit = typed.count <= 3 ? 1 : 2
+    var best: [String] = []
+    var bestDistance = limit + 1
+    for candidate in candidates {
+        let distance = editDistance(typed, Array(candidate.lowercased().unicodeScalars))
+        if distance < bestDistance {
+            best = [candidate]
+            bestDistance = distance
+        } else if distance == bestDistance, !best.contains(candidate) {
+            best.append(candidate)
+        }
+    }
+    if !best.isEmpty { return Array(best.prefix(3)) }
+    let extending = candidates.filter { $0.lowercased().hasPrefix(word.lowercased()) }
+    return typed.count >= 2 && extending.count == 1 ? extending : nil
+}
+
+/// The optimal string alignment distance between `a` and `b`: the Levenshtein distance, with a swap of two
+/// neighbouring characters counting as one edit (`serach` → `search`).
+func editDistance(_ a: [Unicode.Scalar], _ b: [Unicode.Scalar]) -> Int {
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var before = [Int](repeating: 0, count: b.count + 1)
+    var previous = Array(0...b.count)
+    var current = [Int](repeating: 0, count: b.count + 1)
+    for i in 1...a.count {
+        current[0] = i
+        for j in 1...b.count {
+            let cost = a[i - 1] == b[j - 1] ? 0 : 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                current[j] = min(current[j], before[j - 2] + 1)
+            }
+        }
+        (before, previous, current) = (previous, current, before)
+    }
+    return previous[b.count]
 }

@@ -41,11 +41,12 @@ private func printAttachments(_ attachments: [Attachment], of taskID: UUID, _ in
     if invocation.global.json {
         try Console.json(attachments.map { AttachmentJSON($0, task: taskID) })
     } else {
-        for attachment in attachments { Console.out(line(attachment) + "\n") }
+        for attachment in attachments { Console.out(attachmentLine(attachment) + "\n") }
     }
 }
 
-private func line(_ attachment: Attachment) -> String {
+/// One attachment as `tasks attachments` and `tasks show` list it: ID prefix, size, media type, name.
+func attachmentLine(_ attachment: Attachment) -> String {
     "\(attachment.hexID.prefix(8))  \(AttachmentJSON.sizeText(attachment.size))  \(escapedForTerminal(attachment.mediaType))  "
         + escapedForTerminal(attachment.name)
 }
@@ -166,7 +167,7 @@ let tasksDetachCommand = Command(
             if invocation.global.json {
                 try Console.json(AttachmentJSON(deleted, task: nil))
             } else {
-                Console.out("detached " + line(deleted) + "\n")
+                Console.out("detached " + attachmentLine(deleted) + "\n")
             }
             return ExitStatus.success
         }

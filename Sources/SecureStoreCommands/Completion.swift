@@ -1,10 +1,13 @@
 // Shell completion generated from the command tree: `securestore completion bash|zsh|fish` prints a script that
 // knows every command and option the parser knows, because it is written from the same `Command` values. The
 // scripts walk the words typed so far the way the parser does (options anywhere, `--` ends them, an option with a
-// value takes the next word) and ask the tool itself, through the hidden `__complete` command, for task ID prefixes
-// and token names: never a secret, and nothing at all when the keyring or the database is unavailable.
+// value takes the next word) and ask the tool itself, through the hidden `__complete` command, for task ID prefixes,
+// attachment ID prefixes, token names and preference keys: never a secret (nor a preference's value), and nothing at
+// all when the keyring or the database is unavailable. An option's value completes to its fixed words (`--format`),
+// files (`--output`) or directories (`--data-dir`).
 import Foundation
 import Keychain
+import Preferences
 import SecureStore
 import SecureStoreCore
 import Tasks
@@ -15,8 +18,51 @@ enum ArgumentCompletion: String, Sendable {
     case taskIDs = "task-ids"
     /// Token names, from `__complete token-names`.
     case tokenNames = "token-names"
+    /// Attachment ID prefixes, from `__complete attachment-ids`.
+    case attachmentIDs = "attachment-ids"
+    /// Preference keys, from `__complete preference-keys`.
+    case preferenceKeys = "preference-keys"
     /// File names, from the shell.
     case files
+
+    /// The kinds the scripts ask the tool for.
+    static let asked: [Self] = [.taskIDs, .tokenNames, .attachmentIDs, .preferenceKeys]
+}
+
+/// What the value of an option completes to.
+enum OptionValueCompletion: Sendable, Equatable {
+    /// File names, from the shell (`--output FILE`).
+    case files
+    /// Directory names, from the shell (`--data-dir DIR`).
+    case directories
+    /// One of these words (`--format jsonl|csv|json`).
+    case words([String])
+
+    /// The word the scripts' tables use: `files`, `directories` or `words W1 W2…`.
+    var scriptWord: String {
+        switch self {
+        case .files: "files"
+        case .directories: "directories"
+        case .words(let words): (["words"] + words).joined(separator: " ")
+        }
+    }
+}
+
+/// The words an option with a fixed set of values may take, by option name; each option keeps those it accepts
+/// (`tasks export --format` takes no `lines`).
+private let optionWords: [String: [String]] = [
+    "format": TaskStreamFormat.allCases.map(\.rawValue),
+    "on-duplicate": TaskList.DuplicatePolicy.allCases.map(\.rawValue),
+    "charset": TokenCharset.names,
+]
+
+/// What the value of `option` completes to, or nil for free text.
+func completion(ofOption option: any CommandOption) -> OptionValueCompletion? {
+    guard option.spec.valueName != nil else { return nil }
+    if directoryOptions.contains(option.spec.name) { return .directories }
+    if option.spec.valueName == "FILE" { return .files }
+    guard let words = optionWords[option.spec.name]?.filter(option.accepts), !words.isEmpty else { return nil }
+    return .words(words)
 }
 
 /// One command of the tree, flattened: its path and what can follow it.
@@ -33,6 +79,8 @@ struct CompletionNode: Sendable {
         switch argument.name {
         case "ID": .taskIDs
         case "NAME" where path.first == "token": .tokenNames
+        case "ATTACHMENT": .attachmentIDs
+        case "KEY" where path.first == "prefs": .preferenceKeys
         case "PATH", "FILE", "BACKUP": .files
         default: nil
         }
@@ -83,13 +131,21 @@ enum CompletionScript {
         specs.flatMap { spec in (spec.short.map { ["-\($0)"] } ?? []) + ["--\(spec.name)"] }
     }
 
-    /// `case` arms shared by bash and zsh: the value-taking options and the kinds of the arguments.
-    private static func posixTables(_ nodes: [CompletionNode]) -> (takesValue: [String], arguments: [String]) {
+    /// `case` arms shared by bash and zsh: the value-taking options, what their values complete to, and the kinds of
+    /// the arguments.
+    private static func posixTables(_ nodes: [CompletionNode]) -> (takesValue: [String], values: [String], arguments: [String]) {
         var takesValue = globalOptionSpecs.filter { $0.valueName != nil }.map { "*" + shellQuoted("|--\($0.name)") }
+        var values = globalOptionSpecs.compactMap { spec in
+            completion(ofOption: spec).map { "*" + shellQuoted("|--\(spec.name)") + ") REPLY=\(shellQuoted($0.scriptWord)) ;;" }
+        }
         var arguments: [String] = []
         for node in nodes {
             for spec in node.options where spec.valueName != nil {
                 takesValue.append(shellQuoted("\(node.key)|--\(spec.name)"))
+            }
+            for option in node.command.options {
+                guard let kind = completion(ofOption: option) else { continue }
+                values.append(shellQuoted("\(node.key)|--\(option.spec.name)") + ") REPLY=\(shellQuoted(kind.scriptWord)) ;;")
             }
             for (index, argument) in node.command.arguments.enumerated() {
                 guard let kind = node.completion(ofArgument: argument) else { continue }
@@ -97,14 +153,14 @@ enum CompletionScript {
                 arguments.append("\(pattern)) REPLY=\(kind.rawValue) ;;")
             }
         }
-        return (takesValue, arguments)
+        return (takesValue, values, arguments)
     }
 
     // MARK: bash
 
     static func bash(_ root: Command) -> String {
         let nodes = completionNodes(root)
-        let (takesValue, arguments) = posixTables(nodes)
+        let (takesValue, values, arguments) = posixTables(nodes)
         let globals = optionWords(globalOptionSpecs).joined(separator: " ")
         var lines = [
             "# bash completion for securestore. Generated by 'securestore completion bash' from the tool's command tree;",
@@ -143,7 +199,18 @@ enum CompletionScript {
             "    return 1",
             "}",
             "",
-            "# What argument $2 (from 0) of the command at path $1 completes to, in REPLY: task-ids, token-names, files or ''.",
+            "# What the value of option $2 of the command at path $1 completes to, in REPLY: files, directories,",
+            "# 'words W1 W2…' or ''.",
+            "_securestore_option_value() {",
+            "    case \"$1|$2\" in",
+        ]
+        lines += values.map { "    " + $0 }
+        lines += [
+            "    *) REPLY='' ;;",
+            "    esac",
+            "}",
+            "",
+            "# What argument $2 (from 0) of the command at path $1 completes to, in REPLY: \(argumentKinds) or ''.",
             "_securestore_argument() {",
             "    case \"$1|$2\" in",
         ]
@@ -188,8 +255,12 @@ enum CompletionScript {
             "        fi",
             "    done",
             "    if ((skip)); then",
-            "        case \"$pending\" in",
-            "        " + directoryOptions.sorted().map { "--\($0)" }.joined(separator: "|") + ") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")) ;;",
+            "        [[ $cur == = ]] && cur=''   # --opt= split at '='",
+            "        _securestore_option_value \"$cmdpath\" \"$pending\"",
+            "        case \"$REPLY\" in",
+            "        directories) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")) ;;",
+            "        files) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")) ;;",
+            "        words\\ *) COMPREPLY=($(compgen -W \"${REPLY#words }\" -- \"$cur\")) ;;",
             "        esac",
             "        return 0",
             "    fi",
@@ -205,7 +276,7 @@ enum CompletionScript {
             "    fi",
             "    _securestore_argument \"$cmdpath\" \"$count\"",
             "    case \"$REPLY\" in",
-            "    task-ids|token-names)",
+            "    \(ArgumentCompletion.asked.map(\.rawValue).joined(separator: "|")))",
             "        # Asked of the tool; no prompt, no error output, nothing when the keyring or database is unavailable.",
             "        # Words are compared, never expanded (compgen -W would expand them).",
             "        local line",
@@ -232,7 +303,7 @@ enum CompletionScript {
 
     static func zsh(_ root: Command) -> String {
         let nodes = completionNodes(root)
-        let (takesValue, arguments) = posixTables(nodes)
+        let (takesValue, values, arguments) = posixTables(nodes)
         func optionEntries(_ specs: [OptionSpec]) -> [String] {
             specs.flatMap { spec in
                 (spec.short.map { [described("-\($0)", spec.help)] } ?? []) + [described("--\(spec.name)", spec.help)]
@@ -277,7 +348,18 @@ enum CompletionScript {
             "    return 1",
             "}",
             "",
-            "# What argument $2 (from 0) of the command at path $1 completes to, in REPLY: task-ids, token-names, files or ''.",
+            "# What the value of option $2 of the command at path $1 completes to, in REPLY: files, directories,",
+            "# 'words W1 W2…' or ''.",
+            "_securestore_option_value() {",
+            "    case \"$1|$2\" in",
+        ]
+        lines += values.map { "    (" + $0 }
+        lines += [
+            "    (*) REPLY='' ;;",
+            "    esac",
+            "}",
+            "",
+            "# What argument $2 (from 0) of the command at path $1 completes to, in REPLY: \(argumentKinds) or ''.",
             "_securestore_argument() {",
             "    case \"$1|$2\" in",
         ]
@@ -320,8 +402,11 @@ enum CompletionScript {
             "        fi",
             "    done",
             "    if ((skip)); then",
-            "        case \"$pending\" in",
-            "        (" + directoryOptions.sorted().map { "--\($0)" }.joined(separator: "|") + ") _files -/ ;;",
+            "        _securestore_option_value \"$cmdpath\" \"$pending\"",
+            "        case \"$REPLY\" in",
+            "        (directories) _files -/ ;;",
+            "        (files) _files ;;",
+            "        (words\\ *) compadd -- ${=REPLY#words } ;;",
             "        esac",
             "        return 0",
             "    fi",
@@ -337,7 +422,7 @@ enum CompletionScript {
             "    fi",
             "    _securestore_argument \"$cmdpath\" \"$count\"",
             "    case \"$REPLY\" in",
-            "    (task-ids|token-names)",
+            "    (\(ArgumentCompletion.asked.map(\.rawValue).joined(separator: "|")))",
             "        # Asked of the tool; no prompt, no error output, nothing when the keyring or database is unavailable.",
             "        compadd -Q -- ${(f)\"$(SECURESTORE_PROMPT=never \"$program\" __complete \"$REPLY\" \"${context[@]}\" 2>/dev/null </dev/null)\"}",
             "        ;;",
@@ -421,7 +506,8 @@ enum CompletionScript {
             "                set only_args 1",
             "                continue",
             "            end",
-            "            if string match -q -- '-?*' $word",
+            "            # A regular expression, not the glob '-?*': fish 4 no longer takes '?' as a wildcard (qmark-noglob).",
+            "            if string match -qr -- '^-.' $word",
             "                set -l name (string split -m1 = -- $word)[1]",
             "                if not string match -q -- '*=*' $word; and __securestore_takes_value \"$__securestore_path\" $name",
             "                    set __securestore_skip 1",
@@ -445,6 +531,11 @@ enum CompletionScript {
             "    test $__securestore_skip = 0; and test \"$__securestore_path\" = \"$argv[1]\"",
             "end",
             "",
+            "function __securestore_in --description 'securestore: whether the words before the cursor are in the command at path $argv[1]'",
+            "    __securestore_walk",
+            "    test \"$__securestore_path\" = \"$argv[1]\"",
+            "end",
+            "",
             "function __securestore_needs_command --description 'securestore: whether a subcommand of $argv[1] comes next'",
             "    __securestore_at $argv[1]; and test $__securestore_count = 0",
             "end",
@@ -456,7 +547,7 @@ enum CompletionScript {
             "end",
             "",
             "# Asked of the tool: no prompt, no error output, nothing when the keyring or the database is unavailable.",
-            "function __securestore_dynamic --description 'securestore: task ID prefixes or token names'",
+            "function __securestore_dynamic --description 'securestore: task or attachment ID prefixes, token names or preference keys'",
             "    __securestore_walk",
             "    set -l program (commandline -opc)[1]",
             "    SECURESTORE_PROMPT=never $program __complete $argv[1] $__securestore_context 2>/dev/null </dev/null",
@@ -468,9 +559,7 @@ enum CompletionScript {
             var line = "complete -c securestore"
             if let short = spec.short { line += " -s \(short)" }
             line += " -l \(spec.name)"
-            if spec.valueName != nil {
-                line += directoryOptions.contains(spec.name) ? " -x -a '(__fish_complete_directories)'" : " -x"
-            }
+            if spec.valueName != nil { line += fishValue(completion(ofOption: spec)) }
             lines.append(line + " -d " + fishQuoted(spec.help))
         }
         for node in nodes {
@@ -479,20 +568,37 @@ enum CompletionScript {
                 lines.append("complete -c securestore -n \(condition) -a \(fishQuoted(sub.name)) -d \(fishQuoted(sub.abstract))")
             }
             let at = fishQuoted("__securestore_at " + shellQuoted(node.key))
-            for spec in node.options {
-                var line = "complete -c securestore -n \(at)"
+            // An option that takes a value is offered where the path is (the walk marks the word after it as its
+            // value), so that fish also completes that value.
+            let within = fishQuoted("__securestore_in " + shellQuoted(node.key))
+            for option in node.command.options {
+                let spec = option.spec
+                var line = "complete -c securestore -n \(spec.valueName == nil ? at : within)"
                 if let short = spec.short { line += " -s \(short)" }
                 line += " -l \(spec.name)"
-                if spec.valueName != nil { line += " -x" }
+                if spec.valueName != nil { line += fishValue(completion(ofOption: option)) }
                 lines.append(line + " -d " + fishQuoted(spec.help))
             }
         }
-        for kind in [ArgumentCompletion.taskIDs, .tokenNames] {
+        for kind in ArgumentCompletion.asked {
             lines.append(
                 "complete -c securestore -n '__securestore_argument_is \(kind.rawValue)' -a '(__securestore_dynamic \(kind.rawValue))'")
         }
         lines.append("complete -c securestore -n '__securestore_argument_is files' -F")
         return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// The kinds of arguments, for the scripts' comments.
+private let argumentKinds = (ArgumentCompletion.asked.map(\.rawValue) + ["files"]).joined(separator: ", ")
+
+/// The part of a fish `complete` line that says what an option's value completes to (`-x`: a value, no files).
+private func fishValue(_ kind: OptionValueCompletion?) -> String {
+    switch kind {
+    case .files: " -r -F"
+    case .directories: " -x -a '(__fish_complete_directories)'"
+    case .words(let words): " -x -a " + fishQuoted(words.joined(separator: " "))
+    case nil: " -x"
     }
 }
 
@@ -528,13 +634,13 @@ let completionCommand = Command(
         return ExitStatus.success
     })
 
-/// `securestore __complete task-ids|token-names`: the words the completion scripts offer, one a line. Hidden.
+/// `securestore __complete task-ids|token-names|attachment-ids|preference-keys`: the words the completion scripts offer, one a line. Hidden.
 /// Fails silently: no output and status 0 when the keyring or the database is unavailable, so that a shell never
 /// shows an error in the middle of a line. It never prompts (the scripts also set SECURESTORE_PROMPT=never) and
 /// never creates anything.
 let completeCommand = Command(
     name: "__complete", abstract: "Words for the completion scripts.",
-    arguments: [ArgumentSpec(name: "KIND", help: "task-ids or token-names.")],
+    arguments: [ArgumentSpec(name: "KIND", help: "task-ids, token-names, attachment-ids or preference-keys.")],
     options: [nameOption],
     hidden: true,
     run: { invocation in
@@ -551,6 +657,19 @@ let completeCommand = Command(
                 let context = try Context(invocation, allowsPrompts: false)
                 // Names only: items(service:) reads attributes and labels, never a secret.
                 words = try context.keychain.items(service: context.paths.tokenService).map(\.account)
+            case .attachmentIDs:
+                let context = try Context(invocation, allowsPrompts: false)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let store = database.attachmentStore()
+                defer { try? store.close() }
+                words = try store.newest(limit: 500).map { String($0.hexID.prefix(8)) }
+            case .preferenceKeys:
+                // Keys only, never a value; no file, no directory is made when there are no preferences.
+                let context = try Context(invocation, allowsPrompts: false)
+                let location = try PreferencesLocation(directory: context.paths.configDirectory)
+                guard FileManager.default.fileExists(atPath: location.fileURL.path) else { break }
+                words = try Preferences(location: location).storedValues.keys.sorted()
             default:
                 break
             }

@@ -11,6 +11,8 @@ enum ExitStatus {
     static let success: Int32 = 0
     /// A check found a problem: the audit flagged a secret or a hard limit, verify failed.
     static let checkFailed: Int32 = 1
+    /// A question (`tasks clear-done` on a terminal) was answered no: nothing was changed.
+    static let declined: Int32 = 1
     static let usage: Int32 = 64
     static let dataError: Int32 = 65
     static let notFound: Int32 = 66
@@ -24,8 +26,8 @@ enum ExitStatus {
     /// Every status with what it means, in order: the man page's EXIT STATUS section is written from it.
     static let meanings: [(status: Int32, meaning: String)] = [
         (success, "Success."),
-        (checkFailed, "A check found a problem: prefs audit found a secret or a hard limit exceeded, db verify failed, a backup did not verify."),
-        (usage, "Usage error: unknown command or option, missing or extra argument, bad value, ambiguous task ID prefix."),
+        (checkFailed, "A check found a problem: prefs audit found a secret or a hard limit exceeded, db verify failed, a backup did not verify; or a question was answered no (nothing was changed)."),
+        (usage, "Usage error: unknown command or option, missing or extra argument, bad value, ambiguous task ID prefix, a bulk change off a terminal without --yes."),
         (dataError, "Bad data: a value over its limit, a damaged preferences file, a wrong key or a damaged database, a copied database."),
         (notFound, "Not found: no such token, task, preference or database (commands other than the creating ones create nothing)."),
         (unavailable, "Service unavailable: no D-Bus session bus or no Secret Service provider."),
@@ -161,8 +163,12 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         case KeychainError.Code.storeFull: status = ExitStatus.ioError
         default: status = ExitStatus.unavailable
         }
-        let hint: String? = error.code == KeychainError.Code.noSessionBus || error.code == KeychainError.Code.serviceUnavailable
-            ? "without a Secret Service, keep keys in an encrypted key file: --keystore file (Docs/keystores.md)" : nil
+        // The library's message names its own setting; the tool's is the environment variable.
+        let hint: String? =
+            error.code == KeychainError.Code.timedOut
+            ? "SECURESTORE_TIMEOUT=SECONDS makes the tool wait longer for the keyring (default 5)"
+            : error.code == KeychainError.Code.noSessionBus || error.code == KeychainError.Code.serviceUnavailable
+                ? "without a Secret Service, keep keys in an encrypted key file: --keystore file (Docs/keystores.md)" : nil
         return (status, error.message, hint)
     case let error as DatabaseError:
         let status: Int32

@@ -2,6 +2,7 @@ import EncryptedDatabase
 import Foundation
 import Keychain
 import SecureStore
+import SecureStoreCore
 
 /// `--name NAME`: the database a `db` or `tasks` command works on.
 let nameOption = Option<String>("name", valueName: "NAME", help: "The database (default: tasks).")
@@ -238,18 +239,10 @@ private func keyDate(_ date: Date) -> String {
     return formatter.string(from: date)
 }
 
-/// `--before DATE`: `YYYY-MM-DD` (midnight UTC) or an RFC 3339 date and time.
+/// `--before DATE`: the tool's one date grammar (``parseDate(_:)``).
 private let beforeOption = Option<Date>(
-    "before", valueName: "DATE", help: "Retired before this date: 2026-11-23 (UTC) or 2026-11-23T16:15:02Z. Required.",
-    expected: "a date such as 2026-11-23 or 2026-11-23T16:15:02Z"
-) { text in
-    let full = ISO8601DateFormatter()
-    full.formatOptions = [.withInternetDateTime]
-    if let date = full.date(from: text) { return date }
-    let day = ISO8601DateFormatter()
-    day.formatOptions = [.withFullDate]
-    return day.date(from: text)
-}
+    "before", valueName: "DATE", help: "Retired before this date: 2026-11-23 (midnight UTC) or 2026-11-23T16:15:02Z. Required.",
+    expected: dateGrammar, convert: parseDate)
 
 /// `securestore db keys …`: the application's database key items.
 private let keysCommand = Command(
@@ -284,13 +277,26 @@ private let keysCommand = Command(
                 return ExitStatus.success
             }),
         Command(
-            name: "prune", abstract: "Delete retired keys retired before DATE (backups made under them stop opening).",
-            options: [beforeOption],
+            name: "prune",
+            abstract: "Delete keys retired before DATE (backups made under them stop opening); asks first on a terminal.",
+            options: [beforeOption, yesFlag],
             run: { invocation in
                 guard let date = try invocation[beforeOption] else {
                     throw UsageError("give --before DATE: retired keys are deleted only up to a date you choose", path: invocation.path)
                 }
+                try requireYesOffTerminal(invocation, "deletes retired keys for good")
                 let context = try Context(invocation)
+                if !invocation[yesFlag] {
+                    let doomed = try KeyedDatabase.keys(paths: context.paths, keychain: context.keychain).filter { key in
+                        key.role == .retired && (key.retiredAt.map { $0 < date } ?? false)
+                    }
+                    for key in doomed {
+                        Console.err("  \(escapedForTerminal(key.account))  retired \(key.retiredAt.map(keyDate) ?? "?")\n")
+                    }
+                    try confirm(
+                        doomed.isEmpty ? nil : "delete the \(counted(doomed.count, "retired key")) above from the "
+                            + "keyring; backups and recovery codes made under them will no longer open", invocation)
+                }
                 let deleted = try KeyedDatabase.pruneRetiredKeys(paths: context.paths, keychain: context.keychain, before: date)
                 if invocation.global.json {
                     try Console.json(PrunedKeysJSON(deleted: deleted))

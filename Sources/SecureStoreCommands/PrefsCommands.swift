@@ -229,7 +229,7 @@ private enum ValueType: String, CaseIterable {
         case .int: Flag("int", help: "VALUE is an integer.")
         case .double: Flag("double", help: "VALUE is a floating-point number.")
         case .bool: Flag("bool", help: "VALUE is true or false (also yes/no, 1/0).")
-        case .date: Flag("date", help: "VALUE is an ISO 8601 date, e.g. 2026-11-21T10:00:00Z.")
+        case .date: Flag("date", help: "VALUE is a date: 2026-11-21 (midnight UTC) or 2026-11-21T10:00:00Z.")
         case .data: Flag("data", help: "VALUE is base64-encoded bytes.")
         }
     }
@@ -261,7 +261,8 @@ private func parseValue(_ text: String, _ invocation: Invocation, echoes: Bool =
         default: throw bad("true or false")
         }
     case .date:
-        guard let value = ISO8601DateFormatter().date(from: text) else { throw bad("an ISO 8601 date") }
+        // The same grammar as every date option (`db keys prune --before`).
+        guard let value = parseDate(text) else { throw bad(dateGrammar) }
         return .date(value)
     case .data:
         guard let value = Data(base64Encoded: text) else { throw bad("base64") }

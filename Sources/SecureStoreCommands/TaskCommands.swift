@@ -55,6 +55,9 @@ private func line(_ task: TaskItem) -> String {
     return "\(id)  [\(task.done ? "x" : " ")]  \(escapedForTerminal(task.title))"
 }
 
+/// One task as the listings show it: ID prefix, done mark, title (escaped for the terminal).
+func taskLine(_ task: TaskItem) -> String { line(task) }
+
 /// Prints one changed task (or its JSON).
 private func printTask(_ task: TaskItem, _ invocation: Invocation) throws {
     if invocation.global.json {
@@ -62,20 +65,6 @@ private func printTask(_ task: TaskItem, _ invocation: Invocation) throws {
     } else {
         Console.out(line(task) + "\n")
     }
-}
-
-private func idCommand(_ name: String, _ abstract: String, _ action: @escaping @Sendable (TaskList, TaskItem) throws -> TaskItem) -> Command {
-    Command(
-        name: name, abstract: abstract,
-        arguments: [ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it.")],
-        options: [nameOption],
-        run: { invocation in
-            try withTasks(invocation) { tasks in
-                let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
-                try printTask(try action(tasks, task), invocation)
-                return ExitStatus.success
-            }
-        })
 }
 
 /// `securestore tasks …`: the encrypted task list.
@@ -147,47 +136,11 @@ let tasksCommand = Command(
         tasksAttachmentsCommand,
         tasksAttachmentCommand,
         tasksDetachCommand,
-        idCommand("done", "Mark a task done.") { tasks, task in try tasks.setDone(true, id: task.id) },
-        idCommand("undo", "Mark a task not done.") { tasks, task in try tasks.setDone(false, id: task.id) },
-        idCommand("delete", "Delete a task and its attachments.") { tasks, task in
-            let deleted = try tasks.delete(id: task.id)
-            // Its attachments' descriptions went with it (a trigger); their encrypted chunks go now.
-            _ = try? tasks.attachments().store.collectGarbage()
-            return deleted
-        },
-        Command(
-            name: "rename", abstract: "Change a task's title.",
-            arguments: [
-                ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it."),
-                ArgumentSpec(name: "TITLE", help: "The new title."),
-            ],
-            options: [nameOption],
-            run: { invocation in
-                try withTasks(invocation) { tasks in
-                    let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
-                    try printTask(try tasks.rename(id: task.id, to: invocation.argument(1) ?? ""), invocation)
-                    return ExitStatus.success
-                }
-            }),
-        Command(
-            name: "clear-done", abstract: "Delete every task that is done.",
-            options: [nameOption],
-            run: { invocation in
-                try withTasks(invocation) { tasks in
-                    let count = try tasks.deleteAllDone()
-                    _ = try? tasks.attachments().store.collectGarbage()
-                    if invocation.global.json { try Console.json(TasksDeletedJSON(deleted: count)) } else { Console.out("deleted \(count) done task(s)\n") }
-                    return ExitStatus.success
-                }
-            }),
-        Command(
-            name: "done-all", abstract: "Mark every open task done.",
-            options: [nameOption],
-            run: { invocation in
-                try withTasks(invocation) { tasks in
-                    let count = try tasks.markAllDone()
-                    if invocation.global.json { try Console.json(TasksUpdatedJSON(updated: count)) } else { Console.out("marked \(count) task(s) done\n") }
-                    return ExitStatus.success
-                }
-            }),
+        tasksShowCommand,
+        tasksDoneCommand,
+        tasksUndoCommand,
+        tasksDeleteCommand,
+        tasksRenameCommand,
+        tasksClearDoneCommand,
+        tasksDoneAllCommand,
     ])

@@ -21,14 +21,18 @@ let tokenCommand = Command(
             name: "set", abstract: "Store a token read from standard input (prompted without echo on a terminal).",
             discussion: """
                 On a terminal the secret is asked twice, without echo; if the two differ nothing is stored.
-                Replacing a token keeps its label unless --label is given.
+                An existing token is replaced only with --force (as with 'token generate'), and keeps its label
+                unless --label is given.
                 """,
             arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
-            options: [labelOption, rawFlag],
+            options: [labelOption, rawFlag, forceFlag],
             readsSecret: true,
             run: { invocation in
                 let context = try Context(invocation)
                 let name = try tokenName(invocation)
+                // Checked before the secret is asked for: nobody types a secret that is then refused.
+                let existing = try existingLabel(context, name)
+                try refuseToReplace(existing, name, invocation)
                 let secret = try readSecret(prompt: "Secret for \(name): ", raw: invocation[rawFlag])
                 if Console.stdinIsTerminal {
                     let again = try readSecret(prompt: "Retype the secret for \(name): ", raw: invocation[rawFlag])
@@ -37,8 +41,7 @@ let tokenCommand = Command(
                             status: ExitStatus.dataError, message: "the two entries differ; nothing was stored")
                     }
                 }
-                let label = try invocation[labelOption] ?? existingLabel(context, name)
-                    ?? "\(context.paths.app) token \(name)"
+                let label = try invocation[labelOption] ?? existing ?? "\(context.paths.app) token \(name)"
                 try context.keychain.set(secret, service: context.paths.tokenService, account: name, label: label)
                 if invocation.global.json { try Console.json(TokenStoredJSON(name: name, stored: true)) }
                 return ExitStatus.success
@@ -98,13 +101,9 @@ let tokenCommand = Command(
                 if invocation[printFlag] && invocation.global.json {
                     throw UsageError("--print and --json cannot be combined", path: invocation.path)
                 }
-                let label = try invocation[labelOption] ?? existingLabel(context, name)
-                if !invocation[forceFlag], label != nil {
-                    throw CLIError(
-                        status: ExitStatus.cannotCreate,
-                        message: "a token named \(UsageError.quoted(name)) exists; nothing was changed",
-                        hint: "--force replaces it")
-                }
+                let existing = try existingLabel(context, name)
+                try refuseToReplace(existing, name, invocation)
+                let label = try invocation[labelOption] ?? existing
                 let secret = TokenCharset.random(length: length, alphabet: alphabet)
                 try context.keychain.set(
                     secret, service: context.paths.tokenService, account: name,
@@ -151,6 +150,15 @@ private let charsetOption = Option<String>(
 private let printFlag = Flag("print", help: "Print the new token (it is never printed otherwise).")
 private let forceFlag = Flag("force", help: "Replace an existing token of that name.")
 private let prefixOption = Option<String>("prefix", valueName: "TEXT", help: "Only names starting with TEXT.")
+
+/// The one rule of `token set` and `token generate` for a name that is taken: the token is replaced only with
+/// `--force`; otherwise exit 73 and nothing changes. `existing` is the stored token's label, nil when there is none.
+private func refuseToReplace(_ existing: String?, _ name: String, _ invocation: Invocation) throws {
+    guard existing != nil, !invocation[forceFlag] else { return }
+    throw CLIError(
+        status: ExitStatus.cannotCreate, message: "a token named \(UsageError.quoted(name)) exists; nothing was changed",
+        hint: "--force replaces it")
+}
 
 /// The label of the stored token `name`, or nil when there is none.
 private func existingLabel(_ context: Context, _ name: String) throws -> String? {
@@ -242,7 +250,21 @@ struct Context {
         let dataDirectory = invocation.global.dataDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         paths = try AppPaths(app: invocation.global.app, dataDirectory: dataDirectory)
         let store = try KeyStoreChoice.store(invocation)
-        keychain = Keychain(configuration: Keychain.Configuration(allowsPrompts: allowsPrompts, store: store))
+        keychain = Keychain(
+            configuration: Keychain.Configuration(
+                timeout: try Context.keychainTimeout(invocation.path), allowsPrompts: allowsPrompts, store: store))
+    }
+
+    /// How long a keyring call may take before it fails with exit 75: SECURESTORE_TIMEOUT seconds (0.1 to 3600,
+    /// decimals allowed), 5 by default. A prompt a person answers is not counted (it has its own 2 minutes).
+    static func keychainTimeout(_ path: [String]) throws -> Duration {
+        guard let text = ProcessInfo.processInfo.environment["SECURESTORE_TIMEOUT"] else { return .seconds(5) }
+        guard let seconds = Double(text), seconds.isFinite, (0.1...3600).contains(seconds) else {
+            throw UsageError(
+                "SECURESTORE_TIMEOUT must be a number of seconds from 0.1 to 3600, not \(UsageError.quoted(text))",
+                path: path)
+        }
+        return .milliseconds(Int((seconds * 1000).rounded()))
     }
 
     /// A person on a terminal can answer the keyring's unlock or approval dialog; a pipe (git, a script,

@@ -287,6 +287,41 @@ public struct TaskList: Sendable {
         }
     }
 
+    /// Marks several tasks done or not done in one transaction and returns them in the order of `ids` (an ID
+    /// given twice is changed and returned once): either every task changes or none does.
+    ///
+    /// ```swift
+    /// let ids = try ["3f2a", "9c01"].map { try tasks.resolve(prefix: $0).id }
+    /// try tasks.setDone(true, ids: ids)
+    /// ```
+    ///
+    /// - Throws: ``SecureStoreError/notFound`` naming the first ID that no task has; the database is unchanged.
+    @discardableResult
+    public func setDone(_ done: Bool, ids: [UUID]) throws -> [TaskItem] {
+        try database.write { db in
+            try Self.unique(ids).map { id in
+                try db.execute("UPDATE OR ROLLBACK tasks SET done = ? WHERE id = ?", [done, id])
+                guard db.changes == 1, let item = try Self.fetch(db, id: id) else { throw Self.notFound(id) }
+                return item
+            }
+        }
+    }
+
+    /// Deletes several tasks in one transaction and returns them as they were, in the order of `ids` (an ID
+    /// given twice is deleted and returned once): either every task is deleted or none is.
+    ///
+    /// - Throws: ``SecureStoreError/notFound`` naming the first ID that no task has; the database is unchanged.
+    @discardableResult
+    public func delete(ids: [UUID]) throws -> [TaskItem] {
+        try database.write { db in
+            try Self.unique(ids).map { id in
+                guard let item = try Self.fetch(db, id: id) else { throw Self.notFound(id) }
+                try db.execute("DELETE FROM tasks WHERE id = ?", [id])
+                return item
+            }
+        }
+    }
+
     /// Marks every open task done, in one SQL statement. Returns how many tasks changed.
     @discardableResult
     public func markAllDone() throws -> Int {
@@ -313,6 +348,12 @@ public struct TaskList: Sendable {
             guard db.changes == 1, let item = try Self.fetch(db, id: id) else { throw Self.notFound(id) }
             return item
         }
+    }
+
+    /// `ids` without repeats, in their first order.
+    private static func unique(_ ids: [UUID]) -> [UUID] {
+        var seen = Set<UUID>()
+        return ids.filter { seen.insert($0).inserted }
     }
 
     private static func notFound(_ id: UUID) -> SecureStoreError {

@@ -219,17 +219,21 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(!result.stdout.contains("ghp_value_not_offered"))
         #expect(!FileManager.default.fileExists(atPath: data.path + "/none"), "completion creates nothing")
 
-        // fish and zsh ask the same way.
+        // fish and zsh ask the same way. fish 4 (Debian 13) no longer takes '?' as a glob (its qmark-noglob feature,
+        // on by default there): fish 3 with that feature on reads the script as fish 4 does.
         let tool = product("securestore")
         if installed("fish") {
             let path = try write(try securestore(["completion", "fish"]).stdout, "securestore.fish", in: directory)
-            let fish = try run([
-                "fish", "--no-config", "-c",
-                "source '\(path)'; complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks done '; echo ==; "
-                    + "complete -C '\(tool) --app \(app) token delete '; echo ==; complete -C '\(tool) --app \(app)-absent token get '",
-            ])
-            #expect(fish.status == 0, "\(fish.stderr)")
-            #expect(fish.stdout == "\(id)\n==\ngithub\n==\n")
+            for features in [[], ["--features", "qmark-noglob"]] {
+                let fish = try run(
+                    ["fish"] + features + [
+                        "--no-config", "-c",
+                        "source '\(path)'; complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks done '; echo ==; "
+                            + "complete -C '\(tool) --app \(app) token delete '; echo ==; complete -C '\(tool) --app \(app)-absent token get '",
+                    ])
+                #expect(fish.status == 0, "\(features): \(fish.stderr)")
+                #expect(fish.stdout == "\(id)\n==\ngithub\n==\n", "\(features)")
+            }
         } else {
             print("SKIPPED: fish task ID and token name completion: fish is not installed ('make deps' installs it)")
         }
@@ -258,6 +262,92 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(absent.stdout.isEmpty && absent.stderr.isEmpty)
         #expect(!FileManager.default.fileExists(atPath: data.path + "/none"))
         #expect(!(try securestore(["--help"])).stdout.contains("__complete"))
+    }
+
+    @Test func optionValuesAttachmentIDsPreferenceKeysAndOutputFilesAreCompleted() throws {
+        let app = uniqueApp()
+        let data = try TemporaryDirectory()
+        let added = try securestore(["--data-dir", data.path, "tasks", "add", "Scan"], app: app)
+        let id = String(added.stdout.prefix(8))
+        let file = data.path + "/receipt.txt"
+        try Data("milk\n".utf8).write(to: URL(fileURLWithPath: file))
+        let attached = try securestore(["--data-dir", data.path, "tasks", "attach", id, file], app: app)
+        #expect(attached.status == 0, "\(attached.stderr)")
+        let attachment = String(attached.stdout.prefix(8))
+        #expect(try securestore(["prefs", "set", "theme", "dark"], app: app).status == 0)
+        #expect(try securestore(["prefs", "set", "window.width", "--int", "1200"], app: app).status == 0)
+
+        let directory = try TemporaryDirectory()
+        let line = "securestore --app \(app) --data-dir \(data.path)"
+        let (result, replies) = try completeInBash(
+            [
+                "securestore tasks export --format ", "securestore tasks import --format j", "securestore tasks import --on-duplicate ",
+                "securestore token generate x --charset h", "securestore tasks export --format = c",
+                "securestore tasks export --output \(data.path)/rec", "\(line) tasks attachment get ", "\(line) tasks detach ",
+                "securestore --app \(app) prefs get ", "securestore --app \(app) prefs delete w",
+                "securestore --app \(app)-absent prefs get ",
+            ], directory: directory)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.isEmpty)
+        #expect(replies.count == 11)
+        guard replies.count == 11 else { return }
+        #expect(replies[0] == ["jsonl", "csv", "json"], "export writes no 'lines'")
+        #expect(replies[1] == ["jsonl", "json"])
+        #expect(replies[2] == ["skip", "replace", "fail"])
+        #expect(replies[3] == ["hex"])
+        #expect(replies[4] == ["csv"], "--format=c, split at '=' by bash")
+        #expect(replies[5] == ["\(data.path)/receipt.txt"])
+        #expect(replies[6] == [attachment])
+        #expect(replies[7] == [attachment])
+        #expect(replies[8] == ["theme", "window.width"])
+        #expect(replies[9] == ["window.width"])
+        #expect(replies[10].isEmpty)
+        #expect(!result.stdout.contains("dark") && !result.stdout.contains("1200"), "keys, never values")
+
+        let tool = product("securestore")
+        if installed("zsh") {
+            let path = try write(try securestore(["completion", "zsh"]).stdout, "_securestore", in: directory)
+            let program = #"""
+                source "$1" >/dev/null 2>&1
+                compadd() { [[ $1 == -Q ]] && shift; shift; print -r -- "> $*"; }
+                _files() { print -r -- "> files $*"; }
+                c() { words=("$@"); CURRENT=${#words}; _securestore; }
+                c "$2" tasks import --on-duplicate ''
+                c "$2" tasks export --output ''
+                c "$2" --app "$3" --data-dir "$4" tasks detach ''
+                c "$2" --app "$3" prefs get ''
+                """#
+            let zsh = try run(["zsh", "-f", "-c", program, "zsh", path, tool, app, data.path])
+            #expect(zsh.status == 0, "\(zsh.stderr)")
+            #expect(zsh.stdout == "> skip replace fail\n> files \n> \(attachment)\n> theme window.width\n")
+        } else {
+            print("SKIPPED: zsh option value completion: zsh is not installed ('make deps' installs it)")
+        }
+        if installed("fish") {
+            let path = try write(try securestore(["completion", "fish"]).stdout, "securestore.fish", in: directory)
+            for features in [[], ["--features", "qmark-noglob"]] {
+                let fish = try run(
+                    ["fish"] + features + [
+                        "--no-config", "-c",
+                        "source '\(path)'; complete -C '\(tool) tasks export --format '; echo ==; "
+                            + "complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks attachment get '; echo ==; "
+                            + "complete -C '\(tool) --app \(app) prefs delete '; echo ==; "
+                            + "complete -C '\(tool) tasks export --output \(data.path)/rec'",
+                    ])
+                #expect(fish.status == 0, "\(features): \(fish.stderr)")
+                let parts = fish.stdout.components(separatedBy: "==\n").map { part in
+                    part.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
+                }
+                #expect(parts.count == 4, "\(features): \(fish.stdout)")
+                guard parts.count == 4 else { continue }
+                #expect(Set(parts[0]) == ["jsonl", "csv", "json"], "\(features)")
+                #expect(parts[1] == [attachment], "\(features)")
+                #expect(parts[2] == ["theme", "window.width"], "\(features)")
+                #expect(parts[3] == ["\(data.path)/receipt.txt"], "\(features)")
+            }
+        } else {
+            print("SKIPPED: fish option value completion: fish is not installed ('make deps' installs it)")
+        }
     }
 
     @Test func manPagesRenderWithoutWarningsAndListEveryCommandOfTheirGroup() throws {

@@ -57,7 +57,7 @@ import Testing
         try document(try ss(["db", "rotate-key"]), "db rotate-key")
         try document(try ss(["db", "keys", "list"]), "db keys list")
         try document(try ss(["db", "restore", backup]), "db restore")
-        try document(try ss(["db", "keys", "prune", "--before", "2000-01-01"]), "db keys prune")
+        try document(try ss(["db", "keys", "prune", "--before", "2000-01-01", "--yes"]), "db keys prune")
 
         let plain = try #require(Harness.root) + "/\(app)-plain.db"
         defer { try? FileManager.default.removeItem(atPath: plain) }

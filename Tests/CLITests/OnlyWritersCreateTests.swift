@@ -9,7 +9,7 @@ import Testing
     init() throws { try Harness.require() }
 
     @Test(arguments: [
-        ["tasks", "list"], ["tasks", "count"], ["tasks", "done", "abc"], ["tasks", "clear-done"],
+        ["tasks", "list"], ["tasks", "count"], ["tasks", "done", "abc"], ["tasks", "clear-done", "--yes"],
         ["db", "info"], ["db", "verify"], ["db", "backup", "/tmp/never-written-by-securestore.db"],
         ["db", "recovery-code"], ["db", "rotate-key"],
     ])

@@ -63,8 +63,10 @@ import Testing
         for written in commands {
             var command = written
             // The one example value that cannot exist beforehand: a task ID prefix (the task the README adds).
-            if command.hasPrefix("securestore tasks done "), let id = lastTaskID {
-                command = "securestore tasks done " + id.prefix(4)
+            for verb in ["done", "undo", "show", "rename", "delete"] where command.hasPrefix("securestore tasks \(verb) ") {
+                guard let id = lastTaskID else { continue }
+                let rest = command.dropFirst("securestore tasks \(verb) ".count).drop { $0 != " " }
+                command = "securestore tasks \(verb) " + id.prefix(4) + rest
             }
             let result = try run(["/bin/sh", "-c", command], environment: environment)
             #expect(result.status == 0, "\(written): exit \(result.status): \(result.stderr)")

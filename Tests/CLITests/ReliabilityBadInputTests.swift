@@ -120,7 +120,7 @@ import Testing
             + "INSERT INTO securestore_migrations (id, applied_at) VALUES ('tasks v99 from the future', 0);\n"
         #expect(try run(["sqlcipher", path], input: Data(script.utf8)).status == 0)
         let before = try #require(rlContents(path))
-        for command in [["tasks", "list"], ["tasks", "add", "x"], ["tasks", "done-all"]] {
+        for command in [["tasks", "list"], ["tasks", "add", "x"], ["tasks", "done-all", "--yes"]] {
             let result = try securestore(command, app: app)
             #expect(result.status == 65, "\(command)")
             #expect(result.stderr.hasPrefix("securestore: the database '\(path)' was migrated by a newer version"))

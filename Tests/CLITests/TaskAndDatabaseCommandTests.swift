@@ -42,8 +42,8 @@ import Testing
         #expect(try securestore(["tasks", "delete", firstID], app: app).status == 0)
         #expect(try securestore(["tasks", "count"], app: app).stdout == "2\n")
 
-        #expect(try securestore(["tasks", "done-all"], app: app).stdout == "marked 2 task(s) done\n")
-        #expect(try securestore(["tasks", "clear-done"], app: app).stdout == "deleted 2 done task(s)\n")
+        #expect(try securestore(["tasks", "done-all", "--yes"], app: app).stdout == "marked 2 task(s) done\n")
+        #expect(try securestore(["tasks", "clear-done", "--yes"], app: app).stdout == "deleted 2 done task(s)\n")
         #expect(try securestore(["tasks", "count"], app: app).stdout == "0\n")
     }
 
@@ -304,7 +304,7 @@ import Testing
             == "{\"key\":\"icon\",\"type\":\"Data\",\"value\":\"AAEC/w==\"}\n")
         let bad = try securestore(["prefs", "set", "--date", "lastSync", "yesterday"], app: app)
         #expect(bad.status == 64)
-        #expect(bad.stderr.hasPrefix("securestore: VALUE is not an ISO 8601 date: 'yesterday'"))
+        #expect(bad.stderr.hasPrefix("securestore: VALUE is not a date such as 2026-11-23 (midnight UTC), 2026-11-23T16:15:02Z or 2026-11-23T16:15:02.250+01:00: 'yesterday'"))
         #expect(try securestore(["prefs", "get", "lastSync"], app: app).stdout == "2026-11-21T10:00:00Z\n", "unchanged")
     }
 }

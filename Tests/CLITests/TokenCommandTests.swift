@@ -38,7 +38,7 @@ import Testing
         #expect(try securestore(["token", "set", "--raw", "t"], app: app, input: "line\n").status == 0)
         #expect(try securestore(["token", "get", "t"], app: app).stdout == "line\n")
 
-        let empty = try securestore(["token", "set", "t"], app: app, input: "")
+        let empty = try securestore(["token", "set", "--force", "t"], app: app, input: "")
         #expect(empty.status == 65)
         #expect(empty.stderr.hasPrefix("securestore: no secret given on standard input"))
         #expect(try securestore(["token", "get", "t"], app: app).stdout == "line\n", "unchanged")
@@ -55,7 +55,7 @@ import Testing
     @Test func oversizeSecretIsRefusedAndTheStoredOneKept() throws {
         let app = uniqueApp()
         #expect(try securestore(["token", "set", "t"], app: app, input: "original").status == 0)
-        let result = try securestore(["token", "set", "t"], app: app, input: String(repeating: "x", count: 70_000))
+        let result = try securestore(["token", "set", "--force", "t"], app: app, input: String(repeating: "x", count: 70_000))
         #expect(result.status == 65)
         #expect(result.stderr.contains("the limit is 65536 bytes"))
         #expect(!result.stderr.contains("xxxxxxxx"))
@@ -70,7 +70,7 @@ import Testing
         let get = try securestore(["token", "get", "t"], app: app)
         #expect(get.status == 77)
         #expect(get.stderr.hasPrefix("securestore: the keyring collection 'default' is locked"))
-        let set = try securestore(["token", "set", "t"], app: app, input: "new")
+        let set = try securestore(["token", "set", "--force", "t"], app: app, input: "new")
         #expect(set.status == 77)
         try Harness.keyringCtl("unlock")
         #expect(try securestore(["token", "get", "t"], app: app).stdout == "kept")

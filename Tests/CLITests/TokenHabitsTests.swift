@@ -19,7 +19,7 @@ import Testing
         #expect(!stored.screen.contains("s3cret"), "no echo")
         #expect(try lookup(app, "t").stdout == "s3cret-one")
 
-        let differ = try securestoreOnTerminal(["token", "set", "t"], app: app, answers: ["s3cret-two", "s3cret-twO"])
+        let differ = try securestoreOnTerminal(["token", "set", "--force", "t"], app: app, answers: ["s3cret-two", "s3cret-twO"])
         #expect(differ.status == 65)
         #expect(differ.screen.contains("securestore: the two entries differ; nothing was stored"))
         #expect(!differ.screen.contains("s3cret"))
@@ -29,13 +29,13 @@ import Testing
         #expect(try lookup(app, "new").stdout.isEmpty, "nothing stored")
     }
 
-    @Test func replacingATokenKeepsItsLabelUnlessLabelIsGiven() throws {
+    @Test func replacingATokenWithForceKeepsItsLabelUnlessLabelIsGiven() throws {
         let app = uniqueApp()
         #expect(try securestore(["token", "set", "gh", "--label", "GitHub PAT"], app: app, input: "one").status == 0)
-        #expect(try securestore(["token", "set", "gh"], app: app, input: "two").status == 0)
+        #expect(try securestore(["token", "set", "gh", "--force"], app: app, input: "two").status == 0)
         #expect(try securestore(["token", "list"], app: app).stdout == "gh  GitHub PAT\n")
         #expect(try lookup(app, "gh").stdout == "two")
-        #expect(try securestore(["token", "set", "gh", "--label", "Work"], app: app, input: "three").status == 0)
+        #expect(try securestore(["token", "set", "gh", "--force", "--label", "Work"], app: app, input: "three").status == 0)
         #expect(try securestore(["token", "list"], app: app).stdout == "gh  Work\n")
     }
 
