@@ -19,9 +19,9 @@ struct TaskJSON: Encodable {
         id = task.id.uuidString.lowercased()
         title = task.title
         done = task.done
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        createdAt = formatter.string(from: task.createdAt)
+        // The stored microseconds, as export and `tasks list --json` write them: a task printed here and imported
+        // back with --on-duplicate replace keeps its date.
+        createdAt = task.createdAtText
     }
 }
 
