@@ -25,19 +25,6 @@ struct TaskJSON: Encodable {
     }
 }
 
-/// `tasks list --json --totals`: the page and what the text output's "(1–50 of 1000)" says, plus the counts.
-/// Without `--totals` the list stays a bare array of tasks (scripts rely on it).
-struct TaskPageJSON: Encodable {
-    let tasks: [TaskJSON]
-    /// Tasks matching the filter (the text output's "of N").
-    let matching: Int
-    let total: Int
-    let done: Int
-    let open: Int
-    let offset: Int
-    let limit: Int
-}
-
 /// `tasks count`.
 struct TaskCountJSON: Encodable {
     let count: Int
