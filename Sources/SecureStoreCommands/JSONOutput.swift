@@ -19,23 +19,10 @@ struct TaskJSON: Encodable {
         id = task.id.uuidString.lowercased()
         title = task.title
         done = task.done
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        createdAt = formatter.string(from: task.createdAt)
+        // The stored microseconds, as export and `tasks list --json` write them: a task printed here and imported
+        // back with --on-duplicate replace keeps its date.
+        createdAt = task.createdAtText
     }
-}
-
-/// `tasks list --json --totals`: the page and what the text output's "(1–50 of 1000)" says, plus the counts.
-/// Without `--totals` the list stays a bare array of tasks (scripts rely on it).
-struct TaskPageJSON: Encodable {
-    let tasks: [TaskJSON]
-    /// Tasks matching the filter (the text output's "of N").
-    let matching: Int
-    let total: Int
-    let done: Int
-    let open: Int
-    let offset: Int
-    let limit: Int
 }
 
 /// `tasks count`.

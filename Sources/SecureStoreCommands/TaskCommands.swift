@@ -5,14 +5,26 @@ import Tasks
 
 /// `--all`, `--done`, `--open`: at most one, each with the status it selects.
 private let statusFlags: [(flag: Flag, status: TaskList.Filter.Status)] = [
-    (Flag("all", help: "Every task (the default)."), .all),
+    (Flag("all", help: "Done and open tasks alike (the default; a filter, not a limit: see --limit none)."), .all),
     (Flag("done", help: "Only tasks that are done."), .done),
     (Flag("open", help: "Only tasks that are not done."), .open),
 ]
 private let searchOption = Option<String>(
     "search", valueName: "TEXT", help: "Only tasks whose title contains TEXT (ASCII case-insensitive).")
 private let statusOptions: [any CommandOption] = statusFlags.map(\.flag) + [searchOption]
-private let limitOption = Option<Int>.wholeNumber("limit", help: "At most N tasks (default 50).")
+/// `--limit N`, or `--limit none` for every task.
+private enum ListLimit: Sendable {
+    case count(Int)
+    case none
+}
+private let limitOption = Option<ListLimit>(
+    "limit", valueName: "N|none", help: "At most N tasks (default 50); 'none' lists every task, streamed.",
+    expected: "a whole number of at least 0, or none",
+    convert: { text in
+        if text == "none" { return ListLimit.none }
+        guard let number = Int(text), number >= 0 else { return nil }
+        return .count(number)
+    })
 private let offsetOption = Option<Int>.wholeNumber("offset", help: "Skip the first N tasks.")
 private let oldestFirstFlag = Flag("oldest-first", help: "Oldest first.")
 private let totalsFlag = Flag(
@@ -58,6 +70,76 @@ private func line(_ task: TaskItem) -> String {
 /// One task as the listings show it: ID prefix, done mark, title (escaped for the terminal).
 func taskLine(_ task: TaskItem) -> String { line(task) }
 
+/// `tasks list --json`: the array, written as it is read (the records of `tasks export --format json`); with
+/// `--totals` inside an object whose other keys, sorted as every `--json` object's, come from the same snapshot.
+private func streamJSON(
+    _ snapshot: TaskList.Snapshot, _ filter: TaskList.Filter, _ order: TaskList.Order, _ offset: Int, _ limit: Int?,
+    totals: Bool
+) throws {
+    var writer = TaskStreamWriter(format: .json, fileDescriptor: 1, name: "standard output")
+    var terminator = "\n"
+    if totals {
+        let counts = try snapshot.counts()
+        let matching = try snapshot.count(filter)
+        try writer.write(
+            verbatim: "{\"done\":\(counts.done),\"limit\":\(limit.map(String.init) ?? "null"),\"matching\":\(matching),"
+                + "\"offset\":\(offset),\"open\":\(counts.open),\"tasks\":")
+        terminator = ",\"total\":\(counts.total)}\n"
+    }
+    try writer.begin()
+    try snapshot.forEachTask(filter, order: order, offset: offset, limit: limit) { try writer.encode($0) }
+    try writer.end(terminator: terminator)
+}
+
+/// `tasks list`: one line per task, written through a 64 KiB buffer as the tasks are read, then on standard
+/// error "(1–50 of 1000)" when the page is not everything (or standard output is a terminal).
+private func streamText(
+    _ snapshot: TaskList.Snapshot, _ filter: TaskList.Filter, _ order: TaskList.Order, _ offset: Int, _ limit: Int?
+) throws {
+    var buffer: [UInt8] = []
+    buffer.reserveCapacity(1 << 16 + 4_096)
+    func flush() {
+        buffer.withUnsafeBytes { Console.write($0) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+    let shown = try snapshot.forEachTask(filter, order: order, offset: offset, limit: limit) { task in
+        appendLine(task, to: &buffer)
+        if buffer.count >= 1 << 16 { flush() }
+    }
+    flush()
+    // A short page reached the end: the total is known without counting (a count with --search is a scan).
+    let total = shown < (limit ?? Int.max) && (shown > 0 || offset == 0) ? offset + shown : try snapshot.count(filter)
+    if Console.stdoutIsTerminal || shown < total {
+        let range = shown == 0 ? "none" : "\(offset + 1)–\(offset + shown)"
+        Console.err("(\(range) of \(total))\n")
+    }
+}
+
+private let hexDigits = Array("0123456789abcdef".utf8)
+
+/// ``line(_:)`` and its line break, appended as bytes: a title of printable ASCII as it is, anything else
+/// through ``escapedForTerminal(_:limit:)``.
+private func appendLine(_ task: TaskItem, to out: inout [UInt8]) {
+    withUnsafeBytes(of: task.id.uuid) { bytes in
+        for byte in bytes.prefix(4) {
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 0xF)])
+        }
+    }
+    out.append(contentsOf: task.done ? doneMark : openMark)
+    var title = task.title
+    title.withUTF8 { bytes in
+        if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
+            out.append(contentsOf: bytes)
+        } else {
+            out.append(contentsOf: escapedForTerminal(task.title).utf8)
+        }
+    }
+    out.append(0x0A)
+}
+private let doneMark = Array("  [x]  ".utf8)
+private let openMark = Array("  [ ]  ".utf8)
+
 /// Prints one changed task (or its JSON).
 private func printTask(_ task: TaskItem, _ invocation: Invocation) throws {
     if invocation.global.json {
@@ -92,28 +174,28 @@ let tasksCommand = Command(
                 }
             }),
         Command(
-            name: "list", abstract: "List tasks, newest first, a page at a time.",
+            name: "list", abstract: "List tasks, newest first, a page at a time (or all of them: --limit none).",
+            discussion: """
+                Streams: the tasks are written as they are read, in one read transaction, so memory stays the same
+                whatever the number of tasks. --all is the status filter (done and open); --limit none lifts the
+                page size. With --json an array of the tasks (the records of 'tasks export --format json').
+                """,
             options: statusOptions + [limitOption, offsetOption, oldestFirstFlag, totalsFlag, nameOption],
             run: { invocation in
                 let filter = try filter(invocation)
-                let limit = try invocation[limitOption] ?? 50
+                let limit: Int?
+                switch try invocation[limitOption] ?? .count(50) {
+                case .count(let count): limit = count
+                case .none: limit = nil
+                }
                 let offset = try invocation[offsetOption] ?? 0
+                let order: TaskList.Order = invocation[oldestFirstFlag] ? .oldestFirst : .newestFirst
                 return try withTasks(invocation) { tasks in
-                    let page = try tasks.page(
-                        filter, order: invocation[oldestFirstFlag] ? .oldestFirst : .newestFirst, offset: offset, limit: limit)
-                    if invocation.global.json && invocation[totalsFlag] {
-                        let counts = try tasks.counts()
-                        try Console.json(
-                            TaskPageJSON(
-                                tasks: page.items.map(TaskJSON.init), matching: page.total, total: counts.total,
-                                done: counts.done, open: counts.open, offset: offset, limit: limit))
-                    } else if invocation.global.json {
-                        try Console.json(page.items.map(TaskJSON.init))
-                    } else {
-                        for task in page.items { Console.out(line(task) + "\n") }
-                        if Console.stdoutIsTerminal || page.items.count < page.total {
-                            let shown = page.items.isEmpty ? "none" : "\(offset + 1)–\(offset + page.items.count)"
-                            Console.err("(\(shown) of \(page.total))\n")
+                    try tasks.snapshot { snapshot in
+                        if invocation.global.json {
+                            try streamJSON(snapshot, filter, order, offset, limit, totals: invocation[totalsFlag])
+                        } else {
+                            try streamText(snapshot, filter, order, offset, limit)
                         }
                     }
                     return ExitStatus.success

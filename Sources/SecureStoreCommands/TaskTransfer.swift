@@ -132,17 +132,31 @@ let tasksImportCommand = Command(
         }
         defer { if path != nil { close(fd) } }
         let decoder = TaskStreamReader(format: format, fileDescriptor: fd, name: path.map(UsageError.quoted) ?? "standard input")
+        // The line of each task of the chunk the library holds (it reads ahead a chunk and names a duplicate by
+        // its position in the input): a ring as long as a chunk, so memory stays flat.
+        var lines = [Int](repeating: 0, count: TaskList.importChunkCount + 1)
+        var read = 0
+        let next = {
+            let task = try decoder.next()
+            if task != nil {
+                read += 1
+                lines[read % lines.count] = decoder.line
+            }
+            return task
+        }
         return try withTasks(invocation, create: true) { tasks in
             let summary: TaskList.ImportSummary
             var committed = TaskList.ImportSummary()
             do {
+                // Titles as written: a record with an ID restores a task exactly (what export wrote, whatever the
+                // table held); the reader checks the titles of new tasks as `tasks add` does.
                 summary = try tasks.importTasks(
-                    onDuplicate: policy, batchSize: batch,
+                    onDuplicate: policy, batchSize: batch, titles: .exact,
                     progress: { done in
                         committed = done
                         Console.progress("importing", done: decoder.bytesRead, total: size)
                     },
-                    next: decoder.next)
+                    next: next)
             } catch let error as SecureStoreError where error.code == SecureStoreError.Code.invalidData {
                 // The reader's own message names the line.
                 throw CLIError(status: ExitStatus.dataError, message: error.message + keptNote(committed, batch))
@@ -151,10 +165,16 @@ let tasksImportCommand = Command(
             {
                 // The library counts tasks ("task 3: …"); a person wants the line.
                 var message = error.message
+                var line = decoder.line
                 if message.hasPrefix("task "), let colon = message.firstIndex(of: ":") {
+                    if let position = Int(message[message.index(message.startIndex, offsetBy: 5)..<colon]),
+                        position <= read, read - position < lines.count
+                    {
+                        line = lines[position % lines.count]
+                    }
                     message = String(message[message.index(after: colon)...].dropFirst())
                 }
-                throw CLIError(status: ExitStatus.dataError, message: "line \(decoder.line): \(message)\(keptNote(committed, batch))")
+                throw CLIError(status: ExitStatus.dataError, message: "line \(line): \(message)\(keptNote(committed, batch))")
             }
             if invocation.global.json {
                 try Console.json(TasksImportedJSON(summary))

@@ -360,7 +360,7 @@ public struct TaskList: Sendable {
         SecureStoreError(SecureStoreError.Code.notFound, "no task has the ID \(TaskItem(id: id, title: "").hexID)")
     }
 
-    private static func checkPaging(offset: Int, limit: Int) throws {
+    static func checkPaging(offset: Int, limit: Int) throws {
         guard limit >= 0 else {
             throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a page limit cannot be negative (\(limit))")
         }
@@ -386,7 +386,7 @@ public struct TaskList: Sendable {
             StatementArguments(clause.arguments), decode)
     }
 
-    private static func count(_ db: Database, _ filter: Filter) throws -> Int {
+    static func count(_ db: Database, _ filter: Filter) throws -> Int {
         let clause = TaskListClause(filter)
         if clause.matchesNothing { return 0 }
         if filter.search == nil {
@@ -401,7 +401,7 @@ public struct TaskList: Sendable {
             "SELECT count(*) FROM tasks\(clause.whereSQL)", StatementArguments(clause.arguments), as: Int.self) ?? 0
     }
 
-    private static func counts(_ db: Database) throws -> Counts {
+    static func counts(_ db: Database) throws -> Counts {
         let counts = try db.fetchOne("SELECT total, done FROM task_counts WHERE singleton = 0") { row in
             Counts(total: try row.int(at: 0), done: try row.int(at: 1))
         }

@@ -99,10 +99,18 @@ public struct TaskStreamWriter {
         }
     }
 
-    /// Writes what comes after the last task and flushes the buffer.
-    public mutating func end() throws {
-        if format == .json { try writer.write(first ? "]\n" : "\n]\n") }
+    /// Writes what comes after the last task and flushes the buffer. In ``TaskStreamFormat/json`` that is the
+    /// array's `]` and then `terminator` (a line break by default; give `""` when the array is inside a larger
+    /// document that goes on, written with ``write(verbatim:)``).
+    public mutating func end(terminator: String = "\n") throws {
+        if format == .json { try writer.write((first ? "]" : "\n]") + terminator) }
         try writer.flush()
+    }
+
+    /// Writes `text` as it is, through the same buffer: what surrounds the records when the array is part of a
+    /// larger document, such as `{"tasks":` before ``begin()`` and `}` after ``end(terminator:)``.
+    public mutating func write(verbatim text: String) throws {
+        try writer.write(text)
     }
 
     /// Writes one task (buffered: one write(2) per 64 KiB).
@@ -137,6 +145,17 @@ public struct TaskStreamWriter {
     }
 }
 
+extension TaskItem {
+    /// The creation date as every task record of the tool writes it: RFC 3339 in UTC with the six fractional
+    /// digits the database stores (`2026-11-23T17:19:34.123456Z`; a year outside 0000–9999 as ISO 8601's expanded
+    /// year, `+294247-…`), so that it reads back to the same microsecond.
+    public var createdAtText: String {
+        var bytes: [UInt8] = []
+        appendDate(createdAtMicroseconds, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
 /// The constant pieces of a record, made once.
 private enum Bytes {
     static let csvTrue = Array(",true,".utf8)
@@ -159,8 +178,11 @@ func appendID(_ id: UUID, to out: inout [UInt8]) {
 }
 
 /// RFC 3339 in UTC with six fractional digits (the stored precision, so an export imports back equal):
-/// `2026-11-23T17:19:34.123456Z`.
+/// `2026-11-23T17:19:34.123456Z`. Every 64-bit count of microseconds has a form: a year outside 0000–9999
+/// (beyond RFC 3339, which has four digits) is written as ISO 8601's expanded year, a sign and six digits
+/// (`+294247-01-10T04:00:54.775807Z`, `-290308-12-21T19:59:05.224192Z`), which ``parseRFC3339(_:)`` reads.
 func appendDate(_ microseconds: Int64, to out: inout [UInt8]) {
+    // Floor division (no overflow at Int64.min: the quotient is far from the limits).
     var seconds = microseconds / 1_000_000
     var micro = microseconds % 1_000_000
     if micro < 0 {
@@ -193,7 +215,12 @@ func appendDate(_ microseconds: Int64, to out: inout [UInt8]) {
             divisor /= 10
         }
     }
-    digits(year, 4)
+    if (0...9_999).contains(year) {
+        digits(year, 4)
+    } else {
+        out.append(year < 0 ? UInt8(ascii: "-") : UInt8(ascii: "+"))
+        digits(year.magnitude > 999_999 ? 999_999 : Int64(year.magnitude), 6)
+    }
     out.append(UInt8(ascii: "-"))
     digits(month, 2)
     out.append(UInt8(ascii: "-"))
@@ -250,7 +277,7 @@ func appendCSV(_ text: String, to out: inout [UInt8]) {
 
 // MARK: Reading
 
-/// Reads a file descriptor in 64 KiB blocks, a byte at a time for the parsers.
+/// Reads a file descriptor in 64 KiB blocks, a byte or a line at a time for the parsers.
 final class ByteReader {
     private let fd: Int32
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
@@ -275,6 +302,27 @@ final class ByteReader {
         start += 1
         consumed += 1
         return byte
+    }
+
+    /// Appends the bytes up to the next line feed to `line` (without it). `read` is false when the input had
+    /// nothing left; `ended` whether a line feed ended the line (not the end of the input).
+    func readLine(into line: inout [UInt8]) throws -> (read: Bool, ended: Bool) {
+        var read = false
+        while true {
+            if start == end {
+                guard try fill() else { return (read, false) }
+            }
+            read = true
+            let (stop, found) = buffer.withUnsafeBufferPointer { bytes in
+                var index = start
+                while index < end, bytes[index] != 0x0A { index += 1 }
+                line.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                return (index, index < end)
+            }
+            consumed += stop - start + (found ? 1 : 0)
+            start = found ? stop + 1 : stop
+            if found { return (true, true) }
+        }
     }
 
     private func fill() throws -> Bool {
@@ -302,15 +350,18 @@ private func quoted(_ text: String) -> String { "'" + escapedForTerminal(text) +
 /// Reads tasks in one format from a file descriptor, one record at a time, through a 64 KiB buffer: memory
 /// stays the same whatever the size of the input.
 ///
-/// A record with only a title — a JSON string or `{"title": …}`, a one-column CSV record, any line of
-/// ``TaskStreamFormat/lines`` — gets a new ID and the current time (one microsecond later for each, so a list
-/// of titles keeps its order). A CSV header (`id,title,done,createdAt`, or any of those names including
-/// `title`) names the columns; without one a record has one column (the title) or four in that order. Blank
-/// lines are skipped.
+/// A record with an ID restores a task: its title is kept exactly as written, whatever text it is (an
+/// export writes every title the table can hold, control characters included; Docs/tasks.md). A record
+/// without one — a JSON string or `{"title": …}`, a one-column CSV record, any line of
+/// ``TaskStreamFormat/lines`` — adds a new task: it gets a new ID and the current time (one microsecond later
+/// for each, so a list of titles keeps its order), and its title is trimmed and checked as
+/// ``TaskList/create(title:done:createdAt:id:)`` does (``TaskList/validatedTitle(_:)``). A CSV header
+/// (`id,title,done,createdAt`, or any of those names including `title`) names the columns; without one a record
+/// has one column (the title) or four in that order. Blank lines are skipped.
 ///
 /// ```swift
 /// let reader = TaskStreamReader(format: .jsonl, fileDescriptor: 0, name: "standard input")
-/// try tasks.importTasks(next: reader.next)
+/// try tasks.importTasks(titles: .exact, next: reader.next)
 /// ```
 public final class TaskStreamReader {
     /// The format read.
@@ -323,6 +374,8 @@ public final class TaskStreamReader {
     private var nextLine = 1
     private var started = false
     private var finished = false
+    /// The current line (JSON Lines, lines), reused from line to line.
+    private var lineBytes: [UInt8] = []
     /// CSV columns by position, from the header (or the default order).
     private var csvColumns: [String]? = nil
     /// The creation date a title-only record gets: now, then one microsecond later for each such record, so
@@ -338,20 +391,21 @@ public final class TaskStreamReader {
 
     /// The next task, or nil at the end of the input.
     ///
-    /// - Throws: ``SecureStoreError/invalidData`` with "line N: …" for a record that is not a task,
-    ///   ``SecureStoreError/fileSystem`` when reading fails.
+    /// - Throws: ``SecureStoreError/invalidData`` with "line N: …" for a record that is not a task (or a new
+    ///   task whose title ``TaskList/validatedTitle(_:)`` refuses), ``SecureStoreError/fileSystem`` when reading
+    ///   fails.
     public func next() throws -> TaskItem? {
         while true {
             switch format {
             case .lines:
-                guard let bytes = try readLine() else { return nil }
-                let text = try utf8(bytes)
+                guard try readLine() else { return nil }
+                let text = try utf8(lineBytes)
                 if text.allSatisfy(\.isWhitespace) { continue }
-                return titleOnly(text)
+                return try titleOnly(text)
             case .jsonl:
-                guard let bytes = try readLine() else { return nil }
-                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                return try decodeJSON(bytes)
+                guard try readLine() else { return nil }
+                if lineBytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+                return try decodeJSON(lineBytes)
             case .json:
                 guard let bytes = try readJSONElement() else { return nil }
                 return try decodeJSON(bytes)
@@ -382,25 +436,29 @@ public final class TaskStreamReader {
         return lastNow
     }
 
-    private func titleOnly(_ title: String) -> TaskItem {
-        TaskItem(id: UUID(), title: title, done: false, createdAtMicrosecondsSince1970: now())
+    /// A new task: a new ID, now, and the title as `tasks add` would take it.
+    private func titleOnly(_ title: String) throws -> TaskItem {
+        TaskItem(id: UUID(), title: try checked(title), done: false, createdAtMicrosecondsSince1970: now())
     }
 
-    /// One line without its line break (LF or CRLF), or nil at the end.
-    private func readLine() throws -> [UInt8]? {
-        var bytes: [UInt8] = []
-        line = nextLine
-        while let byte = try reader.next() {
-            if byte == 0x0A {
-                nextLine += 1
-                if bytes.last == 0x0D { bytes.removeLast() }
-                return bytes
-            }
-            bytes.append(byte)
+    /// `title` trimmed and checked for a new task, or the reason it is refused, at this line.
+    private func checked(_ title: String) throws -> String {
+        do {
+            return try TaskList.validatedTitle(title)
+        } catch let error as SecureStoreError {
+            throw badInput(line, error.message)
         }
-        if bytes.isEmpty { return nil }
-        if bytes.last == 0x0D { bytes.removeLast() }
-        return bytes
+    }
+
+    /// The next line into ``lineBytes``, without its line break (LF or CRLF); false at the end.
+    private func readLine() throws -> Bool {
+        lineBytes.removeAll(keepingCapacity: true)
+        line = nextLine
+        let (read, ended) = try reader.readLine(into: &lineBytes)
+        if ended { nextLine += 1 }
+        if !read { return false }
+        if lineBytes.last == 0x0D { lineBytes.removeLast() }
+        return true
     }
 
     private func readByte() throws -> UInt8? {
@@ -469,12 +527,15 @@ public final class TaskStreamReader {
         var field: [UInt8] = []
         var quoted = false
         var fieldStart = true
+        // Whether the field's last byte is a CR outside quotes: the CR of a CRLF line end, not part of the value.
+        var bareCR = false
         while true {
             if quoted {
                 if byte == UInt8(ascii: "\"") {
                     let following = try readByte()
                     if following == UInt8(ascii: "\"") {
                         field.append(byte)
+                        bareCR = false
                     } else {
                         quoted = false
                         guard let following else { break }
@@ -483,6 +544,7 @@ public final class TaskStreamReader {
                     }
                 } else {
                     field.append(byte)
+                    bareCR = false
                 }
             } else if byte == UInt8(ascii: "\"") && fieldStart {
                 quoted = true
@@ -490,14 +552,16 @@ public final class TaskStreamReader {
                 fields.append(try utf8(field))
                 field = []
                 fieldStart = true
+                bareCR = false
                 guard let following = try readByte() else { break }
                 byte = following
                 continue
             } else if byte == 0x0A {
-                if field.last == 0x0D { field.removeLast() }
+                if bareCR { field.removeLast() }
                 break
             } else {
                 field.append(byte)
+                bareCR = byte == 0x0D
             }
             fieldStart = false
             guard let following = try readByte() else {
@@ -511,14 +575,14 @@ public final class TaskStreamReader {
     }
 
     private func decodeJSON(_ bytes: [UInt8]) throws -> TaskItem {
-        if let task = decodeExported(bytes) { return task }
+        if let task = bytes.withUnsafeBufferPointer(decodeExported) { return task }
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
         } catch {
             throw badInput(line, "not valid JSON")
         }
-        if let title = object as? String { return titleOnly(title) }
+        if let title = object as? String { return try titleOnly(title) }
         guard let dictionary = object as? [String: Any] else {
             throw badInput(line, "expected a JSON object with a \"title\", or a title as a JSON string")
         }
@@ -542,13 +606,14 @@ public final class TaskStreamReader {
             })
     }
 
-    /// A record exactly as ``TaskStreamWriter`` writes it (keys in that order, a title without escapes), read
-    /// without JSONSerialization, which builds a dictionary of bridged objects per line and was half of an
-    /// import's time; nil for anything else, which the general path reads (and judges).
-    private func decodeExported(_ b: [UInt8]) -> TaskItem? {
+    /// A record exactly as ``TaskStreamWriter`` writes it (keys in that order), read byte by byte without
+    /// JSONSerialization, which builds a dictionary of bridged objects per line and was half of an import's time;
+    /// nil for anything else, which the general path reads (and judges).
+    private func decodeExported(_ b: UnsafeBufferPointer<UInt8>) -> TaskItem? {
         var i = 0
         func skip(_ literal: [UInt8]) -> Bool {
-            guard i + literal.count <= b.count, b[i..<(i + literal.count)].elementsEqual(literal) else { return false }
+            guard i + literal.count <= b.count else { return false }
+            for (offset, byte) in literal.enumerated() where b[i + offset] != byte { return false }
             i += literal.count
             return true
         }
@@ -563,15 +628,14 @@ public final class TaskStreamReader {
             return nil
         }
         guard skip(Bytes.createdAt), let dateRange = upToQuote(),
-            let microseconds = parseRFC3339(String(decoding: b[dateRange], as: UTF8.self))
+            let microseconds = parseRFC3339(UnsafeBufferPointer(rebasing: b[dateRange]))
         else { return nil }
         let done: Bool
         if skip(Bytes.doneTrue) { done = true } else if skip(Bytes.doneFalse) { done = false } else { return nil }
-        guard let idRange = upToQuote(), let id = UUID(uuidString: String(decoding: b[idRange], as: UTF8.self)),
-            skip(Bytes.title), skip([UInt8(ascii: "\"")]), let titleRange = upToQuote(),
-            let title = String(validating: b[titleRange], as: UTF8.self), skip([UInt8(ascii: "\""), UInt8(ascii: "}")])
+        guard let idRange = upToQuote(), let id = parseUUID(UnsafeBufferPointer(rebasing: b[idRange])),
+            skip(Bytes.title), skip([UInt8(ascii: "\"")]), let title = decodeJSONString(b, &i), skip([UInt8(ascii: "}")])
         else { return nil }
-        while i < b.count, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
+        while i < b.count, b[i] == 0x20 || b[i] == 0x09 || b[i] == 0x0A || b[i] == 0x0D { i += 1 }
         guard i == b.count else { return nil }
         return TaskItem(id: id, title: title, done: done, createdAtMicrosecondsSince1970: microseconds)
     }
@@ -596,8 +660,10 @@ public final class TaskStreamReader {
             createdAt: values["createdAt"].flatMap { $0.isEmpty ? nil : $0 })
     }
 
+    /// A task from its fields: with an ID, a task restored as written; without, a new task (checked title).
     private func task(id: String?, title: String, done: Bool, createdAt: String?) throws -> TaskItem {
         let uuid: UUID
+        let title = id == nil ? try checked(title) : title
         if let id {
             guard let parsed = UUID(uuidString: id) ?? hexUUID(id) else { throw badInput(line, "\(quoted(id)) is not a task ID") }
             uuid = parsed
@@ -617,6 +683,111 @@ public final class TaskStreamReader {
     }
 }
 
+/// The JSON string starting at `b[i]` (just after its opening quote), with its escapes decoded, and `i` moved
+/// past its closing quote; nil when it is not a valid JSON string of Unicode text (a raw control character, an
+/// unknown escape, a lone surrogate, bytes that are not UTF-8).
+func decodeJSONString(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int) -> String? {
+    let start = i
+    while i < b.count {
+        let byte = b[i]
+        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+        i += 1
+    }
+    guard i < b.count, b[i] != 0x0A, b[i] >= 0x20 else { return nil }
+    if b[i] == UInt8(ascii: "\"") {
+        let text = String(validating: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
+        i += 1
+        return text
+    }
+    var out = Array(UnsafeBufferPointer(rebasing: b[start..<i]))
+    func hex4(_ at: Int) -> UInt32? {
+        guard at + 4 <= b.count else { return nil }
+        var value: UInt32 = 0
+        for index in at..<(at + 4) {
+            let byte = b[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+    while i < b.count {
+        let byte = b[i]
+        if byte == UInt8(ascii: "\"") {
+            i += 1
+            return String(validating: out, as: UTF8.self)
+        }
+        if byte < 0x20 { return nil }
+        i += 1
+        guard byte == UInt8(ascii: "\\") else {
+            out.append(byte)
+            continue
+        }
+        guard i < b.count else { return nil }
+        let escape = b[i]
+        i += 1
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            guard var value = hex4(i) else { return nil }
+            i += 4
+            if (0xD800..<0xDC00).contains(value) {
+                guard i + 6 <= b.count, b[i] == UInt8(ascii: "\\"), b[i + 1] == UInt8(ascii: "u"), let low = hex4(i + 2),
+                    (0xDC00..<0xE000).contains(low)
+                else { return nil }
+                i += 6
+                value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
+            }
+            guard let scalar = Unicode.Scalar(value) else { return nil }
+            out.append(contentsOf: UTF8.encode(scalar)!)
+        default: return nil
+        }
+    }
+    return nil
+}
+
+/// A UUID written as 36 characters with dashes (either case), without Foundation's `sscanf`.
+func parseUUID(_ b: UnsafeBufferPointer<UInt8>) -> UUID? {
+    guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
+    var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    let ok = withUnsafeMutableBytes(of: &uuid) { out -> Bool in
+        var index = 0
+        var high: UInt8? = nil
+        var written = 0
+        while index < 36 {
+            defer { index += 1 }
+            if index == 8 || index == 13 || index == 18 || index == 23 { continue }
+            let byte = b[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return false
+            }
+            if let first = high {
+                out[written] = first << 4 | digit
+                written += 1
+                high = nil
+            } else {
+                high = digit
+            }
+        }
+        return written == 16
+    }
+    return ok ? UUID(uuid: uuid) : nil
+}
+
 /// A UUID written as 32 hex digits without dashes (TaskItem.hexID).
 private func hexUUID(_ text: String) -> UUID? {
     guard text.utf8.count == 32, text.allSatisfy(\.isHexDigit) else { return nil }
@@ -627,9 +798,16 @@ private func hexUUID(_ text: String) -> UUID? {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` to microseconds since 1970 (fractions beyond six digits are
-/// cut), or nil.
+/// cut), or nil. The year may also be ISO 8601's expanded form, a sign and six digits (`+294247`, `-000001`),
+/// which ``appendDate(_:to:)`` writes for years outside 0000–9999; a date beyond the 64-bit range of
+/// microseconds, or a day its month does not have, is nil.
 func parseRFC3339(_ text: String) -> Int64? {
-    let b = Array(text.utf8)
+    var text = text
+    return text.withUTF8 { parseRFC3339($0) }
+}
+
+/// ``parseRFC3339(_:)-(String)`` on the bytes of the text.
+func parseRFC3339(_ b: UnsafeBufferPointer<UInt8>) -> Int64? {
     func number(_ range: Range<Int>) -> Int64? {
         guard range.upperBound <= b.count else { return nil }
         var value: Int64 = 0
@@ -639,25 +817,34 @@ func parseRFC3339(_ text: String) -> Int64? {
         }
         return value
     }
-    guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
-        b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t") || b[10] == UInt8(ascii: " "),
-        b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
-        let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-        let minute = number(14..<16), let second = number(17..<19),
-        (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+    guard !b.isEmpty else { return nil }
+    let expanded = b[0] == UInt8(ascii: "+") || b[0] == UInt8(ascii: "-")
+    // p: the index of the '-' after the year.
+    let p = expanded ? 7 : 4
+    guard b.count >= p + 16, let digits = number((expanded ? 1 : 0)..<p), b[p] == UInt8(ascii: "-"),
+        b[p + 3] == UInt8(ascii: "-"),
+        b[p + 6] == UInt8(ascii: "T") || b[p + 6] == UInt8(ascii: "t") || b[p + 6] == UInt8(ascii: " "),
+        b[p + 9] == UInt8(ascii: ":"), b[p + 12] == UInt8(ascii: ":"),
+        let month = number((p + 1)..<(p + 3)), let day = number((p + 4)..<(p + 6)), let hour = number((p + 7)..<(p + 9)),
+        let minute = number((p + 10)..<(p + 12)), let second = number((p + 13)..<(p + 15)),
+        (1...12).contains(month), hour < 24, minute < 60, second < 61
     else { return nil }
-    var index = 19
+    let year = b[0] == UInt8(ascii: "-") ? -digits : digits
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+    let monthDays: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    guard day >= 1, day <= monthDays[Int(month) - 1] else { return nil }
+    var index = p + 15
     var micro: Int64 = 0
     if index < b.count, b[index] == UInt8(ascii: ".") {
         index += 1
-        var digits = 0
+        var count = 0
         while index < b.count, b[index] >= 0x30 && b[index] <= 0x39 {
-            if digits < 6 { micro = micro * 10 + Int64(b[index] - 0x30) }
-            digits += 1
+            if count < 6 { micro = micro * 10 + Int64(b[index] - 0x30) }
+            count += 1
             index += 1
         }
-        guard digits > 0 else { return nil }
-        for _ in digits..<max(digits, 6) { micro *= 10 }
+        guard count > 0 else { return nil }
+        for _ in count..<max(count, 6) { micro *= 10 }
     }
     guard index < b.count else { return nil }
     var offset: Int64 = 0
@@ -673,7 +860,7 @@ func parseRFC3339(_ text: String) -> Int64? {
     default: return nil
     }
     guard index == b.count else { return nil }
-    // Howard Hinnant's days_from_civil.
+    // Howard Hinnant's days_from_civil. With at most six digits of year nothing here comes near Int64's limits.
     let y = month <= 2 ? year - 1 : year
     let era = (y >= 0 ? y : y - 399) / 400
     let yoe = y - era * 400
@@ -681,6 +868,11 @@ func parseRFC3339(_ text: String) -> Int64? {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
     let days = era * 146_097 + doe - 719_468
     let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset
-    return seconds * 1_000_000 + micro
+    // seconds × 10⁶ + micro, where it fits: for a negative second with a fraction, (seconds + 1) × 10⁶ minus the
+    // rest, so that the earliest microsecond (Int64.min) is reached without passing beyond it.
+    let whole = micro > 0 && seconds < 0 ? seconds + 1 : seconds
+    let (scaled, overflow) = whole.multipliedReportingOverflow(by: 1_000_000)
+    guard !overflow else { return nil }
+    let (result, overflowAdding) = scaled.addingReportingOverflow(micro > 0 && seconds < 0 ? micro - 1_000_000 : micro)
+    return overflowAdding ? nil : result
 }
-

@@ -7,7 +7,7 @@ import Testing
 @Suite struct BenchSmokeTests {
     static let workloads = [
         "open", "insert", "bulk", "fetch", "count", "toggle", "launch", "keychain-get", "keychain-set",
-        "prefs-load", "prefs-save", "export", "import",
+        "prefs-load", "prefs-save", "export", "list-json", "import",
         "records-fetch", "records-fetch-grdb", "records-insert", "records-insert-grdb",
     ]
 

@@ -54,7 +54,7 @@ struct ProjectBench {
         if options.wants("launch") { try launch() }
         if options.wants("keychain-get") || options.wants("keychain-set") { try keychain() }
         if options.wants("prefs-load") || options.wants("prefs-save") { try preferences() }
-        if options.wants("export") || options.wants("import") { try exportAndImport() }
+        if options.wants("export") || options.wants("import") || options.wants("list-json") { try exportAndImport() }
         if options.wants("records-fetch") || options.wants("records-insert") { try records() }
     }
 
@@ -224,18 +224,19 @@ struct ProjectBench {
 extension ProjectBench {
     /// `export`: every task of a bulkCount store to a JSON Lines file, by TaskList.forEachTask and
     /// TaskStreamWriter in a fresh process, beside the reference `sqlcipher` tool dumping the same table
-    /// (`.mode list`, `.output`) in the same run, interleaved A B A B. `import`: that file read back by
-    /// TaskStreamReader into TaskList.importTasks (one transaction) into a new store, beside `sqlcipher`'s `.import`
-    /// of the same tasks as CSV into a table of four text columns (a bulk load without conversion, indexes or
-    /// triggers: the floor, not an equal). Both report the child's peak RSS; INFO lines give the RSS at a tenth of
-    /// the size (flat memory) and the median of the per-pair ratios.
+    /// (`.mode list`, `.output`) in the same run, interleaved A B A B. `list-json`: what `securestore --json tasks
+    /// list --limit none` runs (TaskList.snapshot, newest first, TaskStreamWriter's json array) beside the export
+    /// of the same tasks as a JSON array (`tasks export --format json`), interleaved. `import`: the JSON Lines file
+    /// read back by TaskStreamReader into TaskList.importTasks (one transaction, titles exact, as `tasks import`)
+    /// into a new store, beside `sqlcipher` loading its own `.dump` of the same store (`.read` into a new file: the
+    /// same schema, rows, indexes and triggers). Each reports the child's peak RSS; INFO lines give the RSS at a
+    /// tenth of the size (flat memory) and the median of the per-pair ratios.
     func exportAndImport() throws {
         let store = directory + "/export.db"
         try makeStore(store, count: options.bulkCount)
         let small = directory + "/export-small.db"
         try makeStore(small, count: max(1, options.bulkCount / 10))
         let jsonl = directory + "/export.jsonl"
-        let csv = directory + "/export.csv"
         let dump = directory + "/export-sqlcipher.txt"
         let hexKey = String(repeating: "42", count: 32)
         let prelude = "PRAGMA key=\"x'\(hexKey)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
@@ -243,59 +244,73 @@ extension ProjectBench {
         try (prelude + ".mode list\n.output \(dump)\nSELECT created_at, hex(id), title, done FROM tasks ORDER BY created_at, id;\n")
             .write(toFile: dumpScript, atomically: true, encoding: .utf8)
         let runs = max(3, self.runs)
-        if options.wants("export") {
+        /// Interleaved pairs of `a` (the project) and `b` (the baseline): both reported with their RSS, and the
+        /// median of the per-pair ratios as INFO `<workload>-pair-ratio`.
+        func pairs(_ workload: String, _ baselineName: String, _ a: () -> ChildRun, _ b: () -> (wall: Double, rss: Double)) {
             var project: [Double] = []
             var projectRSS: [Double] = []
             var baseline: [Double] = []
             var baselineRSS: [Double] = []
             var ratios: [Double] = []
             for _ in 0..<runs {
-                let a = runChild([executablePath(), "export-child", store, jsonl, "jsonl"])
-                guard a.value("count") == Double(options.bulkCount) else { fail("export child: \(a.output)") }
-                let b = runChild([executablePath(), "sqlcipher-child", store, ".read \(dumpScript)"])
-                let wall = b.value("wall") ?? .nan
-                project.append(a.wallMilliseconds)
-                projectRSS.append(a.peakRSSMiB)
-                baseline.append(wall)
-                baselineRSS.append(b.peakRSSMiB)
-                ratios.append(a.wallMilliseconds / wall)
+                let first = a()
+                let second = b()
+                project.append(first.wallMilliseconds)
+                projectRSS.append(first.peakRSSMiB)
+                baseline.append(second.wall)
+                baselineRSS.append(second.rss)
+                ratios.append(first.wallMilliseconds / second.wall)
+            }
+            report(workload, "project", project, rssMiB: median(projectRSS))
+            report(workload, "baseline", baseline, rssMiB: median(baselineRSS))
+            info("\(workload)-pair-ratio", median(ratios), unit: "x", "median of the \(runs) per-pair ratios project/\(baselineName) (A B A B)")
+        }
+        func counted(_ run: ChildRun, _ what: String) -> ChildRun {
+            guard run.value("count") == Double(options.bulkCount) else { fail("\(what) child: \(run.output)") }
+            return run
+        }
+        func sqlcipher(_ path: String, _ script: String) -> (wall: Double, rss: Double) {
+            let run = runChild([executablePath(), "sqlcipher-child", path, ".read \(script)"])
+            return (run.value("wall") ?? .nan, run.value("rss") ?? .nan)
+        }
+        if options.wants("export") {
+            pairs("export", "sqlcipher", { counted(runChild([executablePath(), "export-child", store, jsonl, "jsonl"]), "export") }) {
+                sqlcipher(store, dumpScript)
             }
             let dumped = try String(contentsOfFile: dump, encoding: .utf8).utf8.lazy.filter { $0 == 0x0A }.count
             guard dumped == options.bulkCount else { fail("sqlcipher dumped \(dumped) lines") }
-            report("export", "project", project, rssMiB: median(projectRSS))
-            report("export", "baseline", baseline, rssMiB: median(baselineRSS))
-            info("export-pair-ratio", median(ratios), unit: "x", "median of the \(runs) per-pair ratios project/sqlcipher (A B A B)")
             let smallRun = runChild([executablePath(), "export-child", small, directory + "/export-small.jsonl", "jsonl"])
             info("export-rss-tenth", smallRun.peakRSSMiB, unit: "MiB", "peak RSS of the project's export of \(max(1, options.bulkCount / 10)) tasks")
         }
+        if options.wants("list-json") {
+            let listed = directory + "/list.json"
+            let exported = directory + "/export.json"
+            pairs("list-json", "export --format json", { counted(runChild([executablePath(), "list-child", store, listed]), "list") }) {
+                let run = counted(runChild([executablePath(), "export-child", store, exported, "json"]), "export")
+                return (run.wallMilliseconds, run.peakRSSMiB)
+            }
+            let smallRun = runChild([executablePath(), "list-child", small, listed])
+            info("list-json-rss-tenth", smallRun.peakRSSMiB, unit: "MiB", "peak RSS of the project's list of \(max(1, options.bulkCount / 10)) tasks")
+            for path in [listed, exported] { try? FileManager.default.removeItem(atPath: path) }
+        }
         if options.wants("import") {
             if !FileManager.default.fileExists(atPath: jsonl) { _ = runChild([executablePath(), "export-child", store, jsonl, "jsonl"]) }
-            _ = runChild([executablePath(), "export-child", store, csv, "csv"])
             let target = directory + "/import.db"
             let baselineTarget = directory + "/import-sqlcipher.db"
-            let importScript = directory + "/import.sql"
-            try (prelude + ".mode csv\n.import \(csv) staging\n").write(toFile: importScript, atomically: true, encoding: .utf8)
-            var project: [Double] = []
-            var projectRSS: [Double] = []
-            var baseline: [Double] = []
-            var baselineRSS: [Double] = []
-            var ratios: [Double] = []
-            for _ in 0..<runs {
+            // sqlcipher's own dump of the store (schema, rows, indexes, triggers), loaded by sqlcipher into a new file.
+            let sqlDump = directory + "/store-dump.sql"
+            let dumpAll = directory + "/dump-all.sql"
+            try (prelude + ".output \(sqlDump)\n.dump\n").write(toFile: dumpAll, atomically: true, encoding: .utf8)
+            _ = sqlcipher(store, dumpAll)
+            let loadScript = directory + "/load.sql"
+            try (prelude + ".read \(sqlDump)\n").write(toFile: loadScript, atomically: true, encoding: .utf8)
+            pairs("import", "sqlcipher loading its .dump", {
                 removeDatabase(target)
-                let a = runChild([executablePath(), "import-child", target, jsonl])
-                guard a.value("count") == Double(options.bulkCount) else { fail("import child: \(a.output)") }
+                return counted(runChild([executablePath(), "import-child", target, jsonl]), "import")
+            }) {
                 removeDatabase(baselineTarget)
-                let b = runChild([executablePath(), "sqlcipher-child", baselineTarget, ".read \(importScript)"])
-                let wall = b.value("wall") ?? .nan
-                project.append(a.wallMilliseconds)
-                projectRSS.append(a.peakRSSMiB)
-                baseline.append(wall)
-                baselineRSS.append(b.peakRSSMiB)
-                ratios.append(a.wallMilliseconds / wall)
+                return sqlcipher(baselineTarget, loadScript)
             }
-            report("import", "project", project, rssMiB: median(projectRSS))
-            report("import", "baseline", baseline, rssMiB: median(baselineRSS))
-            info("import-pair-ratio", median(ratios), unit: "x", "median of the \(runs) per-pair ratios project/sqlcipher .import (A B A B)")
             let smallJSONL = directory + "/export-small.jsonl"
             if !FileManager.default.fileExists(atPath: smallJSONL) {
                 _ = runChild([executablePath(), "export-child", small, smallJSONL, "jsonl"])
@@ -305,9 +320,10 @@ extension ProjectBench {
             info("import-rss-tenth", smallRun.peakRSSMiB, unit: "MiB", "peak RSS of the project's import of \(max(1, options.bulkCount / 10)) tasks")
             removeDatabase(target)
             removeDatabase(baselineTarget)
+            for path in [sqlDump, dumpAll, loadScript] { try? FileManager.default.removeItem(atPath: path) }
         }
         for path in [store, small] { removeDatabase(path) }
-        for path in [jsonl, csv, dump, directory + "/export-small.jsonl"] { try? FileManager.default.removeItem(atPath: path) }
+        for path in [jsonl, dump, directory + "/export-small.jsonl"] { try? FileManager.default.removeItem(atPath: path) }
     }
 }
 
@@ -332,6 +348,24 @@ func exportChild(_ path: String, _ output: String, _ format: String) throws {
     print("count \(count) rss \(imagePeakRSSMiB())")
 }
 
+/// What `securestore --json tasks list --limit none` runs: every task, newest first, as a JSON array to `output`,
+/// streamed from one snapshot; prints the count and peak RSS.
+func listChild(_ path: String, _ output: String) throws {
+    let queue = try DatabaseQueue(path: path, key: benchKey())
+    let tasks = TaskList(migratedQueue: queue)
+    let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { fail("cannot create \(output)") }
+    var writer = TaskStreamWriter(format: .json, fileDescriptor: fd, name: output)
+    try writer.begin()
+    let count = try tasks.snapshot { snapshot in
+        try snapshot.forEachTask(.all, order: .newestFirst, limit: nil) { try writer.encode($0) }
+    }
+    try writer.end()
+    close(fd)
+    try queue.close()
+    print("count \(count) rss \(imagePeakRSSMiB())")
+}
+
 /// Imports the JSON Lines file `input` into a new store at `path` in one transaction; prints the count and peak RSS.
 func importChild(_ path: String, _ input: String) throws {
     removeDatabase(path)
@@ -340,7 +374,7 @@ func importChild(_ path: String, _ input: String) throws {
     let fd = open(input, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { fail("cannot read \(input)") }
     let reader = TaskStreamReader(format: .jsonl, fileDescriptor: fd, name: input)
-    let summary = try tasks.importTasks(next: reader.next)
+    let summary = try tasks.importTasks(titles: .exact, next: reader.next)
     close(fd)
     try queue.close()
     print("count \(summary.inserted) rss \(imagePeakRSSMiB())")
@@ -411,6 +445,8 @@ do {
         try exportChild(arguments[1], arguments[2], arguments[3])
     case ("import-child", 3):
         try importChild(arguments[1], arguments[2])
+    case ("list-child", 3):
+        try listChild(arguments[1], arguments[2])
     case ("sqlcipher-child", 3):
         sqlcipherChild(arguments[1], arguments[2])
     case ("records-child", 5):
