@@ -28,7 +28,7 @@ KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests
 # provider on the bus), never twice in a row. A real failure fails both runs.
 KEEPASSXC_RETRY := echo "test: the KeePassXC pass failed; running it once more (logs of the failed run kept, see above)" >&2
 
-.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments
+.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores
 
 all: build
 
@@ -171,7 +171,16 @@ bench: deps
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-baseline
 	$(HARNESS) Tests/Benchmarks/run-bench.sh --bin Tests/Benchmarks/.build-static/release \
 	    --baseline-bin Tests/Benchmarks/.build/release
+	$(MAKE) bench-keystores
 	$(MAKE) bench-attachments
+
+# Key stores (Docs/keystores.md): whole processes of the release tool — a token read from the key file through the
+# kernel-keyring cache against the Secret Service, the first unlock (scrypt) against a cached one, and the task list's
+# launch on each store; interleaved pairs, "BENCH <workload> project=… baseline=… ratio=…".
+KEYSTORE_PAIRS ?= 15
+bench-keystores: deps
+	$(SWIFT) build -c release --product securestore
+	$(HARNESS) Tests/Benchmarks/run-keystore-bench.sh --tool "$$(pwd)/.build/release/securestore" --pairs $(KEYSTORE_PAIRS)
 
 # Attachments (Docs/attachments.md): AttachmentStore beside plain files, a plain SQLite BLOB and a BLOB in the
 # SQLCipher database, 4 KB to 53 MB, interleaved rounds, warm reads then cold reads (page cache dropped per object);

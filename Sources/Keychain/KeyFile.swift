@@ -60,8 +60,8 @@ public final class KeyFile: Sendable {
     public let path: String
     /// How the passphrase is obtained.
     public let passphrase: Passphrase
-    /// How long the unsealed key stays in the kernel's session keyring after an unlock: 10 minutes by default;
-    /// nil keeps it in this process only.
+    /// How long the unsealed key stays in the kernel keyring after an unlock: 10 minutes by default; nil neither
+    /// reads nor writes the kernel keyring (the key stays in this process only).
     public let sessionCacheTimeout: Duration?
 
     /// The largest key file accepted: 16 MiB (a few thousand tokens and keys take a few hundred KiB).
@@ -211,7 +211,9 @@ public final class KeyFile: Sendable {
     private func key(for sealed: Sealed) throws(KeychainError) -> SecureBytes {
         let salt = sealed.header.salt
         if let known = unlocked.withLock({ $0 }), known.salt == salt, sealed.accepts(known.key) { return known.key }
-        if let cached = SessionCache.read(description: Self.cacheDescription(salt: salt)), sealed.accepts(cached) {
+        if sessionCacheTimeout != nil, let cached = SessionCache.read(description: Self.cacheDescription(salt: salt)),
+            sealed.accepts(cached)
+        {
             unlocked.withLock { $0 = (salt, cached) }
             return cached
         }
