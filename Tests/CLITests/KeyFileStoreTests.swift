@@ -88,6 +88,30 @@ import Testing
         #expect(backup.status == 0, "\(backup.stderr)")
     }
 
+    /// git's credential protocol through real `git` with no D-Bus: the passphrase typed once (here: given once on a
+    /// descriptor), then the helper git starts reads the key from the session cache, as with gpg-agent.
+    @Test func realGitApprovesFillsAndRejectsThroughTheKeyFileWithNoDBus() throws {
+        #expect(try tool(["token", "set", "unlock-once"], input: "x", cacheSeconds: 60).status == 0)
+        var environment = try headless(cacheSeconds: 60)
+        environment["GIT_TERMINAL_PROMPT"] = "0"
+        environment["GIT_ASKPASS"] = "/bin/false"
+        let helper = "!\(product("securestore")) git-credential"
+        func git(_ arguments: [String], _ input: String) throws -> ProcessResult {
+            try run(["git", "-c", "credential.helper=", "-c", "credential.helper=\(helper)"] + arguments,
+                    input: Data(input.utf8), environment: environment)
+        }
+        #expect(try git(["credential", "approve"], "protocol=https\nhost=git.example.com\nusername=alice\npassword=s3cret-pw\n\n").status == 0)
+        let fill = try git(["credential", "fill"], "protocol=https\nhost=git.example.com\n\n")
+        #expect(fill.stdout.contains("username=alice\n") && fill.stdout.contains("password=s3cret-pw\n"), "\(fill.stderr)")
+        #expect(try git(["credential", "reject"], "protocol=https\nhost=git.example.com\nusername=alice\npassword=old-pw\n\n").status == 0)
+        #expect(try git(["credential", "fill"], "protocol=https\nhost=git.example.com\n\n").stdout.contains("password=s3cret-pw"))
+        #expect(try git(["credential", "reject"], "protocol=https\nhost=git.example.com\nusername=alice\npassword=s3cret-pw\n\n").status == 0)
+        let after = try git(["credential", "fill"], "protocol=https\nhost=git.example.com\n\n")
+        #expect(!after.stdout.contains("s3cret-pw"))
+        #expect(try tool(["keystore", "status"], passphrase: nil, cacheSeconds: 60).stdout.contains("git credential") == false)
+        _ = try tool(["lock"], passphrase: nil)
+    }
+
     @Test func aWrongPassphraseIsRefusedAndChangesNothing() throws {
         #expect(try tool(["token", "set", "api"], input: "value-1").status == 0)
         #expect(try tool(["tasks", "add", "Keep", "me"]).status == 0)
