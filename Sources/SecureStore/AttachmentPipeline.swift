@@ -107,6 +107,9 @@ struct ChunkChannelCancelled: Error {}
 /// `verificationFailed` error that also says how many bytes were delivered before it.
 struct ChunkDamage: Error {
     let reason: String
+    /// Whether SQLCipher found a page that does not authenticate (or a structure broken by one), so that the page can
+    /// be named.
+    var isAuthentication = false
 }
 
 extension AttachmentStore {

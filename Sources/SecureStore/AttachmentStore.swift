@@ -579,6 +579,16 @@ public final class AttachmentStore: Sendable {
     /// How many bytes of small attachments one ``add(_:to:ownerExists:progress:)`` keeps in memory until its commit.
     static let inlineBytesPerCall = 8 << 20
 
+    /// The pages of the attachments file that fail their HMAC check (at most 8), when the file is in one of SecureStore's
+    /// formats and its key can be read; nil otherwise. On the error path only: it reads the whole file.
+    private func damagedPages() -> [Int]? {
+        guard let key = try? database.read({ db in try key(db) }) ?? nil,
+            case let format = (try? cipherInfo())?.flatMap({ $0 })?.format ?? configuration.database.format,
+            format.hmacAlgorithm == "HMAC_SHA1"
+        else { return nil }
+        return PageAuthentication.failingPages(path: path, key: key, pageSize: format.pageSize)
+    }
+
     /// How many chunks a read decrypts ahead of its caller (``AttachmentStoreConfiguration/readAhead``, bounded).
     private var pipelineDepth: Int { min(max(0, configuration.readAhead), AttachmentStoreConfiguration.maximumReadAhead) }
 
@@ -834,7 +844,12 @@ public final class AttachmentStore: Sendable {
                 }
             }
         } catch let damage as ChunkDamage {
-            throw damaged(what, damage.reason, delivered: done)
+            var reason = damage.reason
+            if damage.isAuthentication, let pages = damagedPages() {
+                reason += pages.isEmpty
+                    ? "" : "; page " + pages.map(String.init).joined(separator: ", ") + " of the file fails its HMAC check"
+            }
+            throw damaged(what, reason, delivered: done)
         }
         let actual = SHA256Digest.hexDigits(digest.finish())
         guard actual == attachment.sha256 else {
@@ -900,9 +915,10 @@ public final class AttachmentStore: Sendable {
         func chunk() -> String { "chunk \(seq + 1) of \(attachment.chunkCount)" }
         func unreadable(_ error: DatabaseError) -> ChunkDamage {
             error.code == .corrupt && error.extendedResultCode == 1
-                ? ChunkDamage(reason: "\(chunk()) failed its authentication (SQLCipher's HMAC check of a page of "
-                    + "the attachments file '\(path)'): the file was changed or damaged on disk")
-                : ChunkDamage(reason: "\(chunk()) cannot be read (\(error.message))")
+                ? ChunkDamage(
+                    reason: "\(chunk()) failed its authentication (SQLCipher's HMAC check of a page of "
+                        + "the attachments file '\(path)'): the file was changed or damaged on disk", isAuthentication: true)
+                : ChunkDamage(reason: "\(chunk()) cannot be read (\(error.message))", isAuthentication: error.code == .corrupt)
         }
         while seq < attachment.chunkCount {
             let end = min(attachment.chunkCount, seq + chunksPerTransaction)

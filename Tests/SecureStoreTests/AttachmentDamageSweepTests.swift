@@ -207,6 +207,8 @@ import Testing
             let failure = try #require(error as? SecureStoreError)
             #expect(failure.code == SecureStoreError.Code.verificationFailed)
             #expect(delivered == data.prefix(delivered.count))
+            // The page is named (SQLCipher does not say which; the store recomputes the HMACs): the one flipped.
+            #expect(failure.message.contains("page \(page + 1) of the file fails its HMAC check"), "\(failure.message)")
             if failure.message.contains("failed its authentication (SQLCipher's HMAC check") {
                 namedAuthentication = true
                 #expect(failure.message.contains("the attachment 'scan.bin'"))
