@@ -64,7 +64,13 @@ package enum ScratchFiles {
         _ = slots  // made before a handler may need it
         let handler: @convention(c) (Int32) -> Void = { signal in
             ScratchFiles.removeRegistered()
+            // Die by the signal itself (a parent sees WIFSIGNALED): default action, unblocked (a handler runs with
+            // its own signal blocked), raised again.
             Glibc.signal(signal, SIG_DFL)
+            var unblock = sigset_t()
+            sigemptyset(&unblock)
+            sigaddset(&unblock, signal)
+            sigprocmask(SIG_UNBLOCK, &unblock, nil)
             raise(signal)
             _exit(128 + signal)
         }
