@@ -572,6 +572,9 @@ struct Sealed {
 
     static func encode(_ items: [Item]) -> [UInt8] {
         var out = Array("SSKI".utf8)
+        // Sized once: a growing array would leave copies of secrets in memory it frees without wiping.
+        out.reserveCapacity(
+            8 + items.reduce(0) { $0 + 6 + $1.service.utf8.count + $1.account.utf8.count + $1.label.utf8.count + 4 + $1.secret.count + 16 })
         func le(_ value: UInt64, _ bytes: Int) { for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(i)))) } }
         func text(_ string: String) {
             let utf8 = Array(string.utf8.prefix(65_535))
