@@ -341,9 +341,10 @@ enum Opening {
         _ path: String, keying: Keying, configuration: DatabaseConfiguration
     ) throws -> Bool {
         let temporary = temporaryPath(near: path)
-        try createExclusive(temporary)
+        // Registered before it exists: a signal between the two would leave it.
         ScratchFiles.register(temporary)
         defer { ScratchFiles.unregister(temporary) }
+        try createExclusive(temporary)
         do {
             let connection = try connect(
                 temporary, keying: keying, configuration: configuration, fileSize: 0, preflight: false)
@@ -416,9 +417,9 @@ enum Opening {
 
         removeStaleTemporaries(near: destination)
         let temporary = temporaryPath(near: destination)
-        try createExclusive(temporary)
         ScratchFiles.register(temporary)
         defer { ScratchFiles.unregister(temporary) }
+        try createExclusive(temporary)
         var attached = false
         do {
             _ = try key.withRawKeyForm { rawKey in

@@ -37,20 +37,20 @@ final class AtomicOutputFile {
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
         let base = (path as NSString).lastPathComponent
-        // Named as every temporary file of the product (ScratchFiles): removed on SIGINT/SIGTERM/SIGHUP, and swept
-        // by a later command when a kill -9 left it.
+        // Named as every temporary file of the product (ScratchFiles), and registered before it exists: removed on
+        // SIGINT/SIGTERM/SIGHUP, and swept by a later command when a kill -9 left it.
         ScratchFiles.sweep(directory)
-        var template = Array(((directory.isEmpty ? "." : directory) + "/.\(base).tmp-\(getpid())-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
-            throw CLIError(
-                status: ExitStatus.cannotCreate,
-                message: "cannot create the file \(UsageError.quoted(path)): \(String(cString: strerror(errno)))")
-        }
-        fchmod(fd, 0o600)  // mkostemp creates 0600 already; said again because it is the promise
-        self.fd = fd
-        temporaryPath = String(cString: template.map { UInt8(bitPattern: $0) } + [0])
+        temporaryPath = ScratchFiles.path(near: (directory.isEmpty ? "." : directory) + "/" + base)
         ScratchFiles.register(temporaryPath)
+        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let reason = String(cString: strerror(errno))
+            ScratchFiles.unregister(temporaryPath)
+            throw CLIError(
+                status: ExitStatus.cannotCreate, message: "cannot create the file \(UsageError.quoted(path)): \(reason)")
+        }
+        fchmod(fd, 0o600)  // said again whatever the umask: it is the promise
+        self.fd = fd
     }
 
     func commit() throws {
