@@ -264,6 +264,49 @@ import Testing
         #expect(try tool(["token", "get", "api"]).stdout == "moving-value")
     }
 
+    /// kill -9 at many moments of `keystore move`: every item stays readable from one store or the other (or both),
+    /// never from neither; running the move again finishes it.
+    @Test func aMoveKilledAtAnyMomentNeverLosesAnItem() throws {
+        let bus = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+        try #require(!bus.isEmpty, "the harness's bus")
+        let extra = ["DBUS_SESSION_BUS_ADDRESS": bus]
+        let names = (1...16).map { "move-\($0)" }
+        for name in names {
+            #expect(try tool(["--keystore", "file", "token", "set", name], input: "value-of-\(name)", extra: extra).status == 0)
+        }
+        var environment = try headless(cacheSeconds: 0, extra: extra)
+        let passfile = work.path + "/pass-move"
+        try "correct horse battery\n".write(toFile: passfile, atomically: true, encoding: .utf8)
+        environment["PASSFILE"] = passfile
+        environment["SS"] = product("securestore")
+        func readable(_ name: String) throws -> Bool {
+            for store in ["file", "secret-service"] {
+                let got = try tool(["--keystore", store, "token", "get", name], extra: extra)
+                if got.status == 0 && got.stdout == "value-of-\(name)" { return true }
+            }
+            return false
+        }
+        for moment in 1...6 {
+            _ = try run(
+                ["bash", "-c",
+                 "\"$SS\" --passphrase-fd 3 --keystore file keystore move --to secret-service 3<\"$PASSFILE\" & p=$!; "
+                    + "sleep 0.\(moment)\(moment); kill -9 $p 2>/dev/null; wait $p; true"],
+                environment: environment)
+            for name in names { #expect(try readable(name), "after a kill at moment \(moment), '\(name)' is in neither store") }
+            // Moved back for the next round, as far as it went (also a move that may be killed: not here).
+            let back = try tool(["--keystore", "secret-service", "keystore", "move", "--to", "file"], extra: extra)
+            #expect(back.status == 0, "\(back.stderr)")
+        }
+        let finished = try tool(["--keystore", "file", "keystore", "move", "--to", "secret-service"], extra: extra)
+        #expect(finished.status == 0, "\(finished.stderr)")
+        for name in names {
+            #expect(try tool(["--keystore", "secret-service", "token", "get", name], extra: extra).stdout == "value-of-\(name)")
+        }
+        #expect(try tool(["--keystore", "file", "token", "list"], extra: extra).stdout.contains("move-") == false)
+        // Leave the harness's keyring as it was.
+        for name in names { _ = try tool(["--keystore", "secret-service", "token", "delete", name], extra: extra) }
+    }
+
     @Test(
         .enabled(
             if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-creds"),
