@@ -96,9 +96,10 @@ let prefsCommand = Command(
                 let preferences = try openPreferences(invocation, create: false)
                 let values = preferences.storedValues
                 if invocation.global.json {
-                    // An array of what `prefs get` prints, by key: a key is data, never a property name.
+                    // An array of what `prefs get` prints, in the code-point order of the keys (as every object's
+                    // keys): a key is data, never a property name.
                     try Console.json(
-                        values.keys.sorted().compactMap { key in
+                        values.keys.sorted { $0.unicodeScalars.lexicographicallyPrecedes($1.unicodeScalars) }.compactMap { key in
                             values[key].map { PreferenceJSON(key: key, type: $0.typeName, value: PreferenceValueJSON($0)) }
                         })
                 } else {
