@@ -96,6 +96,12 @@ extension Preferences {
         Data(try FormatWriter.document(storedValues))
     }
 
+    /// How many values the preferences document `document` holds (0 when it is not one): what `prefs import --json`
+    /// reports after ``importDocument(_:replacing:)`` stored them.
+    package static func documentValueCount(_ document: Data) -> Int {
+        (try? FormatReader.document([UInt8](document)).count) ?? 0
+    }
+
     /// Reads a document made by ``exportDocument()`` (or a domain's file) and stores its values as one version:
     /// added to the stored ones (a value for the same key replaced), or, with `replacing`, instead of them. Every
     /// limit is checked first; when one is hit or the document is damaged, nothing changes.

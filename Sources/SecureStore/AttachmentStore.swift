@@ -751,7 +751,7 @@ public final class AttachmentStore: Sendable {
         default:
             throw SecureStoreError(
                 SecureStoreError.Code.ambiguous,
-                "the ID prefix \(digits) matches several attachments (\(found[0].hexID), \(found[1].hexID)…); give more digits")
+                "the ID prefix \(digits) matches several attachments (\(found[0].id.uuidString.lowercased()), \(found[1].id.uuidString.lowercased())…); give more digits")
         }
     }
 
@@ -769,7 +769,7 @@ public final class AttachmentStore: Sendable {
         id: UUID, progress: (AttachmentProgress) -> Void = { _ in }, _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> Attachment {
         guard let attachment = try attachment(id: id) else {
-            throw SecureStoreError(SecureStoreError.Code.notFound, "no attachment has the ID \(Self.hex(id))")
+            throw SecureStoreError(SecureStoreError.Code.notFound, "no attachment has the ID \(id.uuidString.lowercased())")
         }
         try read(attachment, progress: progress, body)
         return attachment
@@ -780,7 +780,7 @@ public final class AttachmentStore: Sendable {
         _ attachment: Attachment, progress: (AttachmentProgress) -> Void = { _ in },
         _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
-        let what = "the attachment '\(attachment.name)' (\(attachment.hexID))"
+        let what = "the attachment '\(attachment.name)' (\(attachment.id.uuidString.lowercased()))"
         guard attachment.chunkCount > 0 else {
             if attachment.size != 0 { try readInline(attachment, what: what, progress: progress, body) }
             return
@@ -967,7 +967,7 @@ public final class AttachmentStore: Sendable {
     public func delete(id: UUID) throws -> Attachment {
         let attachment = try database.write { db -> Attachment in
             guard let attachment = try Self.fetch(db, id: id) else {
-                throw SecureStoreError(SecureStoreError.Code.notFound, "no attachment has the ID \(Self.hex(id))")
+                throw SecureStoreError(SecureStoreError.Code.notFound, "no attachment has the ID \(id.uuidString.lowercased())")
             }
             // A trigger deletes an inline attachment's bytes with it.
             try db.execute("DELETE FROM securestore_attachments WHERE id = ?", [id])
@@ -1217,7 +1217,6 @@ public final class AttachmentStore: Sendable {
                     : "its first \(delivered) bytes were delivered, each authenticated, and nothing after them"))
     }
 
-    static func hex(_ id: UUID) -> String { withUnsafeBytes(of: id.uuid) { SHA256Digest.hexDigits(Array($0)) } }
 
     static func bytes(fromHex text: String) -> [UInt8] {
         var bytes: [UInt8] = []

@@ -36,10 +36,10 @@ private func showProgress(_ verb: String) -> (AttachmentProgress) -> Void {
     }
 }
 
-/// The attachments of the task `taskID`: a JSON array with `--json`, else one line each.
-private func printAttachments(_ attachments: [Attachment], of taskID: UUID, _ invocation: Invocation) throws {
+/// The attachments of a task: a JSON array with `--json`, else one line each.
+private func printAttachments(_ attachments: [Attachment], _ invocation: Invocation) throws {
     if invocation.global.json {
-        try Console.json(attachments.map { AttachmentJSON($0, task: taskID) })
+        try Console.json(attachments.map(AttachmentJSON.init))
     } else {
         for attachment in attachments { Console.out(attachmentLine(attachment) + "\n") }
     }
@@ -103,7 +103,7 @@ let tasksAttachCommand = Command(
         return try withAttachments(invocation) { tasks, attachments in
             let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
             let added = try attachments.add(sources, to: task.id, progress: showProgress("attaching"))
-            try printAttachments(added, of: task.id, invocation)
+            try printAttachments(added, invocation)
             return ExitStatus.success
         }
     })
@@ -116,7 +116,7 @@ let tasksAttachmentsCommand = Command(
         try withAttachments(invocation) { tasks, attachments in
             let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
             let list = try attachments.list(of: task.id)
-            try printAttachments(list, of: task.id, invocation)
+            try printAttachments(list, invocation)
             return ExitStatus.success
         }
     })
@@ -130,12 +130,19 @@ let tasksAttachmentCommand = Command(
                 The attachment is decrypted chunk by chunk; every chunk is authenticated before it is written, and
                 its SHA-256 digest is checked at the end. With --output, FILE is written under a temporary name
                 (mode 0600) and renamed over FILE only when the whole attachment checked out: a damaged attachment
-                never leaves a FILE with wrong bytes.
+                never leaves a FILE with wrong bytes. With --json, --output is required (the bytes are not JSON),
+                and the attachment's description is printed once FILE is in place.
                 """,
             arguments: [ArgumentSpec(name: "ATTACHMENT", help: "The attachment's ID or a unique prefix of it.")],
             options: [outputOption, nameOption],
             run: { invocation in
                 let output = try invocation[outputOption]
+                if invocation.global.json && output == nil {
+                    // Standard output would carry the bytes, which are not JSON: refused before anything is read.
+                    throw UsageError(
+                        "--json needs --output FILE here: the attachment's bytes are not JSON (with --output, "
+                            + "--json prints its description)", path: invocation.path)
+                }
                 return try withAttachments(invocation) { _, attachments in
                     let attachment = try attachments.resolve(prefix: invocation.argument(0) ?? "")
                     let file = try output.map(AtomicOutputFile.init)
@@ -151,6 +158,7 @@ let tasksAttachmentCommand = Command(
                             error.code, error.message + " (to a temporary file, now removed); \(UsageError.quoted(output)) was not written")
                     }
                     try file?.commit()
+                    if invocation.global.json { try Console.json(AttachmentJSON(attachment)) }
                     return ExitStatus.success
                 }
             })
@@ -165,7 +173,7 @@ let tasksDetachCommand = Command(
             let attachment = try attachments.resolve(prefix: invocation.argument(0) ?? "")
             let deleted = try attachments.delete(id: attachment.id)
             if invocation.global.json {
-                try Console.json(AttachmentJSON(deleted, task: nil))
+                try Console.json(AttachmentJSON(deleted))
             } else {
                 Console.out("detached " + attachmentLine(deleted) + "\n")
             }
@@ -183,10 +191,12 @@ private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, to output: S
         message: "cannot write \(output.map { UsageError.quoted($0) } ?? "standard output"): \(failure)")
 }
 
-/// `--json` form of an attachment.
+/// `--json` form of an attachment: its ID and its task's (`taskId`) as lower-case UUIDs with dashes, `createdAt`
+/// as every timestamp (RFC 3339, UTC, six fractional digits).
 struct AttachmentJSON: Encodable {
     let id: String
-    let task: String?
+    /// Null only for an attachment whose owner is not a task (never, through the task commands).
+    @Nullable var taskId: String?
     let name: String
     let mediaType: String
     let size: Int64
@@ -195,17 +205,17 @@ struct AttachmentJSON: Encodable {
     let inline: Bool
     let createdAt: String
 
-    init(_ attachment: Attachment, task: UUID?) {
-        id = attachment.hexID
-        self.task = task.map { $0.uuidString.lowercased() }
+    init(_ attachment: Attachment) {
+        id = attachment.id.uuidString.lowercased()
+        taskId = attachment.owner.key.count == 16
+            ? attachment.owner.key.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }.uuidString.lowercased()
+            : nil
         name = attachment.name
         mediaType = attachment.mediaType
         size = attachment.size
         sha256 = attachment.sha256
         inline = attachment.isInline
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        createdAt = formatter.string(from: attachment.createdAt)
+        createdAt = timestampText(attachment.createdAt)
     }
     /// A size for a person (the core's one rule: `812 bytes`, `1.4 MiB`).
     static func sizeText(_ size: Int64) -> String { byteCountText(size) }

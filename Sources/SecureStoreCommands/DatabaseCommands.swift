@@ -3,6 +3,7 @@ import Foundation
 import Keychain
 import SecureStore
 import SecureStoreCore
+import Tasks
 
 /// `--name NAME`: the database a `db` or `tasks` command works on.
 let nameOption = Option<String>("name", valueName: "NAME", help: "The database (default: tasks).")
@@ -95,8 +96,8 @@ let dbCommand = Command(
                 if invocation.global.json {
                     try Console.json(
                         RotationJSON(
-                            databaseId: database.databaseID, retiredKey: retired.account, retiredAt: keyDate(retired.date),
-                            alsoOpens: retired.alsoOpens))
+                            databaseId: database.databaseID, retiredAccount: retired.account,
+                            retiredAt: timestampText(retired.date), alsoOpens: retired.alsoOpens))
                 }
                 Console.err("rotated the key of database '\(database.name)'; make a new recovery code and new backups\n")
                 Console.err("the previous key is kept as the retired key '\(retired.account)': backups and recovery codes made before now need it; 'securestore db keys prune' deletes it when you say so\n")
@@ -258,7 +259,7 @@ private let keysCommand = Command(
                         keys.map { key in
                             DatabaseKeyJSON(
                                 account: key.account, role: key.role.rawValue, databaseId: key.databaseID, path: key.path,
-                                fileExists: key.path == nil ? nil : key.fileExists, retiredAt: key.retiredAt.map(keyDate))
+                                fileExists: key.path == nil ? nil : key.fileExists, retiredAt: key.retiredAt.map(timestampText))
                         })
                     return ExitStatus.success
                 }
@@ -299,7 +300,7 @@ private let keysCommand = Command(
                 }
                 let deleted = try KeyedDatabase.pruneRetiredKeys(paths: context.paths, keychain: context.keychain, before: date)
                 if invocation.global.json {
-                    try Console.json(PrunedKeysJSON(deleted: deleted))
+                    try Console.json(PrunedKeysJSON(deleted: deleted.count, accounts: deleted))
                 } else {
                     for account in deleted { Console.out("deleted \(account)\n") }
                     Console.err("deleted \(deleted.count) retired key(s); backups made under them no longer open\n")

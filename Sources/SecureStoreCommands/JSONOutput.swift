@@ -1,6 +1,8 @@
 // What `--json` prints: one Encodable type per document, encoded by Console.json's one JSONEncoder (sorted
-// keys, slashes unescaped). Docs/cli.md lists the keys; an optional property that is nil is left out, except
-// where a document says null.
+// keys, slashes unescaped). One vocabulary (Docs/cli.md, "JSON output"; a schema per command in Docs/json):
+// record IDs as lower-case UUIDs with dashes, references to them as `<thing>Id`, every timestamp in RFC 3339 UTC
+// with six fractional digits (``timestampText(_:)``), a past-tense verb (`deleted`, `stored`, `moved`…) a count,
+// a state (`done`, `exists`, `inline`) a Bool, and a value that does not apply null (``Nullable``), never left out.
 import EncryptedDatabase
 import Foundation
 import Preferences
@@ -8,7 +10,7 @@ import SecureStore
 import Tasks
 
 /// A task as every `tasks` command prints it, with TaskItem's own keys (`id`, `title`, `done`, `createdAt`):
-/// the ID in lower case as the text output shows it, the date in RFC 3339 (UTC, milliseconds).
+/// the ID in lower case with dashes, the date in RFC 3339 (UTC, six fractional digits).
 struct TaskJSON: Encodable {
     let id: String
     let title: String
@@ -40,10 +42,26 @@ struct TasksUpdatedJSON: Encodable {
     let updated: Int
 }
 
-/// `token set`.
+/// A property that is encoded as `null` when it is nil, where a synthesized Encodable would leave the key out:
+/// every document has every key of its schema.
+@propertyWrapper
+struct Nullable<Value: Encodable>: Encodable {
+    var wrappedValue: Value?
+
+    init(wrappedValue: Value?) {
+        self.wrappedValue = wrappedValue
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
+    }
+}
+
+/// `token set`, `token generate`: `stored` is how many tokens were stored (1).
 struct TokenStoredJSON: Encodable {
     let name: String
-    let stored: Bool
+    var stored = 1
 }
 
 /// One entry of `token list`: never the value.
@@ -79,26 +97,13 @@ struct CipherJSON: Encodable {
 
 /// `db info`.
 struct DatabaseInfoJSON: Encodable {
-    /// Where the key lives: `account` is null when no key is stored.
+    /// Where the key lives: `exists` says whether one is stored, `account` is null when none is.
     struct Key: Encodable {
         let service: String
-        let account: String?
+        @Nullable var account: String?
         let collection: String
-        let stored: Bool
+        let exists: Bool
         let retired: [String]
-
-        private enum CodingKeys: String, CodingKey {
-            case service, account, collection, stored, retired
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(service, forKey: .service)
-            try container.encode(account, forKey: .account)  // null, not left out
-            try container.encode(collection, forKey: .collection)
-            try container.encode(stored, forKey: .stored)
-            try container.encode(retired, forKey: .retired)
-        }
     }
 
     let name: String
@@ -106,17 +111,17 @@ struct DatabaseInfoJSON: Encodable {
     let exists: Bool
     let key: Key
     let rotationPending: Bool
-    let databaseId: String?
-    let size: Int?
-    let walSize: Int?
-    let cipher: CipherJSON?
+    @Nullable var databaseId: String?
+    @Nullable var size: Int?
+    @Nullable var walSize: Int?
+    @Nullable var cipher: CipherJSON?
 
     init(_ info: KeyedDatabaseInfo, cipher: CipherInfo?) {
         name = info.name
         path = info.path
         exists = info.exists
         key = Key(
-            service: info.keyService, account: info.keyAccount, collection: info.keyCollection, stored: info.hasKey,
+            service: info.keyService, account: info.keyAccount, collection: info.keyCollection, exists: info.hasKey,
             retired: info.retiredKeyAccounts)
         rotationPending = info.rotationPending
         databaseId = info.databaseID
@@ -126,43 +131,40 @@ struct DatabaseInfoJSON: Encodable {
     }
 }
 
-/// `db verify` and `db backup`.
+/// `db verify` and `db backup`: the file checked, and the same `cipher` object as `db info`.
 struct VerificationJSON: Encodable {
     let path: String
     let size: Int
     let pageCount: Int
-    let pageSize: Int
-    let cipher: String
-    let hmac: Bool
     let userVersion: Int
     let tables: Int
     let rows: Int
-    let key: String
+    /// Which stored key opened it (`current`, `pending`, `retired`) and that key's keyring account.
+    let keyRole: String
+    let keyAccount: String
     let integrity: String
-    let sqlcipherVersion: String?
-    let encryption: CipherJSON
+    @Nullable var databaseId: String?
+    let cipher: CipherJSON
 
     init(_ report: KeyedDatabaseVerification) {
         path = report.path
         size = report.size
         pageCount = report.pageCount
-        pageSize = report.pageSize
-        cipher = report.cipher
-        hmac = report.hmac
         userVersion = report.userVersion
         tables = report.tableCount
         rows = report.rowCount
-        key = report.key.rawValue
+        keyRole = report.key.rawValue
+        keyAccount = report.keyAccount
         integrity = "ok"
-        sqlcipherVersion = report.sqlcipherVersion
-        encryption = CipherJSON(report.encryption)
+        databaseId = report.databaseID
+        cipher = CipherJSON(report.encryption)
     }
 }
 
-/// `db rotate-key`.
+/// `db rotate-key`: the keyring account of the key it retired, and when.
 struct RotationJSON: Encodable {
     let databaseId: String
-    let retiredKey: String
+    let retiredAccount: String
     let retiredAt: String
     let alsoOpens: [String]
 }
@@ -174,14 +176,14 @@ struct RestoreJSON: Encodable {
     let databaseId: String
     let tables: Int
     let rows: Int
-    /// The keyring account whose key opened the backup, or "recovery code".
-    let openedWith: String
-    let keptAside: String?
+    /// The keyring account whose key opened the backup; null when its recovery code did.
+    @Nullable var openedWithAccount: String?
+    @Nullable var keptAside: String?
     /// How many attachments the restored database lists, each read back in full with its digest, and their bytes.
     let attachments: Int
     let attachmentBytes: Int64
     /// Where the attachments of the database that was there were kept, if it had any.
-    let attachmentsKeptAside: String?
+    @Nullable var attachmentsKeptAside: String?
 
     init(_ report: KeyedDatabaseRestoreReport) {
         backup = report.backupPath
@@ -189,7 +191,7 @@ struct RestoreJSON: Encodable {
         databaseId = report.databaseID
         tables = report.tableCount
         rows = report.rowCount
-        openedWith = report.openedWithAccount ?? "recovery code"
+        openedWithAccount = report.openedWithAccount
         keptAside = report.asidePath
         attachments = report.attachmentCount
         attachmentBytes = report.attachmentBytes
@@ -197,19 +199,20 @@ struct RestoreJSON: Encodable {
     }
 }
 
-/// One entry of `db keys list`: `fileExists` only with a `path`.
+/// One entry of `db keys list`: `fileExists` null without a `path`, `retiredAt` null but for a retired key.
 struct DatabaseKeyJSON: Encodable {
     let account: String
     let role: String
-    let databaseId: String?
-    let path: String?
-    let fileExists: Bool?
-    let retiredAt: String?
+    @Nullable var databaseId: String?
+    @Nullable var path: String?
+    @Nullable var fileExists: Bool?
+    @Nullable var retiredAt: String?
 }
 
-/// `db keys prune`: the accounts deleted.
+/// `db keys prune`: how many keys it deleted, and their accounts.
 struct PrunedKeysJSON: Encodable {
-    let deleted: [String]
+    let deleted: Int
+    let accounts: [String]
 }
 
 /// `prefs get`.
@@ -219,7 +222,8 @@ struct PreferenceJSON: Encodable {
     let value: PreferenceValueJSON
 }
 
-/// A preference value as JSON: Data as base64, Date as ISO 8601, a number that is not finite as text.
+/// A preference value as JSON: Data as base64, Date as every timestamp (RFC 3339, UTC, six fractional digits), a
+/// number that is not finite as text.
 struct PreferenceValueJSON: Encodable {
     let value: PreferenceValue
 
@@ -234,7 +238,7 @@ struct PreferenceValueJSON: Encodable {
         case .bool(let bool): try container.encode(bool)
         case .int(let int): try container.encode(int)
         case .double(let double): try double.isFinite ? container.encode(double) : container.encode(String(double))
-        case .date(let date): try container.encode(ISO8601DateFormatter().string(from: date))
+        case .date(let date): try container.encode(timestampText(date))
         case .data(let data): try container.encode(data.base64EncodedString())
         case .array(let array): try container.encode(array.map(PreferenceValueJSON.init))
         case .dictionary(let dictionary): try container.encode(dictionary.mapValues(PreferenceValueJSON.init))
@@ -242,38 +246,42 @@ struct PreferenceValueJSON: Encodable {
     }
 }
 
-/// `token delete`, `prefs delete`.
-struct DeletedJSON: Encodable {
+/// `token delete`: `deleted` is how many tokens were deleted (1).
+struct TokenDeletedJSON: Encodable {
     let name: String
-    let deleted: Bool
+    var deleted = 1
+}
+
+/// `prefs delete`: `deleted` is how many preferences were deleted (1).
+struct PreferenceDeletedJSON: Encodable {
+    let key: String
+    var deleted = 1
 }
 
 /// `prefs set`: the key and its type, never the value (it may be a secret stored with --force).
 struct PreferenceStoredJSON: Encodable {
     let key: String
     let type: String
-    let stored: Bool
+    var stored = 1
 }
 
-/// `prefs move-to-keychain`.
+/// `prefs move-to-keychain`: `moved` is how many preferences were moved (1).
 struct PreferenceMovedJSON: Encodable {
     let key: String
     let token: String
-    let moved: Bool
+    var moved = 1
+}
+
+/// `prefs import`: how many values the document held (each stored), and the preferences file.
+struct PreferencesImportedJSON: Encodable {
+    let imported: Int
+    let path: String
 }
 
 /// `prefs reset`: where the file was moved, or null when there was none.
 struct PreferencesResetJSON: Encodable {
     let path: String
-    let movedTo: String?
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(path, forKey: .path)
-        try container.encode(movedTo, forKey: .movedTo)  // null, not left out
-    }
-
-    private enum CodingKeys: String, CodingKey { case path, movedTo }
+    @Nullable var movedTo: String?
 }
 
 /// `db import-plaintext`, `db recover`: the database and its file.

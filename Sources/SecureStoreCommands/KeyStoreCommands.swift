@@ -186,7 +186,7 @@ let keystorePassphraseCommand = Command(
         }
         try file.changePassphrase(to: newPassphrase)
         if invocation.global.json {
-            try Console.json(KeyStoreLockedJSON(locked: false, wasCached: false))
+            try Console.json(KeyFileChangedJSON(path: file.path))
         } else {
             Console.out("changed the passphrase of the key file '\(file.path)'\n")
         }
@@ -199,31 +199,41 @@ let lockCommand = Command(
         let file = try KeyStoreChoice.keyFile(invocation.global, path: invocation.path, automatic: false)
         let dropped = file.lock()
         if invocation.global.json {
-            try Console.json(KeyStoreLockedJSON(locked: true, wasCached: dropped))
+            try Console.json(KeyStoreLockedJSON(path: file.path, wasCached: dropped))
         } else {
             Console.out(dropped ? "locked the key file '\(file.path)'\n" : "the key file '\(file.path)' was not unlocked in this session\n")
         }
         return ExitStatus.success
     })
 
+/// One item of `keystore status`.
 struct KeyStoreItemJSON: Encodable {
     let kind: String
     let service: String
     let account: String
 }
 
+/// `keystore status`.
 struct KeyStoreStatusJSON: Encodable {
     let store: String
     let location: String
     let items: [KeyStoreItemJSON]
 }
 
+/// `keystore move`: `moved` is how many items were moved.
 struct KeyStoreMovedJSON: Encodable {
     let moved: Int
     let to: String
 }
 
+/// `lock`: the key file, and whether its key was unlocked (cached) in this session until now.
 struct KeyStoreLockedJSON: Encodable {
-    let locked: Bool
+    let path: String
     let wasCached: Bool
+}
+
+/// `keystore passphrase`: the key file, and `changed` how many passphrases were changed (1).
+struct KeyFileChangedJSON: Encodable {
+    let path: String
+    var changed = 1
 }

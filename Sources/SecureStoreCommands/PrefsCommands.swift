@@ -74,7 +74,7 @@ let prefsCommand = Command(
                     Console.err("securestore: warning: \(warning)\n")
                 }
                 if invocation.global.json {
-                    try Console.json(PreferenceStoredJSON(key: key, type: value.typeName, stored: true))
+                    try Console.json(PreferenceStoredJSON(key: key, type: value.typeName))
                 }
                 return ExitStatus.success
             }),
@@ -87,7 +87,7 @@ let prefsCommand = Command(
                 guard try preferences.remove(key) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
-                if invocation.global.json { try Console.json(DeletedJSON(name: key, deleted: true)) }
+                if invocation.global.json { try Console.json(PreferenceDeletedJSON(key: key)) }
                 return ExitStatus.success
             }),
         Command(
@@ -96,7 +96,12 @@ let prefsCommand = Command(
                 let preferences = try openPreferences(invocation, create: false)
                 let values = preferences.storedValues
                 if invocation.global.json {
-                    try Console.json(values.mapValues(PreferenceValueJSON.init))
+                    // An array of what `prefs get` prints, in the code-point order of the keys (as every object's
+                    // keys): a key is data, never a property name.
+                    try Console.json(
+                        values.keys.sorted { $0.unicodeScalars.lexicographicallyPrecedes($1.unicodeScalars) }.compactMap { key in
+                            values[key].map { PreferenceJSON(key: key, type: $0.typeName, value: PreferenceValueJSON($0)) }
+                        })
                 } else {
                     for key in values.keys.sorted() {
                         guard let value = values[key] else { continue }
@@ -134,7 +139,7 @@ let prefsCommand = Command(
                 let name = invocation.argument(1) ?? key
                 try PreferenceSecretMover(preferences: preferences, keychain: context.keychain, service: context.paths.tokenService)
                     .move(key: key, toAccount: name)
-                if invocation.global.json { try Console.json(PreferenceMovedJSON(key: key, token: name, moved: true)) }
+                if invocation.global.json { try Console.json(PreferenceMovedJSON(key: key, token: name)) }
                 Console.err("moved preference \(UsageError.quoted(key)) to the keyring as token \(UsageError.quoted(name))\n")
                 return ExitStatus.success
             }),

@@ -50,9 +50,14 @@ let prefsImportCommand = Command(
         } else {
             document = FileHandle.standardInput.readDataToEndOfFile()
         }
-        let preferences = try Preferences(location: PreferencesLocation(directory: context.paths.configDirectory))
+        let location = try PreferencesLocation(directory: context.paths.configDirectory)
+        let preferences = try Preferences(location: location)
         if let warning = try preferences.importDocument(document, replacing: invocation[replaceFlag]) {
             Console.err("securestore: \(warning)\n")
+        }
+        if invocation.global.json {
+            try Console.json(
+                PreferencesImportedJSON(imported: Preferences.documentValueCount(document), path: location.fileURL.path))
         }
         for finding in preferences.audit().secrets {
             Console.err("securestore: warning: \(UsageError.quoted(finding.key)) looks like a secret (\(finding.rule.id)); "

@@ -24,14 +24,11 @@ private func resolveAll(_ tasks: TaskList, _ prefixes: [String]) throws -> [Task
     }
 }
 
-/// The tasks a command changed: one line each, or with `--json` the task (one ID) or an array of them (several).
+/// The tasks `done`, `undo` or `delete` changed: one line each, or with `--json` an array of them, whatever the
+/// number of IDs given (one shape for scripts: `jq '.[]'`).
 private func printTasks(_ items: [TaskItem], _ invocation: Invocation) throws {
     if invocation.global.json {
-        if invocation.arguments.count == 1, let item = items.first {
-            try Console.json(TaskJSON(item))
-        } else {
-            try Console.json(items.map(TaskJSON.init))
-        }
+        try Console.json(items.map(TaskJSON.init))
     } else {
         for item in items { Console.out(taskLine(item) + "\n") }
     }
@@ -83,7 +80,9 @@ let tasksRenameCommand = Command(
         guard !title.isEmpty else { throw UsageError("missing argument TITLE", path: invocation.path) }
         return try withTasks(invocation) { tasks in
             let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
-            try printTasks([try tasks.rename(id: task.id, to: title)], invocation)
+            let renamed = try tasks.rename(id: task.id, to: title)
+            // One task, so one object (as `tasks add` and `tasks show` print it).
+            if invocation.global.json { try Console.json(TaskJSON(renamed)) } else { Console.out(taskLine(renamed) + "\n") }
             return ExitStatus.success
         }
     })
@@ -102,7 +101,7 @@ struct TaskShowJSON: Encodable {
         title = json.title
         done = json.done
         createdAt = json.createdAt
-        self.attachments = attachments.map { AttachmentJSON($0, task: task.id) }
+        self.attachments = attachments.map(AttachmentJSON.init)
     }
 }
 

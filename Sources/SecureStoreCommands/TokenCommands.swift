@@ -43,7 +43,7 @@ let tokenCommand = Command(
                 }
                 let label = try invocation[labelOption] ?? existing ?? "\(context.paths.app) token \(name)"
                 try context.keychain.set(secret, service: context.paths.tokenService, account: name, label: label)
-                if invocation.global.json { try Console.json(TokenStoredJSON(name: name, stored: true)) }
+                if invocation.global.json { try Console.json(TokenStoredJSON(name: name)) }
                 return ExitStatus.success
             }),
         Command(
@@ -74,7 +74,7 @@ let tokenCommand = Command(
                 guard try context.keychain.delete(service: context.paths.tokenService, account: name) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))")
                 }
-                if invocation.global.json { try Console.json(DeletedJSON(name: name, deleted: true)) }
+                if invocation.global.json { try Console.json(TokenDeletedJSON(name: name)) }
                 return ExitStatus.success
             }),
         Command(
@@ -109,7 +109,7 @@ let tokenCommand = Command(
                     secret, service: context.paths.tokenService, account: name,
                     label: label ?? "\(context.paths.app) token \(name)")
                 if invocation.global.json {
-                    try Console.json(TokenStoredJSON(name: name, stored: true))
+                    try Console.json(TokenStoredJSON(name: name))
                 } else if invocation[printFlag] {
                     secret.withUnsafeBytes { bytes in Console.write(bytes) }
                     if Console.stdoutIsTerminal { Console.out("\n") }

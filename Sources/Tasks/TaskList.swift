@@ -155,7 +155,7 @@ public struct TaskList: Sendable {
                     try statement.execute([task.createdAtMicroseconds, task.id, title, task.done])
                 } catch DatabaseError.Code.constraint {
                     throw SecureStoreError(
-                        SecureStoreError.Code.invalidArgument, "a task with the ID \(task.hexID) already exists; nothing was added")
+                        SecureStoreError.Code.invalidArgument, "a task with the ID \(task.id.uuidString.lowercased()) already exists; nothing was added")
                 }
                 count += 1
             }
@@ -195,7 +195,7 @@ public struct TaskList: Sendable {
                     "SELECT count(*) FROM tasks WHERE \(condition)", StatementArguments(arguments), as: Int.self) ?? 0
                 throw SecureStoreError(
                     SecureStoreError.Code.ambiguous,
-                    "the ID prefix \(range.digits) matches \(count) tasks (\(found[0].hexID), \(found[1].hexID)"
+                    "the ID prefix \(range.digits) matches \(count) tasks (\(found[0].id.uuidString.lowercased()), \(found[1].id.uuidString.lowercased())"
                         + (count > 2 ? ", …" : "") + "); give more digits")
             }
         }
@@ -357,7 +357,7 @@ public struct TaskList: Sendable {
     }
 
     private static func notFound(_ id: UUID) -> SecureStoreError {
-        SecureStoreError(SecureStoreError.Code.notFound, "no task has the ID \(TaskItem(id: id, title: "").hexID)")
+        SecureStoreError(SecureStoreError.Code.notFound, "no task has the ID \(id.uuidString.lowercased())")
     }
 
     static func checkPaging(offset: Int, limit: Int) throws {

@@ -1,6 +1,6 @@
 // The streaming formats of export and import: JSON Lines, CSV, one JSON array, and lines of titles. Bytes in and
 // out through 64 KiB buffers; nothing grows with the number of tasks.
-internal import Foundation
+package import Foundation
 internal import Glibc
 internal import SecureStore
 internal import SecureStoreCore
@@ -175,6 +175,14 @@ func appendID(_ id: UUID, to out: inout [UInt8]) {
             out.append(hexDigits[Int(byte & 0xF)])
         }
     }
+}
+
+/// `date` as every timestamp of the tool's `--json` output is written (``appendDate(_:to:)``: RFC 3339, UTC, six
+/// fractional digits), rounded to the microsecond: a task's `createdAt`, an attachment's, a key's `retiredAt`.
+package func timestampText(_ date: Date) -> String {
+    var bytes: [UInt8] = []
+    appendDate(microsecondsSince1970(date), to: &bytes)
+    return String(decoding: bytes, as: UTF8.self)
 }
 
 /// RFC 3339 in UTC with six fractional digits (the stored precision, so an export imports back equal):

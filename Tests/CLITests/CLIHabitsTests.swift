@@ -75,14 +75,14 @@ import Testing
         #expect(bad.stderr.hasPrefix("securestore: 'not-hex': "), "\(bad.stderr)")
         #expect(try listing(app) == before)
 
-        // An ID given twice is changed once; --json gives an array for several IDs, the object for one.
+        // An ID given twice is changed once; --json gives an array, for one ID as for several (one shape).
         let undone = try tool(["--json", "tasks", "undo", a, a, c], app: app)
         #expect(undone.status == 0)
         let array = try JSONSerialization.jsonObject(with: Data(undone.stdout.utf8)) as? [[String: Any]]
         #expect(array?.compactMap { $0["title"] as? String } == ["one", "three"])
         #expect(array?.allSatisfy { $0["done"] as? Bool == false } == true)
         let single = try tool(["--json", "tasks", "done", b], app: app)
-        #expect(single.stdout.hasPrefix("{\"createdAt\":"), "\(single.stdout)")
+        #expect(single.stdout.hasPrefix("[{\"createdAt\":"), "\(single.stdout)")
 
         let deleted = try tool(["tasks", "delete", a, b], app: app)
         #expect(deleted.status == 0)

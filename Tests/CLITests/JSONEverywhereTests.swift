@@ -2,7 +2,8 @@ import Foundation
 import TestSupport
 import Testing
 
-/// `--json` on every command that succeeds: one JSON document on stdout (one line, but for `prefs audit`'s indented report).
+/// `--json` on every command that succeeds: one JSON document on stdout (one line, but for `prefs audit`'s indented report
+/// and the streamed `tasks list`). JSONSchemaTests checks each against its schema in Docs/json.
 @Suite(.serialized) struct JSONEverywhereTests {
     init() throws { try Harness.require() }
 
@@ -20,24 +21,24 @@ import Testing
         func ss(_ arguments: [String], input: String = "") throws -> ProcessResult {
             try securestore(["--json"] + arguments, app: app, input: input)
         }
-        #expect(try ss(["token", "set", "a"], input: "quote\" back\\ tab\tend").stdout == "{\"name\":\"a\",\"stored\":true}\n")
+        #expect(try ss(["token", "set", "a"], input: "quote\" back\\ tab\tend").stdout == "{\"name\":\"a\",\"stored\":1}\n")
         let get = try document(try ss(["token", "get", "a"]), "token get")
         #expect(get?["secret"] as? String == "quote\" back\\ tab\tend")
         #expect(get?["name"] as? String == "a")
         try document(try ss(["token", "generate", "g"]), "token generate")
         try document(try ss(["token", "list", "g*"]), "token list")
-        #expect(try ss(["token", "delete", "g"]).stdout == "{\"deleted\":true,\"name\":\"g\"}\n")
+        #expect(try ss(["token", "delete", "g"]).stdout == "{\"deleted\":1,\"name\":\"g\"}\n")
 
         #expect(try ss(["prefs", "set", "--int", "width", "800"]).stdout
-            == "{\"key\":\"width\",\"stored\":true,\"type\":\"Int\"}\n")
+            == "{\"key\":\"width\",\"stored\":1,\"type\":\"Int\"}\n")
         #expect(try ss(["prefs", "set", "--force", "apiToken", "--stdin"], input: "xoxb-123456789012-abcdefABCDEF").stdout
-            == "{\"key\":\"apiToken\",\"stored\":true,\"type\":\"String\"}\n")
+            == "{\"key\":\"apiToken\",\"stored\":1,\"type\":\"String\"}\n")
         try document(try ss(["prefs", "get", "width"]), "prefs get")
         try document(try ss(["prefs", "list"]), "prefs list")
         #expect(try ss(["prefs", "move-to-keychain", "apiToken", "slack"]).stdout
-            == "{\"key\":\"apiToken\",\"moved\":true,\"token\":\"slack\"}\n")
+            == "{\"key\":\"apiToken\",\"moved\":1,\"token\":\"slack\"}\n")
         try document(try ss(["prefs", "audit"]), "prefs audit")
-        #expect(try ss(["prefs", "delete", "width"]).stdout == "{\"deleted\":true,\"name\":\"width\"}\n")
+        #expect(try ss(["prefs", "delete", "width"]).stdout == "{\"deleted\":1,\"key\":\"width\"}\n")
         let path = try #require(Harness.root) + "/config/\(app)/preferences.json"
         let reset = try document(try ss(["prefs", "reset", "--force"]), "prefs reset")
         #expect(reset?["path"] as? String == path)

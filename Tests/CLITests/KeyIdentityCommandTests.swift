@@ -98,7 +98,8 @@ func keyringSnapshot(_ app: String) throws -> String {
         let all = try securestore(["--json", "db", "keys", "prune", "--before", "2999-01-01", "--yes"], app: app)
         #expect(all.status == 0)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(all.stdout.utf8)) as? [String: Any])
-        #expect((object["deleted"] as? [String])?.count == 1)
+        #expect(object["deleted"] as? Int == 1)
+        #expect((object["accounts"] as? [String])?.count == 1)
         #expect(try databaseKeyAccounts(app).count == 1)
         #expect(try securestore(["tasks", "count"], app: app).stdout == "1\n")
     }

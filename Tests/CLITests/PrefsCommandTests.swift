@@ -36,15 +36,17 @@ import Testing
         #expect((attributes[.posixPermissions] as? Int) == 0o600)
     }
 
-    /// `--json` sorts object keys by code point (JSONEncoder's order): upper case before lower case, `a10` before
-    /// `a9`, the same on every machine.
+    /// `--json` sorts by code point (JSONEncoder's order of object keys, and `prefs list`'s order of preferences):
+    /// upper case before lower case, `a10` before `a9`, the same on every machine.
     @Test func jsonListSortsKeysByCodePoint() throws {
         let app = uniqueApp()
         for key in ["b", "a9", "B", "a10", "path"] {
             #expect(try securestore(["prefs", "set", key, key == "path" ? "/srv/x" : "v"], app: app).status == 0)
         }
         #expect(try securestore(["--json", "prefs", "list"], app: app).stdout
-            == "{\"B\":\"v\",\"a10\":\"v\",\"a9\":\"v\",\"b\":\"v\",\"path\":\"/srv/x\"}\n")
+            == "[" + [("B", "v"), ("a10", "v"), ("a9", "v"), ("b", "v"), ("path", "/srv/x")].map { key, value in
+                "{\"key\":\"\(key)\",\"type\":\"String\",\"value\":\"\(value)\"}"
+            }.joined(separator: ",") + "]\n")
     }
 
     @Test func oversizeValueIsRefusedAndTheFileIsByteIdentical() throws {

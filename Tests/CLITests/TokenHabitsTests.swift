@@ -70,7 +70,7 @@ import Testing
             #expect((300...520).contains(count), "\(digit): \(count)")
         }
         let json = try securestore(["--json", "token", "generate", "j", "--charset", "base64url"], app: app)
-        #expect(json.stdout == "{\"name\":\"j\",\"stored\":true}\n")
+        #expect(json.stdout == "{\"name\":\"j\",\"stored\":1}\n")
 
         let unknown = try securestore(["token", "generate", "x", "--charset", "emoji"], app: app)
         #expect(unknown.status == 64)

@@ -119,7 +119,7 @@ private func asExpectError<R>(
         #expect(try store.attachments(of: owner) == [kept])
         #expect(try store.attachment(id: gone.id) == nil)
         let message = asExpectError(.notFound) { try store.data(id: gone.id) }
-        #expect(message == "no attachment has the ID \(gone.hexID)")
+        #expect(message == "no attachment has the ID \(gone.id.uuidString.lowercased())")
         asExpectError(.notFound) { try store.delete(id: gone.id) }
         #expect(try store.collectGarbage() == 0, "its chunks went with it")
         #expect(try asSHA256(try store.data(id: kept.id)) == kept.sha256)
@@ -144,10 +144,10 @@ private func asExpectError<R>(
         }
 
         let digest = asExpectError(.verificationFailed) { try store.data(id: scan.id) }
-        #expect(digest == "the attachment 'scan.pdf' (\(scan.hexID)) is damaged: its bytes do not match its SHA-256 "
+        #expect(digest == "the attachment 'scan.pdf' (\(scan.id.uuidString.lowercased())) is damaged: its bytes do not match its SHA-256 "
             + "digest, although SQLCipher authenticated every chunk; all 150000 bytes were delivered: do not use them")
         let size = asExpectError(.verificationFailed) { try store.read(id: photo.id) { _ in } }
-        #expect(size == "the attachment 'photo.jpg' (\(photo.hexID)) is damaged: chunk 2 of 2 holds 24464 bytes instead "
+        #expect(size == "the attachment 'photo.jpg' (\(photo.id.uuidString.lowercased())) is damaged: chunk 2 of 2 holds 24464 bytes instead "
             + "of 24465; its first 65536 bytes were delivered, each authenticated, and nothing after them")
         let problems = try store.verify().problems
         #expect(problems.count == 2)

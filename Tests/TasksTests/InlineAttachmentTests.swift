@@ -103,14 +103,14 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
             try store.read(id: note.id) { handed += $0.count }
         } throws: { error in
             (error as? SecureStoreError)?.code == SecureStoreError.Code.verificationFailed
-                && (error as? SecureStoreError)?.message == "the attachment 'note.txt' (\(note.hexID)) is damaged: its bytes "
+                && (error as? SecureStoreError)?.message == "the attachment 'note.txt' (\(note.id.uuidString.lowercased())) is damaged: its bytes "
                     + "do not match its SHA-256 digest; no wrong bytes were returned"
         }
         #expect(handed == 0, "no byte of a damaged inline attachment reaches the caller")
         #expect {
             try store.read(id: photo.id) { handed += $0.count }
         } throws: { error in
-            (error as? SecureStoreError)?.message == "the attachment 'thumb.png' (\(photo.hexID)) is damaged: its bytes "
+            (error as? SecureStoreError)?.message == "the attachment 'thumb.png' (\(photo.id.uuidString.lowercased())) is damaged: its bytes "
                 + "(20000 in the database) are missing; no wrong bytes were returned"
         }
         #expect(handed == 0)
@@ -125,7 +125,7 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
         #expect {
             try store.read(id: memo.id) { handed += $0.count }
         } throws: { error in
-            (error as? SecureStoreError)?.message == "the attachment 'memo.txt' (\(memo.hexID)) is damaged: the database "
+            (error as? SecureStoreError)?.message == "the attachment 'memo.txt' (\(memo.id.uuidString.lowercased())) is damaged: the database "
                 + "holds 11 bytes of it instead of 12; no wrong bytes were returned"
         }
         #expect(handed == 0)
@@ -245,7 +245,7 @@ private func inlineRows(_ database: KeyedDatabase) throws -> Int {
         } throws: { error in
             (error as? SecureStoreError)?.code == SecureStoreError.Code.notFound
                 && (error as? SecureStoreError)?.message
-                    == "the attachment 'note.txt' (\(note.hexID)) was deleted while it was being read; nothing was returned"
+                    == "the attachment 'note.txt' (\(note.id.uuidString.lowercased())) was deleted while it was being read; nothing was returned"
         }
         #expect(handed == 0)
     }

@@ -194,9 +194,9 @@ struct TaskListQueryTests {
         let ambiguous = TLError { _ = try store.tasks.resolve(prefix: "ab1") }
         #expect(ambiguous?.code == SecureStoreError.Code.ambiguous)
         #expect(ambiguous?.message
-            == "the ID prefix ab1 matches 3 tasks (\(a.hexID), \(c.hexID), …); give more digits")
+            == "the ID prefix ab1 matches 3 tasks (\(a.id.uuidString.lowercased()), \(c.id.uuidString.lowercased()), …); give more digits")
         let two = TLError { _ = try store.tasks.resolve(prefix: "ab12") }
-        #expect(two?.message == "the ID prefix ab12 matches 2 tasks (\(a.hexID), \(c.hexID)); give more digits")
+        #expect(two?.message == "the ID prefix ab12 matches 2 tasks (\(a.id.uuidString.lowercased()), \(c.id.uuidString.lowercased())); give more digits")
 
         let none = TLError { _ = try store.tasks.resolve(prefix: "ab14") }
         #expect(none?.code == SecureStoreError.Code.notFound)

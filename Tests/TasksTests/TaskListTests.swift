@@ -58,7 +58,7 @@ struct TaskListTests {
         ] as [() throws -> Void] {
             let error = TLError(change)
             #expect(error?.code == SecureStoreError.Code.notFound)
-            #expect(error?.message == "no task has the ID 0123abcd000040008000000000000000")
+            #expect(error?.message == "no task has the ID 0123abcd-0000-4000-8000-000000000000")
         }
         #expect(try store.tasks.count() == 1)
     }
@@ -118,7 +118,7 @@ struct TaskListTests {
         let first = try store.tasks.create(title: "First")
         let error = TLError { try store.tasks.create(title: "Again", id: first.id) }
         #expect(error?.code == SecureStoreError.Code.invalidArgument)
-        #expect(error?.message == "a task with the ID \(first.hexID) already exists; nothing was added")
+        #expect(error?.message == "a task with the ID \(first.id.uuidString.lowercased()) already exists; nothing was added")
         let twice = TaskItem(title: "Twice")
         #expect(TLError { try store.tasks.insert([TaskItem(title: "new"), twice, twice]) } != nil)
         #expect(try store.tasks.list().map(\.title) == ["First"])
