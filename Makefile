@@ -20,6 +20,10 @@ APT_OPTIONAL += zsh fish
 APT_OPTIONAL += systemd
 # python keyring, whose view of our tokens Docs/keychain.md states (DocsTruthTests; skipped, saying so, when absent).
 APT_OPTIONAL += python3-keyring
+# The tools people import from: taskwarrior and todo.txt's CLI write the files `tasks import --from` reads, pass and
+# gnupg keep the store `token import --from pass` decrypts (TaskImportTests, TokenImportTests; skipped, saying so,
+# without them).
+APT_OPTIONAL += taskwarrior todotxt-cli pass gnupg
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeyRotationApprovalTests

@@ -5,14 +5,14 @@ internal import CLibCrypto
 /// A running SHA-256 digest: feed it bytes with ``update(_:)``, read the 32-byte result with ``finish()``.
 ///
 /// The corresponding C functions are `EVP_DigestInit_ex`, `EVP_DigestUpdate` and `EVP_DigestFinal_ex`.
-final class SHA256Digest {
+package final class SHA256Digest {
     /// The byte count of a SHA-256 digest.
-    static let byteCount = 32
+    package static let byteCount = 32
 
     private let context: OpaquePointer
 
     /// A new digest, or `nil` when libcrypto cannot make one (out of memory).
-    init?() {
+    package init?() {
         guard let context = EVP_MD_CTX_new() else { return nil }
         guard EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else {
             EVP_MD_CTX_free(context)
@@ -24,14 +24,14 @@ final class SHA256Digest {
     deinit { EVP_MD_CTX_free(context) }
 
     /// Adds `bytes` to the digest.
-    func update(_ bytes: UnsafeRawBufferPointer) {
+    package func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         // EVP_DigestUpdate fails only for a context that was never initialized, which init rules out.
         _ = EVP_DigestUpdate(context, base, bytes.count)
     }
 
     /// The digest of everything added, as 32 bytes. The digest cannot be updated afterwards.
-    func finish() -> [UInt8] {
+    package func finish() -> [UInt8] {
         var output = [UInt8](repeating: 0, count: Self.byteCount)
         var length: UInt32 = 0
         output.withUnsafeMutableBufferPointer { buffer in

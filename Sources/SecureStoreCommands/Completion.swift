@@ -54,6 +54,8 @@ private let optionWords: [String: [String]] = [
     "format": TaskStreamFormat.allCases.map(\.rawValue),
     "on-duplicate": TaskList.DuplicatePolicy.allCases.map(\.rawValue),
     "charset": TokenCharset.names,
+    // `tasks import --from` and `token import --from` each keep their own.
+    "from": TaskImportSource.allCases.map(\.rawValue) + TokenImportSource.allCases.map(\.rawValue),
 ]
 
 /// What the value of `option` completes to, or nil for free text.

@@ -22,6 +22,10 @@ let duplicateOption = Option<TasksDuplicatePolicy>(
     "on-duplicate", valueName: "POLICY", help: "skip, replace or fail (default) when a task's ID exists.",
     expected: "one of skip, replace, fail", convert: { TaskList.DuplicatePolicy(rawValue: $0) })
 typealias TasksDuplicatePolicy = TaskList.DuplicatePolicy
+let importSourceOption = Option<TaskImportSource>(
+    "from", valueName: "TOOL",
+    help: "Read another tool's file instead: taskwarrior (the output of 'task export') or todo.txt.",
+    expected: "one of taskwarrior, todo.txt", convert: { TaskImportSource(rawValue: $0) })
 
 // MARK: The output file
 
@@ -111,14 +115,22 @@ let tasksImportCommand = Command(
         {"title": …}, a one-column CSV, or any line with --format lines) gets a new ID and the current time.
         Everything is one transaction unless --batch N: then every N tasks are committed, and an error keeps
         the batches before it. A bad record stops the import with its line number (exit 65).
+        --from taskwarrior or --from todo.txt reads another tool's file (Docs/tasks.md has the mapping): IDs
+        and creation dates are kept, and a task already imported keeps its ID, so importing the same file
+        again adds only what is new (--on-duplicate is skip by default there; replace brings changes over).
         """,
-    arguments: [ArgumentSpec(name: "FILE", help: "The file to read (default: standard input).", optional: true)],
-    options: [importFormatOption, batchOption, duplicateOption, nameOption],
+    arguments: [ArgumentSpec(name: "FILE", help: "The file to read (default, or -: standard input).", optional: true)],
+    options: [importFormatOption, importSourceOption, batchOption, duplicateOption, nameOption],
     run: { invocation in
+        let source = try invocation[importSourceOption]
+        if source != nil, invocation.values[importFormatOption.name] != nil {
+            throw UsageError("--from and --format cannot be combined", path: invocation.path)
+        }
         let format = try invocation[importFormatOption] ?? .jsonl
         let batch = try invocation[batchOption]
-        let policy = try invocation[duplicateOption] ?? .fail
-        let path = invocation.argument(0)
+        // Another tool's file is read again and again as people move over: what is there already stays.
+        let policy = try invocation[duplicateOption] ?? (source == nil ? .fail : .skip)
+        let path = invocation.argument(0).flatMap { $0 == "-" ? nil : $0 }
         var fd: Int32 = 0
         var size = 0
         if let path {
@@ -131,16 +143,21 @@ let tasksImportCommand = Command(
             if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { size = Int(info.st_size) }
         }
         defer { if path != nil { close(fd) } }
-        let decoder = TaskStreamReader(format: format, fileDescriptor: fd, name: path.map(UsageError.quoted) ?? "standard input")
+        let inputName = path.map(UsageError.quoted) ?? "standard input"
+        let decoder = TaskStreamReader(format: format, fileDescriptor: fd, name: inputName)
+        let foreign = source.map { ForeignTaskReader(source: $0, fileDescriptor: fd, name: inputName) }
+        var inputLine: Int { foreign?.line ?? decoder.line }
+        var bytesRead: Int { foreign?.bytesRead ?? decoder.bytesRead }
         // The line of each task of the chunk the library holds (it reads ahead a chunk and names a duplicate by
         // its position in the input): a ring as long as a chunk, so memory stays flat.
         var lines = [Int](repeating: 0, count: TaskList.importChunkCount + 1)
         var read = 0
         let next = {
-            let task = try decoder.next()
+            let task: TaskItem?
+            if let foreign { task = try foreign.next() } else { task = try decoder.next() }
             if task != nil {
                 read += 1
-                lines[read % lines.count] = decoder.line
+                lines[read % lines.count] = inputLine
             }
             return task
         }
@@ -149,12 +166,12 @@ let tasksImportCommand = Command(
             var committed = TaskList.ImportSummary()
             do {
                 // Titles as written: a record with an ID restores a task exactly (what export wrote, whatever the
-                // table held); the reader checks the titles of new tasks as `tasks add` does.
+                // table held); the reader checks the titles of new tasks (and of another tool's) as `tasks add` does.
                 summary = try tasks.importTasks(
-                    onDuplicate: policy, batchSize: batch, titles: .exact,
+                    onDuplicate: policy, batchSize: batch, titles: source == nil ? .exact : .validated,
                     progress: { done in
                         committed = done
-                        Console.progress("importing", done: decoder.bytesRead, total: size)
+                        Console.progress("importing", done: bytesRead, total: size)
                     },
                     next: next)
             } catch let error as SecureStoreError where error.code == SecureStoreError.Code.invalidData {
@@ -165,7 +182,7 @@ let tasksImportCommand = Command(
             {
                 // The library counts tasks ("task 3: …"); a person wants the line.
                 var message = error.message
-                var line = decoder.line
+                var line = inputLine
                 if message.hasPrefix("task "), let colon = message.firstIndex(of: ":") {
                     if let position = Int(message[message.index(message.startIndex, offsetBy: 5)..<colon]),
                         position <= read, read - position < lines.count
@@ -176,12 +193,17 @@ let tasksImportCommand = Command(
                 }
                 throw CLIError(status: ExitStatus.dataError, message: "line \(line): \(message)\(keptNote(committed, batch))")
             }
+            let leftOut = foreign.map { LeftOutJSON(deleted: $0.leftOutDeleted, recurring: $0.leftOutRecurring) }
             if invocation.global.json {
-                try Console.json(TasksImportedJSON(summary))
+                try Console.json(TasksImportedJSON(summary, leftOut: source == .taskwarrior ? leftOut : nil))
             } else {
+                var left: [String] = []
+                if let leftOut, leftOut.deleted > 0 { left.append("\(leftOut.deleted) deleted") }
+                if let leftOut, leftOut.recurring > 0 { left.append("\(leftOut.recurring) recurrence template(s)") }
                 Console.out("imported \(summary.inserted) task(s)"
                     + (summary.replaced > 0 ? ", replaced \(summary.replaced)" : "")
-                    + (summary.skipped > 0 ? ", skipped \(summary.skipped) duplicate(s)" : "") + "\n")
+                    + (summary.skipped > 0 ? ", skipped \(summary.skipped) duplicate(s)" : "")
+                    + (left.isEmpty ? "" : "; left out \(left.joined(separator: " and "))") + "\n")
             }
             return ExitStatus.success
         }
@@ -194,15 +216,23 @@ private func keptNote(_ committed: TaskList.ImportSummary, _ batch: Int?) -> Str
         : "; the \(committed.read) task(s) of the batches before it were imported (\(committed.inserted) added)"
 }
 
-/// `tasks import --json`.
+/// `tasks import --json`; `leftOut` only with `--from taskwarrior`.
 struct TasksImportedJSON: Encodable {
     let inserted: Int
     let replaced: Int
     let skipped: Int
+    let leftOut: LeftOutJSON?
 
-    init(_ summary: TaskList.ImportSummary) {
+    init(_ summary: TaskList.ImportSummary, leftOut: LeftOutJSON? = nil) {
         inserted = summary.inserted
         replaced = summary.replaced
         skipped = summary.skipped
+        self.leftOut = leftOut
     }
+}
+
+/// What `tasks import --from taskwarrior` did not import: deleted tasks and recurrence templates.
+struct LeftOutJSON: Encodable {
+    let deleted: Int
+    let recurring: Int
 }

@@ -141,6 +141,7 @@ let tokenCommand = Command(
                 }
                 return ExitStatus.success
             }),
+        tokenImportCommand,
     ])
 
 private let lengthOption = Option<Int>.wholeNumber(
