@@ -216,7 +216,8 @@ private func keptNote(_ committed: TaskList.ImportSummary, _ batch: Int?) -> Str
         : "; the \(committed.read) task(s) of the batches before it were imported (\(committed.inserted) added)"
 }
 
-/// `tasks import --json`; `leftOut` only with `--from taskwarrior`.
+/// `tasks import --json`; `leftOut` is null but with `--from taskwarrior` (a missing value is null, never a missing
+/// key: Docs/cli.md, "JSON output").
 struct TasksImportedJSON: Encodable {
     let inserted: Int
     let replaced: Int
@@ -229,6 +230,16 @@ struct TasksImportedJSON: Encodable {
         skipped = summary.skipped
         self.leftOut = leftOut
     }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(inserted, forKey: .inserted)
+        try container.encode(leftOut, forKey: .leftOut)
+        try container.encode(replaced, forKey: .replaced)
+        try container.encode(skipped, forKey: .skipped)
+    }
+
+    private enum CodingKeys: String, CodingKey { case inserted, leftOut, replaced, skipped }
 }
 
 /// What `tasks import --from taskwarrior` did not import: deleted tasks and recurrence templates.

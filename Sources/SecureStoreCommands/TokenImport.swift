@@ -107,7 +107,7 @@ let tokenImportCommand = Command(
         for entry in found.entries {
             let shown = escapedForTerminal(entry.name)
             if labels[entry.name] != nil, !invocation[forceFlag] {
-                result.skipped.append(.init(name: entry.name, reason: "a token of that name exists"))
+                result.tokens.append(.init(name: entry.name, outcome: "skipped", reason: "a token of that name exists"))
                 say("skipped \(shown): a token of that name exists (--force replaces it)")
                 continue
             }
@@ -117,21 +117,21 @@ let tokenImportCommand = Command(
                     entry.secret, service: service, account: entry.name,
                     label: labels[entry.name] ?? "\(context.paths.app) token \(entry.name)")
             }
-            if replacing { result.replaced.append(entry.name) } else { result.imported.append(entry.name) }
+            result.tokens.append(.init(name: entry.name, outcome: replacing ? "replaced" : "imported", reason: nil))
             say((dryRun ? "would " : "") + (replacing ? (dryRun ? "replace " : "replaced ") : (dryRun ? "import " : "imported "))
                 + shown + (entry.note.map { " (\($0))" } ?? ""))
         }
         for skipped in found.skipped {
-            result.skipped.append(.init(name: skipped.name, reason: skipped.reason))
+            result.tokens.append(.init(name: skipped.name, outcome: "skipped", reason: skipped.reason))
             say("skipped \(escapedForTerminal(skipped.name)): \(skipped.reason)")
         }
         if json {
             try Console.json(result)
         } else {
             let verb = dryRun ? "would import" : "imported"
-            say("\(verb) \(result.imported.count) token(s)"
-                + (result.replaced.isEmpty ? "" : ", \(dryRun ? "would replace" : "replaced") \(result.replaced.count)")
-                + (result.skipped.isEmpty ? "" : ", skipped \(result.skipped.count)")
+            say("\(verb) \(result.imported) token(s)"
+                + (result.replaced == 0 ? "" : ", \(dryRun ? "would replace" : "replaced") \(result.replaced)")
+                + (result.skipped == 0 ? "" : ", skipped \(result.skipped)")
                 + (dryRun ? "; nothing was stored" : ""))
         }
         // 3. The source stays where it was: say so, and how to remove it once the tokens are checked.
@@ -168,20 +168,43 @@ private func shellWord(_ text: String) -> String {
     return escapedForTerminal("'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'")
 }
 
-/// `token import --json`: the names imported, replaced and skipped (with why), and the source's path (`-` for
-/// standard input). Never a secret.
+/// `token import --json`, in the one vocabulary (Docs/cli.md, "JSON output"): `imported`, `replaced` and
+/// `skipped` are counts; `tokens` says what happened to each entry (`reason` null unless skipped); `source` is the
+/// source's path (`-` for standard input). Never a secret.
 struct TokensImportedJSON: Encodable {
-    struct Skipped: Encodable {
+    struct Entry: Encodable {
         let name: String
-        let reason: String
+        let outcome: String
+        let reason: String?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(outcome, forKey: .outcome)
+            try container.encode(reason, forKey: .reason)
+        }
+
+        private enum CodingKeys: String, CodingKey { case name, outcome, reason }
     }
 
     let source: String
-    var imported: [String] = []
-    var replaced: [String] = []
-    var skipped: [Skipped] = []
+    var tokens: [Entry] = []
+    var imported: Int { tokens.filter { $0.outcome == "imported" }.count }
+    var replaced: Int { tokens.filter { $0.outcome == "replaced" }.count }
+    var skipped: Int { tokens.filter { $0.outcome == "skipped" }.count }
 
     init(source: String) { self.source = source }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(source, forKey: .source)
+        try container.encode(imported, forKey: .imported)
+        try container.encode(replaced, forKey: .replaced)
+        try container.encode(skipped, forKey: .skipped)
+        try container.encode(tokens, forKey: .tokens)
+    }
+
+    private enum CodingKeys: String, CodingKey { case source, imported, replaced, skipped, tokens }
 }
 
 // MARK: Entries

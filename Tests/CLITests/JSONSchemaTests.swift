@@ -131,6 +131,15 @@ import Testing
         try expectDocument(try ss(["tasks", "detach", attachment]), "tasks-detach", checked)
         try expectDocument(
             try ss(["tasks", "import"], input: "{\"title\":\"Imported\"}\n"), "tasks-import", checked)
+        try expectDocument(
+            try ss(
+                ["tasks", "import", "--from", "taskwarrior", "-"],
+                input: #"[{"uuid":"5f2e1c3a-1111-4222-8333-944455556666","description":"Gone","status":"deleted","entry":"20260101T000000Z"},"#
+                    + #"{"uuid":"5f2e1c3a-1111-4222-8333-944455556667","description":"Kept","status":"pending","entry":"20260101T000000Z"}]"#),
+            "tasks-import", checked)
+        try expectDocument(
+            try ss(["token", "import", "--from", "netrc", "-"], input: "machine json.example.org login u password p-json\n"),
+            "token-import", checked)
         try expectDocument(try ss(["tasks", "done", id2]), "tasks-done", checked)
         try expectDocument(try ss(["tasks", "clear-done", "--yes"]), "tasks-clear-done", checked)
         try expectDocument(try ss(["tasks", "done-all", "--yes"]), "tasks-done-all", checked)
