@@ -177,6 +177,7 @@ public final class Keychain: Sendable {
         }
         try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             let query = Self.attributes(service: service, account: account)
             var existing = try connection.search(query, deadline: deadline)
             let locked = existing.locked.filter { Self.isInCollection($0, collection) }
@@ -240,6 +241,7 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.secret(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             let unlocked = found.unlocked.filter { Self.isInCollection($0, collection) }
             if unlocked.count > 1 {
@@ -284,6 +286,7 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.exists(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             return (found.unlocked + found.locked).contains { Self.isInCollection($0, collection) }
         }
@@ -297,6 +300,7 @@ public final class Keychain: Sendable {
         }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)'", connection, deadline)
             var hidden: [String] = []
             for attempt in 1...2 {
                 let found = try connection.search([("service", service)], deadline: deadline)
@@ -340,6 +344,7 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.delete(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             let locked = found.locked.filter { Self.isInCollection($0, collection) }
             if !locked.isEmpty {
@@ -387,6 +392,18 @@ public final class Keychain: Sendable {
     /// How long a prompt that should need nobody may take when prompting is not allowed: KeePassXC
     /// answers every CreateItem and Delete with a prompt, and completes it at once unless it shows a dialog.
     static let silentPromptGrace: Duration = .seconds(1)
+
+    /// Makes sure the collection at `collection` is unlocked before anything is searched in it: a locked
+    /// collection is ``KeychainError/locked`` at once, or (prompts allowed) its unlock prompt is run and waited
+    /// for. A search cannot be trusted before this: KeePassXC searches only unlocked databases (a locked one
+    /// answers with nothing, which is not "not found") or, with its "unlock before search" on, holds the
+    /// search until someone unlocks it in a dialog the caller never asked for.
+    private func requireUnlocked(
+        _ collection: String, for what: String, _ connection: SecretServiceConnection, _ deadline: Deadline
+    ) throws(KeychainError) {
+        guard try connection.isCollectionLocked(collection, deadline: deadline) else { return }
+        try unlock([], in: collection, for: what, connection, deadline)
+    }
 
     /// Unlocks the locked `items` of the collection at `collection` (and the collection itself when it
     /// is locked), running the service's prompt when ``Configuration/allowsPrompts`` says so.
