@@ -176,46 +176,70 @@ public final class Keychain: Sendable {
             attributes.append(("encoding", "base64"))
         }
         try withConnection { connection, deadline throws(KeychainError) in
+            let what = "service '\(service)' account '\(account)'"
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: what, connection, deadline)
             let query = Self.attributes(service: service, account: account)
             var existing = try connection.search(query, deadline: deadline)
             let locked = existing.locked.filter { Self.isInCollection($0, collection) }
             if !locked.isEmpty {
                 // Replacing needs the old item unlocked (KeePassXC: this client approved for it).
-                try unlock(locked, in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
+                try unlock(locked, in: collection, for: what, connection, deadline)
                 existing = try connection.search(query, deadline: deadline)
                 if existing.locked.contains(where: { Self.isInCollection($0, collection) }) {
                     throw Self.itemLockedError(service: service, account: account)
                 }
             }
-            let reply: (item: String, prompt: String)
-            do throws(KeychainError) {
-                reply = try connection.createItem(
-                    collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
-            } catch KeychainError.Code.locked where configuration.allowsPrompts {
-                // A locked collection with nothing to replace in it: unlock it (prompting), then store.
-                try unlock([], in: collection, for: "service '\(service)' account '\(account)'", connection, deadline)
-                reply = try connection.createItem(
-                    collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
+            // The items this one replaces: ours first, then plain ones. One of them is changed in place
+            // (its secret, attributes and label), so that no prompt is needed: KeePassXC answers a
+            // CreateItem that replaces an entry this process did not make with an approval dialog, even
+            // with its access confirmation off, and a dismissed prompt leaves that dialog on screen.
+            var replaceable: [(rank: Int, path: String, properties: ItemProperties)] = []
+            for path in existing.unlocked where Self.isInCollection(path, collection) {
+                let properties = try connection.properties(at: path, deadline: deadline)
+                guard Self.isReplaceable(properties) else { continue }
+                replaceable.append((properties.attributes["xdg:schema"] == Self.schemaName ? 0 : 1, path, properties))
             }
-            var created = reply.item
-            if reply.prompt != "/" {
-                // KeePassXC answers every CreateItem with a prompt; it shows a dialog only when the item
-                // replaced is one this client was not approved for.
-                created = try complete(reply.prompt, for: "service '\(service)' account '\(account)'", connection, deadline)
-                    .first ?? "/"
+            replaceable.sort { $0.rank < $1.rank }
+            var stored = "/"
+            if let target = replaceable.first {
+                try update(target.path, target.properties, secret, attributes: attributes, label: label, connection, deadline)
+                stored = target.path
+            } else {
+                let reply = try connection.createItem(
+                    collectionPath: collection, label: label, attributes: attributes, secret: secret, deadline: deadline)
+                stored = reply.item
+                if reply.prompt != "/" {
+                    // KeePassXC answers every CreateItem with a prompt; for a new entry it shows no dialog.
+                    stored = try complete(reply.prompt, for: what, connection, deadline).first ?? "/"
+                }
             }
-            // An item with other attributes (another client's, or stored in the other encoding) is not
-            // replaced by the service: remove it only now that the new one is stored (and known), and only
-            // when it is ours or a plain (service, account) item; one that carries attributes of another
-            // application is that application's, and stays.
-            guard created != "/" else { return }
-            for path in existing.unlocked where path != created && Self.isInCollection(path, collection) {
-                guard try Self.isReplaceable(connection.properties(at: path, deadline: deadline)) else { continue }
-                let prompt = try connection.deleteItem(at: path, deadline: deadline)
-                _ = try complete(prompt, for: "service '\(service)' account '\(account)'", connection, deadline)
+            // Other items of ours or plain ones for the same names (another client's, or stored before in the
+            // other encoding) go only now that the secret is stored (and known); one that carries attributes
+            // of another application is that application's, and stays.
+            guard stored != "/" else { return }
+            for other in replaceable where other.path != stored {
+                let prompt = try connection.deleteItem(at: other.path, deadline: deadline)
+                _ = try complete(prompt, for: what, connection, deadline)
             }
         }
+    }
+
+    /// Changes the existing item at `path` to hold `secret` with `attributes` and `label`. A reader sees the
+    /// old secret or the new one at every step: a secret stored as base64 gets its `encoding` attribute
+    /// before its new secret; a text secret is stored before the attribute goes.
+    private func update(
+        _ path: String, _ properties: ItemProperties, _ secret: Secret, attributes: [(String, String)], label: String,
+        _ connection: SecretServiceConnection, _ deadline: Deadline
+    ) throws(KeychainError) {
+        let current = properties.attributes
+        let attributesDiffer = attributes.contains { current[$0.0] != $0.1 }
+            || (current["encoding"] != nil && !attributes.contains { $0.0 == "encoding" })
+        let encoded = !StoredEncoding.isText(secret)
+        if attributesDiffer && encoded { try connection.setAttributes(at: path, attributes, deadline: deadline) }
+        try connection.setSecret(at: path, secret, deadline: deadline)
+        if attributesDiffer && !encoded { try connection.setAttributes(at: path, attributes, deadline: deadline) }
+        if properties.label != label { try connection.setLabel(at: path, label, deadline: deadline) }
     }
 
     /// Stores `data` for (`service`, `account`). See ``set(_:service:account:label:)-(Secret,_,_,_)``.
@@ -240,6 +264,7 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.secret(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             let unlocked = found.unlocked.filter { Self.isInCollection($0, collection) }
             if unlocked.count > 1 {
@@ -284,6 +309,7 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.exists(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             return (found.unlocked + found.locked).contains { Self.isInCollection($0, collection) }
         }
@@ -297,6 +323,7 @@ public final class Keychain: Sendable {
         }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)'", connection, deadline)
             var hidden: [String] = []
             for attempt in 1...2 {
                 let found = try connection.search([("service", service)], deadline: deadline)
@@ -340,6 +367,7 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.delete(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
             let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             let locked = found.locked.filter { Self.isInCollection($0, collection) }
             if !locked.isEmpty {
@@ -387,6 +415,18 @@ public final class Keychain: Sendable {
     /// How long a prompt that should need nobody may take when prompting is not allowed: KeePassXC
     /// answers every CreateItem and Delete with a prompt, and completes it at once unless it shows a dialog.
     static let silentPromptGrace: Duration = .seconds(1)
+
+    /// Makes sure the collection at `collection` is unlocked before anything is searched in it: a locked
+    /// collection is ``KeychainError/locked`` at once, or (prompts allowed) its unlock prompt is run and waited
+    /// for. A search cannot be trusted before this: KeePassXC searches only unlocked databases (a locked one
+    /// answers with nothing, which is not "not found") or, with its "unlock before search" on, holds the
+    /// search until someone unlocks it in a dialog the caller never asked for.
+    private func requireUnlocked(
+        _ collection: String, for what: String, _ connection: SecretServiceConnection, _ deadline: Deadline
+    ) throws(KeychainError) {
+        guard try connection.isCollectionLocked(collection, deadline: deadline) else { return }
+        try unlock([], in: collection, for: what, connection, deadline)
+    }
 
     /// Unlocks the locked `items` of the collection at `collection` (and the collection itself when it
     /// is locked), running the service's prompt when ``Configuration/allowsPrompts`` says so.

@@ -290,6 +290,42 @@ final class SecretServiceConnection: @unchecked Sendable {
         return (Self.string(child: 0, of: reply), Self.string(child: 1, of: reply))
     }
 
+    /// Replaces the secret of the existing item at `path` (`Item.SetSecret`). Unlike a `CreateItem` that
+    /// replaces the item, it needs no prompt: KeePassXC answers such a `CreateItem` with an approval dialog
+    /// for an entry this client did not make, even with its access confirmation off.
+    func setSecret(at path: String, _ secret: Secret, deadline: Deadline) throws(KeychainError) {
+        let value = StoredEncoding.value(for: secret)
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        guard let encoded = secret_service_encode_dbus_secret(service, value) else {
+            throw KeychainError(KeychainError.Code.providerError, "the Secret Service session could not encode the secret")
+        }
+        let reply = try call(path, "org.freedesktop.Secret.Item", "SetSecret", tuple([encoded]), reply: "()", deadline: deadline)
+        g_variant_unref(reply)
+    }
+
+    /// Sets the attributes of the item at `path` (its `Attributes` property). gnome-keyring replaces them
+    /// all; KeePassXC sets these and keeps the others.
+    func setAttributes(at path: String, _ attributes: [(String, String)], deadline: Deadline) throws(KeychainError) {
+        try setItemProperty(at: path, "Attributes", Self.attributeVariant(attributes), deadline: deadline)
+    }
+
+    /// Sets the label of the item at `path` (its `Label` property).
+    func setLabel(at path: String, _ label: String, deadline: Deadline) throws(KeychainError) {
+        try setItemProperty(at: path, "Label", g_variant_new_string(label), deadline: deadline)
+    }
+
+    private func setItemProperty(at path: String, _ name: String, _ value: OpaquePointer, deadline: Deadline)
+        throws(KeychainError)
+    {
+        let reply = try call(
+            path, "org.freedesktop.DBus.Properties", "Set",
+            tuple([
+                g_variant_new_string("org.freedesktop.Secret.Item"), g_variant_new_string(name), g_variant_new_variant(value),
+            ]),
+            reply: "()", deadline: deadline)
+        g_variant_unref(reply)
+    }
+
     /// Deletes the item at `path`: the path of the prompt the service asks for first, or "/".
     func deleteItem(at path: String, deadline: Deadline) throws(KeychainError) -> String {
         let reply = try call(path, "org.freedesktop.Secret.Item", "Delete", tuple([]), reply: "(o)", deadline: deadline)

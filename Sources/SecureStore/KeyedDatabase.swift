@@ -813,7 +813,7 @@ public final class KeyedDatabase: Sendable {
             retired = KeyedDatabaseRetiredKey(
                 databaseID: databaseID, account: account,
                 date: KeyedDatabaseKeyItem(account: account, label: "").retiredDate ?? Date(),
-                alsoOpens: try Self.databases(openedBy: oldKey, except: items.path, catalogue: catalogue, items: items))
+                alsoOpens: Self.databases(openedBy: oldKey, except: items.path, catalogue: catalogue))
         } catch let error as KeychainError
             where error.code == KeychainError.Code.approvalRequired || error.code == KeychainError.Code.promptDismissed
         {
@@ -832,15 +832,18 @@ public final class KeyedDatabase: Sendable {
         return (newKey, retired)
     }
 
-    /// The paths of the existing databases (current items of the application other than `except`) whose
-    /// current key is `key`: keys shared by SecureStore 0.1 between folders.
-    static func databases(
-        openedBy key: DatabaseKey, except path: String, catalogue: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems
-    ) throws -> [String] {
+    /// The paths of the existing databases (current items of the application other than `except`) that `key`
+    /// opens: keys shared by SecureStore 0.1 between folders. Each file is tried with `key`; no key item of
+    /// another database is read (a keyring that asks for approval per item, such as KeePassXC, would ask
+    /// once per database, and a refusal there has nothing to do with this rotation). A file that cannot be
+    /// tried now (damaged, or being rotated) is left out.
+    static func databases(openedBy key: DatabaseKey, except path: String, catalogue: [KeyedDatabaseKeyItem]) -> [String] {
         var paths: [String] = []
         for item in catalogue {
-            guard case .current(_, let other) = item.role, other != path, KeyedDatabaseFiles.exists(other) else { continue }
-            if try items.key(account: item.account) == key { paths.append(other) }
+            guard case .current(_, let other) = item.role, other != path, !paths.contains(other),
+                KeyedDatabaseFiles.exists(other)
+            else { continue }
+            if (try? peek(path: other, key: key, { _ in true })) == .some(.some(true)) { paths.append(other) }
         }
         return paths
     }

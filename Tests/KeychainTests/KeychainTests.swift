@@ -201,8 +201,10 @@ struct KeychainTests {
         expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "a") }
         expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "b") }
         expectError(KeychainError.Code.locked) { try keychain.delete(service: service, account: "a") }
-        // Absent stays absent, not "locked": only an item that exists is reported locked.
-        #expect(try keychain.secret(service: service, account: "never-stored") == nil)
+        // A locked collection answers nothing until it is unlocked: also for an item never stored there (a
+        // provider such as KeePassXC cannot search a locked database, so an empty answer would say nothing).
+        expectError(KeychainError.Code.locked) { try keychain.secret(service: service, account: "never-stored") }
+        expectError(KeychainError.Code.locked) { try keychain.exists(service: service, account: "a") }
 
         try Harness.keyringCtl("unlock")
         #expect(try keychain.string(service: service, account: "a") == "kept")
@@ -225,8 +227,8 @@ struct KeychainTests {
         expectError(KeychainError.Code.locked) { try keychain.delete(service: service, account: "a") }
         expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "a") }
         expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "c") }
-        #expect(try keychain.exists(service: service, account: "a") == true)
-        #expect(try keychain.secret(service: service, account: "never-stored") == nil)
+        #expect(expectError(KeychainError.Code.locked) { try keychain.exists(service: service, account: "a") }?.message == locked)
+        expectError(KeychainError.Code.locked) { try keychain.secret(service: service, account: "never-stored") }
 
         try Harness.keyringCtl("unlock")
         #expect(try keychain.items(service: service).map(\.account) == ["a", "b"])
