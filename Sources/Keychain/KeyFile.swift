@@ -17,8 +17,13 @@ public struct Passphrase: Sendable {
         case terminal
         case fileDescriptor(Int32)
         case provider(@Sendable (_ creating: Bool) throws -> Secret)
+        case unavailable
     }
     let source: Source
+
+    /// Never asked: the store opens only with the key the session cache holds, else it is locked at once
+    /// (``KeychainError/Code/locked``). For callers that may not prompt (shell completion, a service).
+    public static let none = Passphrase(source: .unavailable)
 
     /// Asked on the controlling terminal (`/dev/tty`) without echo; twice when the file is created. Without a
     /// terminal the store stays locked (``KeychainError/Code/locked``) unless the session cache holds its key.
@@ -77,11 +82,20 @@ public final class KeyFile: Sendable {
     /// A passphrase read from a file descriptor, kept for this process (a pipe can be read only once).
     private let readPassphrase = Mutex<SecureBytes?>(nil)
 
-    /// A key file at `path` whose passphrase comes from `passphrase`.
-    public init(path: String = KeyFile.defaultPath(), passphrase: Passphrase, sessionCacheTimeout: Duration? = .seconds(600)) {
+    /// Called once, just before the file is made (before its new passphrase is asked): a tool says there which store
+    /// it chose.
+    let willCreate: (@Sendable (_ path: String) -> Void)?
+
+    /// A key file at `path` whose passphrase comes from `passphrase`; `willCreate` is called just before the file is
+    /// made.
+    public init(
+        path: String = KeyFile.defaultPath(), passphrase: Passphrase, sessionCacheTimeout: Duration? = .seconds(600),
+        willCreate: (@Sendable (_ path: String) -> Void)? = nil
+    ) {
         self.path = path
         self.passphrase = passphrase
         self.sessionCacheTimeout = sessionCacheTimeout
+        self.willCreate = willCreate
     }
 
     /// `$XDG_DATA_HOME/securestore/keys.sealed` (`~/.local/share/securestore/keys.sealed`).
@@ -151,12 +165,21 @@ public final class KeyFile: Sendable {
         var modified: Int64
     }
 
+    /// The items. No lock: the file is only ever replaced by a rename, so a read sees one whole version.
     func items() throws(KeychainError) -> [Item] {
-        try withLock(exclusive: false) { () throws(KeychainError) in try load() ?? [] }
+        try load() ?? []
     }
 
+    /// Reads, changes and writes the items under the exclusive lock. The key is obtained *before* the lock (the
+    /// passphrase may be asked, and nobody may wait on a lock held by a prompt); under the lock the file is read
+    /// again, and a passphrase changed meanwhile asks once more.
     func modify<T>(_ body: (inout [Item]) throws(KeychainError) -> T) throws(KeychainError) -> T {
-        try withExclusiveLock { () throws(KeychainError) in
+        if let bytes = try readFile() {
+            _ = try key(for: try Sealed.parse(bytes, path: path))
+        } else {
+            _ = try currentKey(creating: true)
+        }
+        return try withExclusiveLock { () throws(KeychainError) in
             var items = try load() ?? []
             let result = try body(&items)
             let (salt, key) = try currentKey(creating: true)
@@ -235,6 +258,7 @@ public final class KeyFile: Sendable {
     /// The salt and key to seal with: the file's (already unlocked by `load`), or new ones for a new file.
     private func currentKey(creating: Bool) throws(KeychainError) -> ([UInt8], SecureBytes) {
         if let known = unlocked.withLock({ $0 }) { return (known.salt, known.key) }
+        willCreate?(path)
         let phrase = try obtainPassphrase(creating: true)
         let salt = Self.randomBytes(32)
         let key = try phrase.withUnsafeBytes { (bytes) throws(KeychainError) in
@@ -275,6 +299,11 @@ public final class KeyFile: Sendable {
             }
             readPassphrase.withLock { $0 = phrase }
             return phrase
+        case .unavailable:
+            throw KeychainError(
+                KeychainError.Code.locked,
+                "the key file '\(path)' is locked and may not ask its passphrase here (prompts are off); give it with "
+                    + "--passphrase-fd N (SECURESTORE_PASSPHRASE_FD), or unlock it once in this session")
         case .terminal:
             let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
             guard tty >= 0 else {
@@ -651,8 +680,11 @@ enum SessionCache {
             securestore_add_key("user", description, bytes.baseAddress, bytes.count, target)
         }
         guard id > 0 else { return }
-        _ = securestore_keyctl_setperm(Int32(id), permissions)
-        _ = securestore_keyctl_set_timeout(Int32(id), UInt32(max(1, timeout.components.seconds)))
+        let seconds = UInt32(clamping: max(1, timeout.components.seconds))
+        // A key the kernel would keep for ever, or readable by more than this user: not kept at all.
+        if securestore_keyctl_setperm(Int32(id), permissions) != 0 || securestore_keyctl_set_timeout(Int32(id), seconds) != 0 {
+            _ = securestore_keyctl_invalidate(Int32(id))
+        }
     }
 
     private static func find(_ description: String) -> Int32? {

@@ -110,6 +110,8 @@ struct ChunkDamage: Error {
     /// Whether SQLCipher found a page that does not authenticate (or a structure broken by one), so that the page can
     /// be named.
     var isAuthentication = false
+    /// Whether the chunk is not there at all (damage, or an attachment deleted while it was read).
+    var isMissing = false
 }
 
 extension AttachmentStore {

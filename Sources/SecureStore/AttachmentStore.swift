@@ -844,6 +844,12 @@ public final class AttachmentStore: Sendable {
                 }
             }
         } catch let damage as ChunkDamage {
+            // A chunk gone because the attachment was deleted meanwhile is not damage (as for inline ones).
+            if damage.isMissing, (try? self.attachment(id: attachment.id)) == .some(nil) {
+                throw SecureStoreError(
+                    SecureStoreError.Code.notFound,
+                    "\(what) was deleted while it was being read; its first \(done) bytes had been delivered")
+            }
             var reason = damage.reason
             if damage.isAuthentication, let pages = damagedPages() {
                 reason += pages.isEmpty
@@ -936,7 +942,7 @@ public final class AttachmentStore: Sendable {
                         } catch let error as DatabaseError {
                             throw unreadable(error)
                         }
-                        guard let data else { throw ChunkDamage(reason: "\(chunk()) is missing") }
+                        guard let data else { throw ChunkDamage(reason: "\(chunk()) is missing", isMissing: true) }
                         guard data.count == expected else {
                             throw ChunkDamage(reason: "\(chunk()) holds \(data.count) bytes instead of \(expected)")
                         }

@@ -199,15 +199,26 @@ extension KeyedDatabase {
         let hasAttachments = try backupAttachments(besideBackup: staging) {
             try exportDatabase()
         }
-        let report = try verifyBackup(at: staging)
+        let report: KeyedDatabaseVerification
+        do {
+            report = try verifyBackup(at: staging)
+        } catch let error as SecureStoreError {
+            // Named as the user named it: the temporary name is ours.
+            throw SecureStoreError(error.code, error.message.replacingOccurrences(of: staging.path, with: destination.path))
+        }
         if hasAttachments {
             try KeyedDatabaseFiles.syncFile(stagingAttachments)
+            // Until the database is linked too, the attachments file at its final name is part of an unfinished
+            // backup: a signal in between removes it (else it would block the next backup to that name).
+            ScratchFiles.register(attachmentsDestination)
             try KeyedDatabaseFiles.publish(stagingAttachments, as: attachmentsDestination)
         }
         do {
             try KeyedDatabaseFiles.publish(staging.path, as: destination.path)
+            ScratchFiles.unregister(attachmentsDestination)
         } catch {
             if hasAttachments { unlink(attachmentsDestination) }
+            ScratchFiles.unregister(attachmentsDestination)
             throw error
         }
         return report.at(destination.path)

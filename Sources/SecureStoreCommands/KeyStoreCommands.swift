@@ -11,19 +11,21 @@ enum KeyStoreChoice {
 
     /// `--keystore`, else SECURESTORE_KEYSTORE, else automatic: the Secret Service when there is a session bus
     /// (`DBUS_SESSION_BUS_ADDRESS`), else the key file (said once on stderr, when the key file is made).
-    static func store(_ invocation: Invocation) throws -> Keychain.Store {
-        try store(invocation.global, path: invocation.path)
+    static func store(_ invocation: Invocation, allowsPrompts: Bool = Context.allowsPrompts()) throws -> Keychain.Store {
+        try store(invocation.global, path: invocation.path, allowsPrompts: allowsPrompts)
     }
 
     /// The store that `global` names (see ``store(_:)``); `path` is the command, for usage errors.
-    static func store(_ global: GlobalOptions, path: [String]) throws -> Keychain.Store {
+    static func store(
+        _ global: GlobalOptions, path: [String], allowsPrompts: Bool = Context.allowsPrompts()
+    ) throws -> Keychain.Store {
         let environment = ProcessInfo.processInfo.environment
         let named = global.keystore ?? environment["SECURESTORE_KEYSTORE"].flatMap { $0.isEmpty ? nil : $0 }
         switch named {
         case "secret-service":
             return .secretService
         case "file":
-            return .keyFile(try keyFile(global, path: path, automatic: false))
+            return .keyFile(try keyFile(global, path: path, automatic: false, allowsPrompts: allowsPrompts))
         case "systemd":
             guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
                 throw CLIError(
@@ -34,7 +36,7 @@ enum KeyStoreChoice {
             return .systemdCredentials(directory: directory)
         case nil, "auto":
             if hasSessionBus(environment) { return .secretService }
-            return .keyFile(try keyFile(global, path: path, automatic: true))
+            return .keyFile(try keyFile(global, path: path, automatic: true, allowsPrompts: allowsPrompts))
         case let other?:
             throw UsageError(
                 "--keystore must be one of \(names.joined(separator: ", ")) (not \(UsageError.quoted(other)))",
@@ -52,27 +54,40 @@ enum KeyStoreChoice {
     }
 
     /// The key file, its passphrase from `--passphrase-fd`/SECURESTORE_PASSPHRASE_FD or the terminal.
-    static func keyFile(_ global: GlobalOptions, path: [String], automatic: Bool) throws -> KeyFile {
+    static func keyFile(
+        _ global: GlobalOptions, path: [String], automatic: Bool, allowsPrompts: Bool = Context.allowsPrompts()
+    ) throws -> KeyFile {
         let environment = ProcessInfo.processInfo.environment
         var passphrase = Passphrase.terminal
+        var fromDescriptor = false
         if let text = global.passphraseFD ?? environment["SECURESTORE_PASSPHRASE_FD"].flatMap({ $0.isEmpty ? nil : $0 }) {
             guard let fd = Int32(text), fd >= 0, fcntl(fd, F_GETFD) != -1 else {
                 throw UsageError(
                     "--passphrase-fd must name an open file descriptor (\(UsageError.quoted(text)) is not one)", path: path)
             }
             passphrase = .fileDescriptor(fd)
+            fromDescriptor = true
         }
         var timeout = Duration.seconds(600)
-        if let text = environment["SECURESTORE_CACHE_TIMEOUT"], let seconds = Int(text), seconds >= 0 {
-            timeout = .seconds(seconds)
+        if let text = environment["SECURESTORE_CACHE_TIMEOUT"], !text.isEmpty {
+            guard let seconds = UInt32(text) else {
+                throw UsageError(
+                    "SECURESTORE_CACHE_TIMEOUT must be a whole number of seconds from 0 (no cache) to 4294967295, not "
+                        + UsageError.quoted(text), path: path)
+            }
+            timeout = .seconds(Int(seconds))
         }
-        let file = KeyFile(passphrase: passphrase, sessionCacheTimeout: timeout == .zero ? nil : timeout)
-        if automatic && !file.exists {
+        // A prompt only where a person can answer it (SECURESTORE_PROMPT, a terminal on stderr); the file descriptor
+        // always; otherwise only the session cache.
+        if !fromDescriptor && !allowsPrompts { passphrase = .none }
+        let notice: @Sendable (String) -> Void = { path in
             Console.err(
-                "securestore: no D-Bus session bus here, so keys and tokens go to the key file '\(file.path)', sealed with "
-                    + "a passphrase (choose with --keystore or SECURESTORE_KEYSTORE)\n")
+                "securestore: no D-Bus session bus here, so keys and tokens go to the key file '\(path)', sealed "
+                    + "with a passphrase (choose with --keystore or SECURESTORE_KEYSTORE)\n")
         }
-        return file
+        return KeyFile(
+            passphrase: passphrase, sessionCacheTimeout: timeout == .zero ? nil : timeout,
+            willCreate: automatic ? notice : nil)
     }
 }
 

@@ -250,7 +250,7 @@ struct Context {
     init(_ invocation: Invocation, allowsPrompts: Bool = Context.allowsPrompts()) throws {
         let dataDirectory = invocation.global.dataDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         paths = try AppPaths(app: invocation.global.app, dataDirectory: dataDirectory)
-        let store = try KeyStoreChoice.store(invocation)
+        let store = try KeyStoreChoice.store(invocation, allowsPrompts: allowsPrompts)
         keychain = Keychain(
             configuration: Keychain.Configuration(
                 timeout: try Context.keychainTimeout(invocation.path), allowsPrompts: allowsPrompts, store: store))

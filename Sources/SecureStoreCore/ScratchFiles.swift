@@ -94,6 +94,9 @@ package enum ScratchFiles {
         for entry in entries {
             guard let pid = ownerPID(entry), pid != getpid(), !isRunning(pid) else { continue }
             let path = (directory.isEmpty ? "." : directory) + "/" + entry
+            // Only this user's (root sweeping /tmp must not take another user's file of the same shape).
+            var status = stat()
+            guard lstat(path, &status) == 0, status.st_uid == geteuid() else { continue }
             if isCheckFolder(entry) {
                 for inner in (try? listDirectory(path)) ?? [] { unlink(path + "/" + inner) }
                 if rmdir(path) != 0 && Errno.current != .noSuchFile { kept.append(path) }

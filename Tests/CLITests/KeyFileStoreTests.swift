@@ -112,6 +112,34 @@ import Testing
         _ = try tool(["lock"], passphrase: nil)
     }
 
+    /// Found by review: with prompts off the key file never asks on the terminal (shell completion ran with
+    /// SECURESTORE_PROMPT=never and got a passphrase prompt); a cache timeout that is not a number of seconds is a
+    /// usage error, not a crash (5000000000 trapped and left the key cached for ever); the "no D-Bus" notice comes
+    /// once, when the file is made, not on commands that never touch a key.
+    @Test func noPromptWhenPromptsAreOffAndTheCacheTimeoutIsChecked() throws {
+        let prefs = try tool(["prefs", "set", "theme", "dark"], passphrase: nil)
+        #expect(prefs.status == 0 && !prefs.stderr.contains("no D-Bus"), "\(prefs.stderr)")
+        let first = try tool(["token", "set", "api"], input: "v1")
+        #expect(first.stderr.contains("no D-Bus session bus here"), "\(first.stderr)")
+        let second = try tool(["token", "set", "--force", "api"], input: "v2")
+        #expect(second.status == 0 && !second.stderr.contains("no D-Bus"), "\(second.stderr)")
+        // A real terminal (script(1)), prompts off, no cache, no descriptor: locked at once, nothing asked.
+        var environment = try headless(cacheSeconds: 0)
+        environment["SS"] = product("securestore")
+        let completion = try run(
+            ["timeout", "20", "script", "-qec", "\"$SS\" token get api </dev/null; echo \"status=$?\"", "/dev/null"],
+            environment: environment)
+        #expect(!completion.stdout.contains("Passphrase for the key file"), "\(completion.stdout)")
+        #expect(completion.stdout.contains("may not ask its passphrase here"), "\(completion.stdout)")
+        #expect(completion.stdout.contains("status=77"), "\(completion.stdout)")
+        for bad in ["5000000000", "10m", "-1", "off"] {
+            let got = try tool(["token", "get", "api"], extra: ["SECURESTORE_CACHE_TIMEOUT": bad])
+            #expect(got.status == 64, "\(bad): \(got.stderr)")
+            #expect(got.stderr.contains("SECURESTORE_CACHE_TIMEOUT must be a whole number of seconds"), "\(got.stderr)")
+        }
+        #expect(try tool(["token", "get", "api"]).stdout == "v2")
+    }
+
     @Test func aWrongPassphraseIsRefusedAndChangesNothing() throws {
         #expect(try tool(["token", "set", "api"], input: "value-1").status == 0)
         #expect(try tool(["tasks", "add", "Keep", "me"]).status == 0)
@@ -125,7 +153,7 @@ import Testing
         // No passphrase and no terminal: locked, said how to give one.
         let none = try tool(["token", "get", "api"], passphrase: nil)
         #expect(none.status == 77)
-        #expect(none.stderr.contains("is locked and there is no terminal to ask its passphrase on; give it with --passphrase-fd N"))
+        #expect(none.stderr.contains("is locked and may not ask its passphrase here (prompts are off); give it with --passphrase-fd N"))
         #expect(try tool(["token", "get", "api"]).stdout == "value-1")
     }
 
