@@ -54,7 +54,7 @@ extension TaskList {
                     "SELECT \(TaskList.columns) FROM tasks\(clause.whereSQL)\(order.orderBySQL) LIMIT ? OFFSET ?",
                     StatementArguments(clause.arguments)
                 ) { row in
-                    try body(try TaskList.decode(row))
+                    try body(try TaskList.authenticated(TaskList.decode(row), db))
                     count += 1
                 }
             }

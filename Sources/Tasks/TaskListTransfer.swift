@@ -46,10 +46,20 @@ extension TaskList {
             // a small one for the scan keeps the peak RSS flat; the connection's own size comes back after.
             try Self.withScanCache(db) {
                 try db.forEachRow("SELECT \(Self.columns) FROM tasks\(order.orderBySQL)") { row in
-                    try body(try Self.decodeForExport(row))
+                    try body(try Self.authenticated(Self.decodeForExport(row), db))
                 }
             }
         }
+    }
+
+    /// `task`, once SQLCipher has authenticated every page it was read from. A title long enough to spill onto
+    /// overflow pages may end on a page that failed its HMAC check, which SQLCipher hands back as zeros and reports
+    /// only at the next page read (issue 21): before such a task leaves the process (a streamed listing or export
+    /// writes each task as it is read), the pending error is asked for. Short titles live inside their b-tree page,
+    /// which is checked when the cursor reaches it, so they cost nothing.
+    static func authenticated(_ task: TaskItem, _ db: Database) throws -> TaskItem {
+        if task.title.utf8.count > 900 { try db.checkPagesAuthenticated() }
+        return task
     }
 
     /// What ``importTasks(onDuplicate:batchSize:titles:progress:next:)`` does with titles.
