@@ -206,13 +206,7 @@ public final class ForeignTaskReader {
 
     /// The next line into ``lineBytes``, without its line break; false at the end.
     private func readLine() throws -> Bool {
-        lineBytes.removeAll(keepingCapacity: true)
-        line = nextLine
-        let (read, ended) = try reader.readLine(into: &lineBytes)
-        if ended { nextLine += 1 }
-        if !read { return false }
-        if lineBytes.last == 0x0D { lineBytes.removeLast() }
-        return true
+        try reader.readLine(into: &lineBytes, number: &line, next: &nextLine)
     }
 
     /// The task of the current todo.txt line, or nil for a blank line.

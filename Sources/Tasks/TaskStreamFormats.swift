@@ -333,6 +333,19 @@ final class ByteReader {
         }
     }
 
+    /// The next line into `line` (replacing it), without its line break (LF or CRLF); false at the end. `number`
+    /// becomes the line's 1-based number and `next` counts the line feeds read: the one line reader of the import
+    /// formats and sources.
+    func readLine(into line: inout [UInt8], number: inout Int, next: inout Int) throws -> Bool {
+        line.removeAll(keepingCapacity: true)
+        number = next
+        let (read, ended) = try readLine(into: &line)
+        if ended { next += 1 }
+        if !read { return false }
+        if line.last == 0x0D { line.removeLast() }
+        return true
+    }
+
     private func fill() throws -> Bool {
         while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
@@ -460,13 +473,7 @@ public final class TaskStreamReader {
 
     /// The next line into ``lineBytes``, without its line break (LF or CRLF); false at the end.
     private func readLine() throws -> Bool {
-        lineBytes.removeAll(keepingCapacity: true)
-        line = nextLine
-        let (read, ended) = try reader.readLine(into: &lineBytes)
-        if ended { nextLine += 1 }
-        if !read { return false }
-        if lineBytes.last == 0x0D { lineBytes.removeLast() }
-        return true
+        try reader.readLine(into: &lineBytes, number: &line, next: &nextLine)
     }
 
     private func readByte() throws -> UInt8? {
