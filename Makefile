@@ -5,8 +5,10 @@ HARNESS := Tests/Harness/with-keyring
 # Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
 # tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run. libssl-dev: the
 # headers of libcrypto, which SQLCipher links already; attachments take their SHA-256 digests from it.
+# keyutils (keyctl) and iproute2: the no-D-Bus pass of the suite (Tests/Harness/with-keyfile) gives the run a session
+# keyring of its own and brings up loopback in its private network namespace.
 APT_PACKAGES := libsqlcipher-dev libssl-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
-                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3 man-db
+                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3 man-db keyutils iproute2
 # Host packages `make test-debian13` needs on top (the packages inside its Debian 13 root are
 # APT_PACKAGES plus the toolchain's, listed in Tests/Harness/debian13).
 HOST_PACKAGES_DEBIAN13 := debootstrap
@@ -24,6 +26,11 @@ APT_OPTIONAL += python3-keyring
 # gnupg keep the store `token import --from pass` decrypts (TaskImportTests, TokenImportTests; skipped, saying so,
 # without them).
 APT_OPTIONAL += taskwarrior todotxt-cli pass gnupg
+# The suites that run a second time with no D-Bus at all, on the encrypted key file (issue 24): the CLI (every suite of
+# the built tool), the keyed database and the git credential helper. Tests that inspect the Secret Service itself
+# (secret-tool's view, keyring-ctl, python keyring) are skipped there, saying so.
+KEYFILE_HARNESS := Tests/Harness/with-keyfile
+KEYFILE_SUITES := CLITests|KeyedDatabase|GitCredential
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeePassXCCommandTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeePassXCCommandTests|KeyRotationApprovalTests
@@ -87,6 +94,9 @@ build-tests: deps
 test: build-tests
 	Tests/DocExamples/check-doc-examples
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
+	@echo "test: again with no D-Bus at all, on the key file ($(KEYFILE_SUITES))"
+	SECURESTORE_TOOL="$$(pwd)/.build/debug/securestore" $(KEYFILE_HARNESS) $(SWIFT) test --skip-build --no-parallel \
+	    --disable-xctest --filter '$(KEYFILE_SUITES)'
 	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
 	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \
 	    SECURESTORE_PROMPT=always $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \

@@ -4,7 +4,7 @@ import Testing
 
 /// `make bench` at a tiny size: the driver, both benchmark executables and the joined output keep working.
 /// (The real figures come from a release build: Docs/performance.md.)
-@Suite struct BenchSmokeTests {
+@Suite(.enabled(if: Harness.hasSecretService, "the benchmarks measure the tool against the Secret Service")) struct BenchSmokeTests {
     static let workloads = [
         "open", "insert", "bulk", "fetch", "count", "toggle", "launch", "keychain-get", "keychain-set",
         "prefs-load", "prefs-save", "export", "list-json", "import",

@@ -209,7 +209,7 @@ import Testing
     @Test func tokenSetAndGenerateFollowOneRuleForAnExistingName() throws {
         let app = uniqueApp()
         func lookup(_ name: String) throws -> String {
-            try run(["secret-tool", "lookup", "service", app, "account", name]).stdout
+            try StoreClient.lookup(service: app, account: name) ?? ""
         }
         #expect(try securestore(["token", "set", "gh"], app: app, input: "first").status == 0)
         for command in [["token", "set", "gh"], ["token", "generate", "gh"]] {
@@ -254,7 +254,8 @@ import Testing
         #expect(try securestore(["prefs", "get", "day"], app: app).stdout == "2026-01-01T09:00:00Z\n", "unchanged")
     }
 
-    @Test func theKeyringTimeoutHintNamesSecureStoreTimeout() throws {
+    @Test(.enabled(if: Harness.hasSecretService, "freezes the Secret Service of the harness"))
+    func theKeyringTimeoutHintNamesSecureStoreTimeout() throws {
         let app = uniqueApp()
         let bad = try securestore(["token", "list"], app: app, environment: environment(["SECURESTORE_TIMEOUT": "soon"]))
         #expect(bad.status == 64)

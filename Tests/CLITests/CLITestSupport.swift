@@ -38,13 +38,10 @@ func filesContaining(_ needle: String, under directory: String) -> [String] {
     return filesUnder(directory).filter { $0.data.range(of: bytes) != nil }.map(\.path)
 }
 
-/// The accounts of the database key items of `app` (service `<app>.database-key`), as another Secret
-/// Service client (`secret-tool search`) lists them, sorted.
+/// The accounts of the database key items of `app` (service `<app>.database-key`), as another client of the
+/// store lists them (`secret-tool search`, or the key file with no D-Bus), sorted.
 func databaseKeyAccounts(_ app: String) throws -> [String] {
-    let result = try run(["secret-tool", "search", "--all", "service", "\(app).database-key"])
-    let prefix = "attribute.account = "
-    return (result.stdout + "\n" + result.stderr).split(separator: "\n")
-        .compactMap { $0.hasPrefix(prefix) ? String($0.dropFirst(prefix.count)) : nil }.sorted()
+    try StoreClient.accounts(service: "\(app).database-key")
 }
 
 /// `path` with its directory's symbolic links resolved, as key items record it.
@@ -59,9 +56,9 @@ func currentKeyAccount(_ app: String, path: String) throws -> String? {
     return try databaseKeyAccounts(app).first { $0.hasSuffix(suffix) && $0.utf8.count == 32 + suffix.utf8.count }
 }
 
-/// The hex key of the database file at `path` as `secret-tool lookup` prints it, or "" when there is none.
+/// The hex key of the database file at `path` as another client of the store reads it (`secret-tool lookup`), or
+/// "" when there is none.
 func currentDatabaseKey(_ app: String, path: String) throws -> String {
     guard let account = try currentKeyAccount(app, path: path) else { return "" }
-    let result = try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", account])
-    return result.status == 0 ? result.stdout : ""
+    return try StoreClient.lookup(service: "\(app).database-key", account: account) ?? ""
 }

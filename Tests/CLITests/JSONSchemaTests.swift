@@ -199,18 +199,30 @@ import Testing
                 ["bash", "-c", "exec \"$0\" --json --app \(moving) --passphrase-fd 3 \"$@\" 3<\"\(passfile)\" 4<\"$NEWFILE\"",
                  product("securestore")] + arguments, environment: environment)
         }
+        // With no D-Bus (with-keyfile) there is no Secret Service to move from or to: the moves are checked by the
+        // Secret Service passes, the rest of the key file's commands here.
         try expectDocument(try keys(["keystore", "status"]), "keystore-status", checked)
-        try expectDocument(try keys(["keystore", "move", "--to", "file"]), "keystore-move", checked)
+        if Harness.hasSecretService {
+            try expectDocument(try keys(["keystore", "move", "--to", "file"]), "keystore-move", checked)
+        } else {
+            let made = try run(
+                ["bash", "-c", "exec \"$0\" --app \(moving) --passphrase-fd 3 --keystore file token set t 3<\"$PASSFILE\"",
+                 product("securestore")], input: Data("v".utf8), environment: environment)
+            #expect(made.status == 0, "\(made.stderr)")
+        }
         try expectDocument(try keys(["--keystore", "file", "keystore", "status"]), "keystore-status", checked)
         try expectDocument(try keys(["keystore", "passphrase", "--new-passphrase-fd", "4"]), "keystore-passphrase", checked)
         try expectDocument(try keys(["lock"], passfile: "$NEWFILE"), "lock", checked)
-        try expectDocument(
-            try keys(["--keystore", "file", "keystore", "move", "--to", "secret-service"], passfile: "$NEWFILE"),
-            "keystore-move", checked)
+        if Harness.hasSecretService {
+            try expectDocument(
+                try keys(["--keystore", "file", "keystore", "move", "--to", "secret-service"], passfile: "$NEWFILE"),
+                "keystore-move", checked)
+        }
         #expect(try securestore(["token", "get", "t"], app: moving).stdout == "v")
 
         // Every schema but the shared definitions was checked against a real output.
         let unchecked = Set(schemas.files.keys).subtracting(checked.files).subtracting(["common.schema.json"])
+            .subtracting(Harness.hasSecretService ? [] : ["keystore-move.schema.json"])
         #expect(unchecked.isEmpty, "no command was checked against \(unchecked.sorted())")
     }
 

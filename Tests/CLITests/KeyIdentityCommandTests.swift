@@ -16,6 +16,12 @@ func fileSnapshot(_ directory: String) -> [String: Data] {
 /// What another Secret Service client sees of the database key items of `app`: accounts, labels,
 /// secrets and modification times (so a rewrite with the same value shows too).
 func keyringSnapshot(_ app: String) throws -> String {
+    if Harness.isKeyFile {
+        // The key file: each account with its secret (a rewrite is a new file, compared by the caller).
+        return try StoreClient.accounts(service: "\(app).database-key").map {
+            "\($0) = \(try StoreClient.lookup(service: "\(app).database-key", account: $0) ?? "")"
+        }.joined(separator: "\n")
+    }
     let result = try run(["secret-tool", "search", "--all", "service", "\(app).database-key"])
     return (result.stdout + "\n" + result.stderr).split(separator: "\n").sorted().joined(separator: "\n")
 }

@@ -13,7 +13,7 @@ import Testing
     @Test func anObservedTaskCountSeesTasksAddedByTheTool() async throws {
         let app = uniqueApp()
         #expect(try securestore(["tasks", "add", "first"], app: app).status == 0)
-        let database = try KeyedDatabase(paths: try AppPaths(app: app), name: "tasks", keychain: Keychain())
+        let database = try KeyedDatabase(paths: try AppPaths(app: app), name: "tasks", keychain: StoreClient.keychain)
         let counts = database.observe(tables: ["tasks"], interval: .milliseconds(20)) { db in
             try db.scalar("SELECT count(*) FROM tasks", as: Int.self) ?? 0
         }

@@ -110,7 +110,7 @@ import Testing
             .contains("A1b2C3d4"))
     }
 
-    @Test func moveToKeychainWithALockedKeyringKeepsThePreference() throws {
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring")) func moveToKeychainWithALockedKeyringKeepsThePreference() throws {
         let app = uniqueApp()
         #expect(try securestore(["prefs", "set", "--force", "apiToken", "xoxb-123456789012-abcdefABCDEF"], app: app).status == 0)
         try Harness.keyringCtl("lock")

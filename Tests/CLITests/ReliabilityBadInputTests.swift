@@ -155,7 +155,7 @@ import Testing
     /// The database key lives in the keyring: with the Secret Service chosen and no session bus, the task
     /// commands say how to start one and create nothing; with the collection locked they exit 77 and leave the
     /// database byte-identical. (With no bus and no choice the key file is used: KeyFileStoreTests.)
-    @Test func noSessionBusOrALockedKeyringLeavesTheDatabaseAlone() throws {
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring")) func noSessionBusOrALockedKeyringLeavesTheDatabaseAlone() throws {
         let app = uniqueApp()
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = nil

@@ -41,7 +41,7 @@ import Testing
         let code = try securestore(["db", "recovery-code"], app: app).stdout
         #expect(try securestore(["db", "backup", directory.path + "/b.db"], app: app).status == 0)
         for account in try databaseKeyAccounts(app) {
-            #expect(try run(["secret-tool", "clear", "service", "\(app).database-key", "account", account]).status == 0)
+            #expect(try StoreClient.clear(service: "\(app).database-key", account: account))
         }
         let target = directory.path + "/new-machine"
 

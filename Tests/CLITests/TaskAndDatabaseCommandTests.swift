@@ -115,7 +115,7 @@ import Testing
         let path = try databasePath(app)
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
         let account = try #require(try currentKeyAccount(app, path: path))
-        #expect(try run(["secret-tool", "clear", "service", "\(app).database-key", "account", account]).status == 0)
+        #expect(try StoreClient.clear(service: "\(app).database-key", account: account))
 
         let list = try securestore(["tasks", "list"], app: app)
         #expect(list.status == 66)
@@ -139,8 +139,7 @@ import Testing
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
         let wrong = String(repeating: "ab", count: 32)
         let account = try #require(try currentKeyAccount(app, path: path))
-        #expect(try run(["secret-tool", "store", "--label=wrong", "service", "\(app).database-key", "account", account],
-            input: Data(wrong.utf8)).status == 0)
+        #expect(try StoreClient.store(wrong, service: "\(app).database-key", account: account, label: "wrong"))
         let list = try securestore(["tasks", "list"], app: app)
         #expect(list.status == 65)
         #expect(list.stderr.hasPrefix("securestore: the key stored for database 'tasks'"))
@@ -197,8 +196,7 @@ import Testing
         #expect(result.stdout.isEmpty, "no recovery code for a database that does not exist")
         let root = try #require(Harness.root)
         #expect(!FileManager.default.fileExists(atPath: root + "/data/\(app)/typo.db"))
-        #expect(try run(["secret-tool", "lookup", "service", "\(app).database-key", "account", "typo"]).status != 0,
-            "no key was made")
+        #expect(try StoreClient.lookup(service: "\(app).database-key", account: "typo") == nil, "no key was made")
         #expect(!FileManager.default.fileExists(atPath: backup))
     }
 

@@ -30,10 +30,7 @@ import Testing
     @Test func tokenNamesAndLabelsFromOtherClientsAreEscaped() throws {
         let app = uniqueApp()
         // Another client (secret-tool) stores an item under the tool's token service.
-        let stored = try run(
-            ["secret-tool", "store", "--label", "label\u{9B}31m red", "service", app, "account", "name\u{1B}]0;title\u{07}"],
-            input: Data("value".utf8))
-        #expect(stored.status == 0, "\(stored.stderr)")
+        #expect(try StoreClient.store("value", service: app, account: "name\u{1B}]0;title\u{07}", label: "label\u{9B}31m red"))
         let list = try securestore(["token", "list"], app: app)
         #expect(list.status == 0, "\(list.stderr)")
         expectNoRawControls(list.stdout)

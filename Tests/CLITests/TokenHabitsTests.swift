@@ -6,8 +6,9 @@ import Testing
 @Suite(.serialized) struct TokenHabitsTests {
     init() throws { try Harness.require() }
 
-    private func lookup(_ app: String, _ name: String) throws -> ProcessResult {
-        try run(["secret-tool", "lookup", "service", app, "account", name])
+    /// The token as another client of the store reads it; "" when there is none.
+    private func lookup(_ app: String, _ name: String) throws -> String {
+        try StoreClient.lookup(service: app, account: name) ?? ""
     }
 
     @Test func setOnATerminalAsksTwiceWithoutEchoAndStoresNothingOnAMismatch() throws {
@@ -17,16 +18,16 @@ import Testing
         #expect(stored.screen.contains("Secret for t: "))
         #expect(stored.screen.contains("Retype the secret for t: "))
         #expect(!stored.screen.contains("s3cret"), "no echo")
-        #expect(try lookup(app, "t").stdout == "s3cret-one")
+        #expect(try lookup(app, "t") == "s3cret-one")
 
         let differ = try securestoreOnTerminal(["token", "set", "--force", "t"], app: app, answers: ["s3cret-two", "s3cret-twO"])
         #expect(differ.status == 65)
         #expect(differ.screen.contains("securestore: the two entries differ; nothing was stored"))
         #expect(!differ.screen.contains("s3cret"))
-        #expect(try lookup(app, "t").stdout == "s3cret-one", "unchanged")
+        #expect(try lookup(app, "t") == "s3cret-one", "unchanged")
         let fresh = try securestoreOnTerminal(["token", "set", "new"], app: app, answers: ["a-value", "b-value"])
         #expect(fresh.status == 65)
-        #expect(try lookup(app, "new").stdout.isEmpty, "nothing stored")
+        #expect(try lookup(app, "new").isEmpty, "nothing stored")
     }
 
     @Test func replacingATokenWithForceKeepsItsLabelUnlessLabelIsGiven() throws {
@@ -34,7 +35,7 @@ import Testing
         #expect(try securestore(["token", "set", "gh", "--label", "GitHub PAT"], app: app, input: "one").status == 0)
         #expect(try securestore(["token", "set", "gh", "--force"], app: app, input: "two").status == 0)
         #expect(try securestore(["token", "list"], app: app).stdout == "gh  GitHub PAT\n")
-        #expect(try lookup(app, "gh").stdout == "two")
+        #expect(try lookup(app, "gh") == "two")
         #expect(try securestore(["token", "set", "gh", "--force", "--label", "Work"], app: app, input: "three").status == 0)
         #expect(try securestore(["token", "list"], app: app).stdout == "gh  Work\n")
     }
@@ -44,7 +45,7 @@ import Testing
         let quiet = try securestore(["token", "generate", "api"], app: app)
         #expect(quiet.status == 0)
         #expect(quiet.stdout.isEmpty && quiet.stderr.isEmpty, "never printed without --print")
-        let stored = try lookup(app, "api").stdout
+        let stored = try lookup(app, "api")
         #expect(stored.count == 32)
         #expect(stored.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) })
         #expect(try securestore(["token", "list"], app: app).stdout == "api  \(app) token api\n")
@@ -53,13 +54,13 @@ import Testing
         let exists = try securestore(["token", "generate", "api"], app: app)
         #expect(exists.status == 73)
         #expect(exists.stderr == "securestore: a token named 'api' exists; nothing was changed (hint: --force replaces it)\n")
-        #expect(try lookup(app, "api").stdout == before)
+        #expect(try lookup(app, "api") == before)
 
         let printed = try securestore(["token", "generate", "api", "--force", "--length", "64", "--charset", "hex", "--print"], app: app)
         #expect(printed.status == 0)
         #expect(printed.stdout.count == 64)
         #expect(printed.stdout.allSatisfy { "0123456789abcdef".contains($0) })
-        #expect(try lookup(app, "api").stdout == printed.stdout)
+        #expect(try lookup(app, "api") == printed.stdout)
         #expect(printed.stdout != before)
 
         // 4096 decimal digits: each digit about 410 times (an unbiased draw; far outside these bounds is a bug).
@@ -78,7 +79,7 @@ import Testing
             "securestore: unknown --charset 'emoji' (one of: alnum, alpha, digits, hex, base64url, graph)\n"))
         #expect(try securestore(["token", "generate", "x", "--length", "0"], app: app).status == 64)
         #expect(try securestore(["token", "generate", "x", "--length", "4097"], app: app).status == 64)
-        #expect(try lookup(app, "x").stdout.isEmpty)
+        #expect(try lookup(app, "x").isEmpty)
     }
 
     @Test func listFiltersByPatternOrPrefix() throws {

@@ -19,7 +19,7 @@ private func write(_ text: String, to path: String) throws {
     init() throws { try Harness.require() }
 
     private func lookup(_ app: String, _ name: String) throws -> String {
-        try run(["secret-tool", "lookup", "service", app, "account", name]).stdout
+        try StoreClient.lookup(service: app, account: name) ?? ""
     }
 
     private func list(_ app: String) throws -> String {

@@ -47,7 +47,7 @@ import Testing
     }
 
     @Test func theKeychainAnswersAsyncCallers() async throws {
-        let keychain = Keychain()
+        let keychain = StoreClient.keychain
         let service = uniqueService()
         try await keychain.set("async value", service: service, account: "a", label: "async")
         #expect(try await keychain.string(service: service, account: "a") == "async value")

@@ -8,6 +8,13 @@ import SecureStore
 import TestSupport
 import Testing
 
+/// The keychain of this run's store: the Secret Service of the harness, or (with-keyfile, no D-Bus) the key file
+/// unlocked from the session keyring, never asking.
+func kdKeychainConfiguration() -> Keychain.Configuration {
+    guard Harness.isKeyFile else { return .init(allowsPrompts: Harness.isKeePassXC) }
+    return StoreClient.keyFileConfiguration
+}
+
 /// One test's world: a unique application name (so keychain items never meet another test's), a
 /// throw-away data directory, and the real keyring of the harness.
 final class KDFixture {
@@ -15,7 +22,8 @@ final class KDFixture {
     let directory: URL
     let paths: AppPaths
     /// Under KeePassXC this process must be approved for keys other processes stored (the stand-in user does).
-    let keychain = Keychain(configuration: .init(allowsPrompts: Harness.isKeePassXC))
+    /// With no D-Bus (with-keyfile), the key file whose key the harness left in the session keyring.
+    let keychain = Keychain(configuration: kdKeychainConfiguration())
     let name = "tasks"
 
     init(sourceLocation: SourceLocation = #_sourceLocation) throws {
@@ -62,8 +70,7 @@ final class KDFixture {
     /// names another item.
     func storedHex(account: String? = nil) throws -> String? {
         guard let account = try account ?? currentAccount() else { return nil }
-        let result = try kdRun(["secret-tool", "lookup", "service", service, "account", account])
-        return result.status == 0 ? result.stdout : nil
+        return try StoreClient.lookup(service: service, account: account)
     }
 
     /// Deletes the current key item of the database (as a lost keyring would).

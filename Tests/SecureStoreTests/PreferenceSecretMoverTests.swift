@@ -65,7 +65,7 @@ import Testing
 @Suite(.serialized) struct PreferenceSecretMoverRaceTests {
     init() throws { try Harness.require() }
 
-    @Test func aValueChangedDuringTheMoveIsKeptAndTheMoveIsRefused() throws {
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring")) func aValueChangedDuringTheMoveIsKeptAndTheMoveIsRefused() throws {
         let directory = try TemporaryDirectory()
         let location = try PreferencesLocation(directory: directory.url)
         let preferences = try Preferences(location: location)

@@ -4,6 +4,7 @@ import Foundation
 import Keychain
 import SecureStore
 import Tasks
+import TestSupport
 import Testing
 
 /// A task list in a fresh encrypted file under a temporary directory, removed when released.
@@ -86,7 +87,7 @@ final class TLKeyedStore {
             "run the tests inside Tests/Harness/with-keyring, never against your own keyring",
             sourceLocation: sourceLocation)
         // Under KeePassXC this process must be approved for keys other processes stored.
-        keychain = Keychain(configuration: .init(allowsPrompts: environment["SECURESTORE_PROVIDER"] == "keepassxc"))
+        keychain = StoreClient.keychain
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(app, isDirectory: true)
         database = try KeyedDatabase(
             paths: try AppPaths(app: app, dataDirectory: directory), name: "tasks", keychain: keychain)

@@ -15,6 +15,23 @@ public enum Harness {
     public static var isGnomeKeyring: Bool { provider == "gnome-keyring" }
     /// Whether this run talks to KeePassXC, which `keepassxc-ctl` controls.
     public static var isKeePassXC: Bool { provider == "keepassxc" }
+    /// Whether this run has no D-Bus at all (Tests/Harness/with-keyfile): keys and tokens go to the encrypted key
+    /// file, whose key the harness left in this run's session keyring.
+    public static var isKeyFile: Bool { provider == "keyfile" }
+    /// Unlocks the key file again after a test ran `securestore lock` (with-keyfile only; the passphrase the harness
+    /// chose is in its throw-away folder), as the person types the passphrase once more. A no-op elsewhere.
+    public static func unlockKeyFile() throws {
+        guard isKeyFile, let root, let tool = ProcessInfo.processInfo.environment["SECURESTORE_TOOL"] else { return }
+        let result = try run([
+            "/bin/sh", "-c", "exec \"$0\" --app securestore-harness --passphrase-fd 3 keystore status 3<\"$1\"", tool,
+            root + "/passphrase",
+        ])
+        if result.status != 0 { throw HarnessFailure(description: "unlocking the key file failed: \(result.stderr)") }
+    }
+
+    /// Whether a Secret Service answers in this run (not with-keyfile): tests that inspect the Secret Service itself
+    /// (secret-tool, keyring-ctl, prompts) need one.
+    public static var hasSecretService: Bool { !isKeyFile }
 
     /// Whether KeePassXC runs with its access and delete confirmations off (SECURESTORE_KEEPASSXC_CONFIRM=off).
     public static var keepassxcConfirmationsOff: Bool {

@@ -4,5 +4,10 @@ import Foundation
 import Keychain
 
 func stressKeychain() -> Keychain {
-    Keychain(configuration: Keychain.Configuration(allowsPrompts: ProcessInfo.processInfo.environment["SECURESTORE_PROMPT"] == "always"))
+    let environment = ProcessInfo.processInfo.environment
+    // With no D-Bus (Tests/Harness/with-keyfile): the key file, its key from the session keyring the harness filled.
+    if environment["SECURESTORE_PROVIDER"] == "keyfile" {
+        return Keychain(configuration: .init(store: .keyFile(KeyFile(passphrase: .none, sessionCacheTimeout: .seconds(14400)))))
+    }
+    return Keychain(configuration: Keychain.Configuration(allowsPrompts: environment["SECURESTORE_PROMPT"] == "always"))
 }
