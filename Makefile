@@ -5,10 +5,13 @@ HARNESS := Tests/Harness/with-keyring
 # Debian packages: the two libraries we link, the keyring and bus the tests talk to, and the reference
 # tools (secret-tool, sqlcipher, sqlite3, git) the interoperability tests and the demo run. libssl-dev: the
 # headers of libcrypto, which SQLCipher links already; attachments take their SHA-256 digests from it.
+# curl, xz-utils, make, gcc, zlib1g-dev: git's own credential-helper test (t0303) comes from Debian's source of the
+# installed git, whose test tool is built once (Tests/Harness/git-credential-suite).
 # keyutils (keyctl) and iproute2: the no-D-Bus pass of the suite (Tests/Harness/with-keyfile) gives the run a session
 # keyring of its own and brings up loopback in its private network namespace.
 APT_PACKAGES := libsqlcipher-dev libssl-dev libsecret-1-dev gnome-keyring libsecret-tools sqlcipher dbus \
-                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3 man-db keyutils iproute2
+                libglib2.0-bin sqlite3 libsqlite3-dev git pkg-config python3 man-db keyutils iproute2 \
+                curl xz-utils make gcc zlib1g-dev
 # Host packages `make test-debian13` needs on top (the packages inside its Debian 13 root are
 # APT_PACKAGES plus the toolchain's, listed in Tests/Harness/debian13).
 HOST_PACKAGES_DEBIAN13 := debootstrap
@@ -94,9 +97,13 @@ build-tests: deps
 test: build-tests
 	Tests/DocExamples/check-doc-examples
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
-	@echo "test: again with no D-Bus at all, on the key file ($(KEYFILE_SUITES))"
+	@echo "test: git's own credential-helper test (t0303) on the Secret Service"
+	$(HARNESS) Tests/Harness/git-credential-suite .build/debug/securestore
+	@echo "test: again with no D-Bus at all, on the key file ($(KEYFILE_SUITES), then git's t0303)"
 	SECURESTORE_TOOL="$$(pwd)/.build/debug/securestore" $(KEYFILE_HARNESS) $(SWIFT) test --skip-build --no-parallel \
 	    --disable-xctest --filter '$(KEYFILE_SUITES)'
+	SECURESTORE_TOOL="$$(pwd)/.build/debug/securestore" $(KEYFILE_HARNESS) Tests/Harness/git-credential-suite \
+	    .build/debug/securestore
 	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
 	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \
 	    SECURESTORE_PROMPT=always $(KEEPASSXC_HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest \

@@ -101,6 +101,43 @@ import Testing
             .isEmpty, "no temporary file left")
     }
 
+    /// The key file (issue 24) on a full disk: a token that does not fit is exit 74 naming the key file, which stays
+    /// byte-identical with every item it had; no temporary file is left.
+    @Test func aFullDiskUnderTheKeyFileExits74AndKeepsEveryItem() throws {
+        guard let mount = try mountTmpfs(size: "64k") else { return }
+        defer { unmount(mount) }
+        let app = uniqueApp()
+        let work = try TemporaryDirectory()
+        let passphrase = work.path + "/key-file-passphrase"
+        try "full disk passphrase\n".write(toFile: passphrase, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_DATA_HOME"] = mount
+        environment["SECURESTORE_CACHE_TIMEOUT"] = "0"
+        func keyFile(_ arguments: [String], input: String) throws -> ProcessResult {
+            try run(
+                ["bash", "-c", "exec \"$0\" --app \(app) --keystore file --passphrase-fd 3 \"$@\" 3<'\(passphrase)'",
+                 product("securestore")] + arguments, input: Data(input.utf8), environment: environment)
+        }
+        #expect(try keyFile(["token", "set", "kept"], input: "kept-value").status == 0)
+        let file = mount + "/securestore/keys.sealed"
+        let before = try Data(contentsOf: URL(fileURLWithPath: file))
+        #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
+        let filler = FileHandle(forWritingAtPath: mount + "/filler")
+        for _ in 0..<64 { try? filler?.write(contentsOf: Data(count: 4096)) }
+        try? filler?.close()
+
+        let full = try keyFile(["token", "set", "big"], input: String(repeating: "y", count: 6000))
+        #expect(full.status == 74, "\(full.stderr)")
+        #expect(full.stderr.hasPrefix("securestore: cannot write the key file '\(file)': "), "\(full.stderr)")
+        #expect(full.stderr.hasSuffix("; it is unchanged\n"), "\(full.stderr)")
+        #expect(!full.stderr.contains("yyyy"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mount + "/securestore").filter { $0 != "keys.sealed" }
+            .allSatisfy { !$0.contains(".tmp-") }, "no temporary file left")
+        #expect(try keyFile(["token", "get", "kept"], input: "").stdout == "kept-value")
+        #expect(try keyFile(["token", "get", "big"], input: "").status == 66)
+    }
+
     /// Issue 21's full-disk run on a 24 MiB tmpfs: a failed attach gives its chunks back (so a later attach fits),
     /// a disk full to the last block says what to free instead of "disk I/O error" and changes nothing, `db info`
     /// says how much of the attachments file no attachment uses.
