@@ -101,6 +101,43 @@ import Testing
             .isEmpty, "no temporary file left")
     }
 
+    /// Side files left by a writer that was killed, on a full disk (issue 21's check of a leftover -wal needs a copy):
+    /// the check goes to the temporary directory and the count is read; with TMPDIR full too, exit 74 says how much to
+    /// free and where, and no file changes.
+    @Test func leftoverSideFilesOnAFullDiskAreCheckedInTheTemporaryDirectoryOrTheErrorSaysWhatToFree() throws {
+        guard let mount = try mountTmpfs(size: "3m") else { return }
+        defer { unmount(mount) }
+        let app = uniqueApp()
+        let data = mount + "/data/\(app)"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let pid = try rlSpawn([stressExecutable, "soak", "tasks", data, app, mount + "/soak.log"])
+        for _ in 0..<100 where !FileManager.default.fileExists(atPath: data + "/tasks.db-shm") { usleep(20_000) }
+        usleep(300_000)
+        rlKill(pid)
+        try #require(FileManager.default.fileExists(atPath: data + "/tasks.db-wal"), "the killed writer left its -wal")
+        #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
+        let filler = FileHandle(forWritingAtPath: mount + "/filler")
+        for _ in 0..<800 { try? filler?.write(contentsOf: Data(count: 4096)) }
+        try? filler?.close()
+        let names = ["tasks.db", "tasks.db-wal", "tasks.db-shm"]
+
+        let counted = try securestore(["--data-dir", data, "tasks", "count"], app: app)
+        #expect(counted.status == 0, "checked in the temporary directory: \(counted.stderr)")
+        #expect(Int(counted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 0, "\(counted.stdout)")
+
+        let fullTemporary = mount + "/tmp"
+        try FileManager.default.createDirectory(atPath: fullTemporary, withIntermediateDirectories: false)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = fullTemporary
+        let unchecked = names.map { rlContents(data + "/" + $0) }
+        let refused = try securestore(["--data-dir", data, "tasks", "count"], app: app, environment: environment)
+        #expect(refused.status == 74, "\(refused.stderr)")
+        #expect(refused.stderr.hasPrefix("securestore: the disk is full: '\(data)/tasks.db' has '\(data)/tasks.db-wal'"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("in '\(data)' or in the temporary directory '\(fullTemporary)/' (TMPDIR) and try again; nothing was changed"),
+            "\(refused.stderr)")
+        #expect(names.map { rlContents(data + "/" + $0) } == unchecked, "no file changed")
+    }
+
     /// The key file (issue 24) on a full disk: a token that does not fit is exit 74 naming the key file, which stays
     /// byte-identical with every item it had; no temporary file is left.
     @Test func aFullDiskUnderTheKeyFileExits74AndKeepsEveryItem() throws {
