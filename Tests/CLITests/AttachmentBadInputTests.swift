@@ -58,11 +58,8 @@ import Testing
         #expect(try sha256(copy) == hash)
     }
 
-    @Test func aFullDiskMidAttachExits74WithOneLineAndChangesNoFile() throws {
-        guard getuid() == 0 else {
-            print("skipped: mounting a tmpfs needs root, and this test runs as uid \(getuid())")
-            return
-        }
+    @Test(.enabled(if: Prerequisites.isRoot, "mounting a tmpfs needs root"))
+    func aFullDiskMidAttachExits74WithOneLineAndChangesNoFile() throws {
         let scratch = try TemporaryDirectory()
         let mount = scratch.path + "/small"
         try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)

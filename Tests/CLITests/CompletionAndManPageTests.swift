@@ -9,10 +9,7 @@ import Testing
 private let tree = Command(name: "securestore", abstract: "test", subcommands: commandTree())
 
 /// Whether `program` is on PATH.
-private func installed(_ program: String) -> Bool {
-    (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        .contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }
-}
+private func installed(_ program: String) -> Bool { Prerequisites.installed(program) }
 
 /// Writes `text` to a file in `directory` and returns its path.
 private func write(_ text: String, _ name: String, in directory: TemporaryDirectory) throws -> String {
@@ -134,11 +131,8 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
 
     /// zsh's completion system needs a terminal; its three functions the script calls are replaced by ones that
     /// print what they were given, and the script's function is called with `words` and `CURRENT` set as zsh sets them.
-    @Test func zshCompletesCommandsAndOptions() throws {
-        guard installed("zsh") else {
-            print("SKIPPED: zsh completion: zsh is not installed ('make deps' installs it)")
-            return
-        }
+    @Test(.enabled(if: Prerequisites.installed("zsh"), "zsh is not installed ('make deps' installs it)"))
+    func zshCompletesCommandsAndOptions() throws {
         let directory = try TemporaryDirectory()
         let path = try write(try securestore(["completion", "zsh"]).stdout, "_securestore", in: directory)
         let program = #"""
@@ -166,11 +160,8 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(replies[4] == "files ")
     }
 
-    @Test func fishCompletesCommandsAndOptions() throws {
-        guard installed("fish") else {
-            print("SKIPPED: fish completion: fish is not installed ('make deps' installs it)")
-            return
-        }
+    @Test(.enabled(if: Prerequisites.installed("fish"), "fish is not installed ('make deps' installs it)"))
+    func fishCompletesCommandsAndOptions() throws {
         let directory = try TemporaryDirectory()
         let path = try write(try securestore(["completion", "fish"]).stdout, "securestore.fish", in: directory)
         let result = try run([

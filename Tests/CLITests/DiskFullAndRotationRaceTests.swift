@@ -4,7 +4,8 @@ import Testing
 
 /// A full disk and two rotations at once, for real: a small tmpfs mounted by the test (root only) and two
 /// `securestore` processes.
-@Suite(.serialized) struct DiskFullAndRotationRaceTests {
+@Suite(.serialized, .enabled(if: Prerequisites.isRoot, "mounting a tmpfs needs root"))
+struct DiskFullAndRotationRaceTests {
     init() throws { try Harness.require() }
 
     /// A plaintext SQLite database of about `kilobytes` KiB (python3's sqlite3, another real client).
@@ -18,12 +19,8 @@ import Testing
         #expect(try run(["python3", "-c", script, path, String(kilobytes)]).status == 0)
     }
 
-    /// Mounts a tmpfs of `size` (e.g. `1m`) at a new directory; nil (with the reason printed) when not root.
-    private func mountTmpfs(size: String) throws -> String? {
-        guard getuid() == 0 else {
-            print("skipped: mounting a tmpfs needs root, and this test runs as uid \(getuid())")
-            return nil
-        }
+    /// Mounts a tmpfs of `size` (e.g. `1m`) at a new directory (the suite runs as root only).
+    private func mountTmpfs(size: String) throws -> String {
         let directory = NSTemporaryDirectory() + "securestore-full-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
         let mounted = try run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", directory])
@@ -41,7 +38,7 @@ import Testing
     }
 
     @Test func aFullDiskDuringRotationAndBackupExits74NamingTheFileAndChangesNothing() throws {
-        guard let mount = try mountTmpfs(size: "1m") else { return }
+        let mount = try mountTmpfs(size: "1m")
         defer { unmount(mount) }
         let app = uniqueApp()
         let work = NSTemporaryDirectory() + "securestore-plain-\(UUID().uuidString.prefix(8))"
@@ -77,7 +74,7 @@ import Testing
     }
 
     @Test func aFullDiskUnderThePreferencesExits74NamingTheFileAndKeepsTheOldValues() throws {
-        guard let mount = try mountTmpfs(size: "64k") else { return }
+        let mount = try mountTmpfs(size: "64k")
         defer { unmount(mount) }
         let app = uniqueApp()
         var environment = ProcessInfo.processInfo.environment
@@ -102,10 +99,10 @@ import Testing
     }
 
     /// Side files left by a writer that was killed, on a full disk (issue 21's check of a leftover -wal needs a copy):
-    /// the check goes to the temporary directory and the count is read; with TMPDIR full too, exit 74 says how much to
-    /// free and where, and no file changes.
+    /// with TMPDIR full too, exit 74 says how much to free and where, and no file changes; with room in TMPDIR the
+    /// check goes there and the count is read.
     @Test func leftoverSideFilesOnAFullDiskAreCheckedInTheTemporaryDirectoryOrTheErrorSaysWhatToFree() throws {
-        guard let mount = try mountTmpfs(size: "3m") else { return }
+        let mount = try mountTmpfs(size: "3m")
         defer { unmount(mount) }
         let app = uniqueApp()
         let data = mount + "/data/\(app)"
@@ -121,10 +118,6 @@ import Testing
         try? filler?.close()
         let names = ["tasks.db", "tasks.db-wal", "tasks.db-shm"]
 
-        let counted = try securestore(["--data-dir", data, "tasks", "count"], app: app)
-        #expect(counted.status == 0, "checked in the temporary directory: \(counted.stderr)")
-        #expect(Int(counted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 0, "\(counted.stdout)")
-
         let fullTemporary = mount + "/tmp"
         try FileManager.default.createDirectory(atPath: fullTemporary, withIntermediateDirectories: false)
         var environment = ProcessInfo.processInfo.environment
@@ -136,12 +129,17 @@ import Testing
         #expect(refused.stderr.contains("in '\(data)' or in the temporary directory '\(fullTemporary)/' (TMPDIR) and try again; nothing was changed"),
             "\(refused.stderr)")
         #expect(names.map { rlContents(data + "/" + $0) } == unchecked, "no file changed")
+        // With the temporary directory usable again, the check runs there and the count is read (the close may then
+        // replay the -wal into the file).
+        let counted = try securestore(["--data-dir", data, "tasks", "count"], app: app)
+        #expect(counted.status == 0, "checked in the temporary directory: \(counted.stderr)")
+        #expect(Int(counted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 0, "\(counted.stdout)")
     }
 
     /// The key file (issue 24) on a full disk: a token that does not fit is exit 74 naming the key file, which stays
     /// byte-identical with every item it had; no temporary file is left.
     @Test func aFullDiskUnderTheKeyFileExits74AndKeepsEveryItem() throws {
-        guard let mount = try mountTmpfs(size: "64k") else { return }
+        let mount = try mountTmpfs(size: "64k")
         defer { unmount(mount) }
         let app = uniqueApp()
         let work = try TemporaryDirectory()
@@ -179,7 +177,7 @@ import Testing
     /// a disk full to the last block says what to free instead of "disk I/O error" and changes nothing, `db info`
     /// says how much of the attachments file no attachment uses.
     @Test func aFullDiskNeverKeepsTheSpaceOfAFailedAttachAndSaysWhatToFree() throws {
-        guard let mount = try mountTmpfs(size: "24m") else { return }
+        let mount = try mountTmpfs(size: "24m")
         defer { unmount(mount) }
         let app = uniqueApp()
         let data = mount + "/data"

@@ -93,12 +93,11 @@ import Testing
 
     /// Docs/keychain.md: python keyring's get_password does not find our tokens, but get_credential(service, None)
     /// returns one of them (whichever the keyring lists first); its items are not ours.
-    @Test(.enabled(if: Harness.hasSecretService, "python keyring reads the Secret Service")) func pythonKeyringSeesATokenThroughGetCredentialOnly() throws {
+    @Test(
+        .enabled(if: Harness.hasSecretService, "python keyring reads the Secret Service"),
+        .enabled(if: Prerequisites.hasPythonKeyring, "python3-keyring is not installed ('make deps' installs it)"))
+    func pythonKeyringSeesATokenThroughGetCredentialOnly() throws {
         let python = "/usr/bin/python3"
-        guard try run([python, "-c", "import keyring"]).status == 0 else {
-            print("SKIPPED: python keyring: python3-keyring is not installed ('make deps' installs it)")
-            return
-        }
         let app = uniqueApp()
         #expect(try securestore(["token", "set", "github"], app: app, input: "ghp_python_sees_this").status == 0)
         defer { _ = try? securestore(["token", "delete", "github"], app: app) }

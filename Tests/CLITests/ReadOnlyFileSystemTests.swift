@@ -17,11 +17,8 @@ import Testing
         (try? run([program] + arguments).status) == 0
     }
 
-    @Test func readersWorkAndWritersFailWith77() throws {
-        guard getuid() == 0 else {
-            print("SKIPPED ReadOnlyFileSystemTests: mounting a read-only bind mount needs root")
-            return
-        }
+    @Test(.enabled(if: Prerequisites.isRoot, "a read-only bind mount needs root"))
+    func readersWorkAndWritersFailWith77() throws {
         let app = uniqueApp()
         let root = try #require(Harness.root)
         #expect(try securestore(["tasks", "add", "still readable"], app: app).status == 0)
@@ -33,10 +30,7 @@ import Testing
             _ = run2("/bin/umount", [data])
             _ = run2("/bin/umount", [config])
         }
-        guard bindReadOnly(data), bindReadOnly(config) else {
-            print("SKIPPED ReadOnlyFileSystemTests: this system refuses a read-only bind mount")
-            return
-        }
+        try #require(bindReadOnly(data) && bindReadOnly(config), "this system refuses a read-only bind mount")
         let list = try securestore(["tasks", "list"], app: app)
         #expect(list.status == 0, "\(list.stderr)")
         #expect(list.stdout.contains("still readable"))

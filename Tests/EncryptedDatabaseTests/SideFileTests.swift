@@ -256,11 +256,8 @@ func resealWAL(_ path: String) throws {
         #expect(own.isEmpty, "this process's own check copy is removed when the check ends")
     }
 
-    @Test func onAReadOnlyFileSystemAFileOpensAndACommittedLogIsRefused() throws {
-        guard getuid() == 0 else {
-            print("SKIPPED onAReadOnlyFileSystem…: a read-only bind mount needs root")
-            return
-        }
+    @Test(.enabled(if: Prerequisites.isRoot, "a read-only bind mount needs root"))
+    func onAReadOnlyFileSystemAFileOpensAndACommittedLogIsRefused() throws {
         // A clean database opens (read-only, as immutable: no -shm can be made there).
         let clean = try makeItemDatabase(directory.file("clean.db"), key: try testKey(), titles: ["one"])
         try clean.close()
@@ -270,12 +267,10 @@ func resealWAL(_ path: String) throws {
         let (path, folder) = try isolate(image)
         defer { for mountPoint in [cleanFolder, folder] { _ = try? TestSupport.run(["/bin/umount", mountPoint]) } }
         for mountPoint in [cleanFolder, folder] {
-            guard try TestSupport.run(["/bin/mount", "--bind", mountPoint, mountPoint]).status == 0,
-                try TestSupport.run(["/bin/mount", "-o", "remount,ro,bind", mountPoint]).status == 0
-            else {
-                print("SKIPPED onAReadOnlyFileSystem…: this system refuses a read-only bind mount")
-                return
-            }
+            try #require(
+                try TestSupport.run(["/bin/mount", "--bind", mountPoint, mountPoint]).status == 0
+                    && TestSupport.run(["/bin/mount", "-o", "remount,ro,bind", mountPoint]).status == 0,
+                "this system refuses a read-only bind mount")
         }
         let before = try snapshot(folder)
 

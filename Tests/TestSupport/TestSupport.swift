@@ -291,3 +291,21 @@ public final class TemporaryDirectory: @unchecked Sendable {
 
     deinit { try? FileManager.default.removeItem(at: url) }
 }
+
+/// What a test needs of the machine, for `.enabled(if:)` traits that say why a test did not run (never a test that
+/// prints "skipped" and passes).
+public enum Prerequisites {
+    /// Whether this process runs as root: mounting a tmpfs or a read-only bind mount needs it.
+    public static var isRoot: Bool { getuid() == 0 }
+
+    /// Whether `program` is an executable on PATH.
+    public static func installed(_ program: String) -> Bool {
+        (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+            .contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }
+    }
+
+    /// Whether Debian's python3-keyring is installed (python keyring's view of our tokens).
+    public static var hasPythonKeyring: Bool {
+        (try? run(["/usr/bin/python3", "-c", "import keyring"]).status) == 0
+    }
+}
