@@ -389,7 +389,7 @@ public struct TaskList: Sendable {
     static func count(_ db: Database, _ filter: Filter) throws -> Int {
         let clause = TaskListClause(filter)
         if clause.matchesNothing { return 0 }
-        if filter.search == nil {
+        if !filter.searchesTitles {
             let counts = try counts(db)
             switch filter.status {
             case .all: return counts.total

@@ -26,11 +26,20 @@ extension TaskList {
         /// themselves. Case is ignored for ASCII letters only (SQLite's `LIKE`): `a` finds `A`, but `é` does
         /// not find `É` and `ß` does not find `SS`.
         public var titleContains: String?
+        /// When set and not empty, only tasks whose title holds, for every word of this text, a word that
+        /// begins with it, in any order (`"pay ren"` finds "Pay the rent"): the full-text index, which answers
+        /// without reading every task. A word is a run of letters and digits; case and diacritics are ignored
+        /// in every script (`e` finds `É`). Text with no word in it (`"%!"`) matches no task. Unlike
+        /// ``titleContains``, it finds words by their beginning, not any substring: `"ent"` does not find
+        /// "rent" (Docs/tasks.md, "Searching").
+        public var titleMatches: String?
 
-        /// A filter on `status` and, when given, title text.
-        public init(status: Status = .all, titleContains: String? = nil) {
+        /// A filter on `status` and, when given, title text (a substring, ``titleContains``) or words
+        /// (``titleMatches``).
+        public init(status: Status = .all, titleContains: String? = nil, titleMatches: String? = nil) {
             self.status = status
             self.titleContains = titleContains
+            self.titleMatches = titleMatches
         }
 
         /// Every task.
@@ -45,6 +54,15 @@ extension TaskList {
             guard let text = titleContains, !text.isEmpty else { return nil }
             return text
         }
+
+        /// The words to search for, or `nil` when the filter does not search words.
+        var words: String? {
+            guard let text = titleMatches, !text.isEmpty else { return nil }
+            return text
+        }
+
+        /// Whether the filter looks at titles (so counting needs more than the stored counts).
+        var searchesTitles: Bool { search != nil || words != nil }
     }
 
     /// The order of a listing: by creation date, ties broken by ID, so the order is total and stable.
@@ -111,6 +129,14 @@ struct TaskListClause {
             }
             conditions.append("title LIKE ? ESCAPE '\\'")
             arguments.append("%" + TaskListClause.escapeLike(text) + "%")
+        }
+        if let words = filter.words {
+            if let pattern = FullTextPattern(matchingAllPrefixesIn: words) {
+                conditions.append(TaskList.searchIndex.conditionSQL)
+                arguments.append(pattern.text(for: TaskList.searchIndex.engine))
+            } else {
+                matchesNothing = true
+            }
         }
     }
 

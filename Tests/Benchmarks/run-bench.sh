@@ -96,3 +96,9 @@ END {
 echo
 echo "# pool vs queue: $bin/securestore-bench pool ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
 "$bin/securestore-bench" pool "$work/pool" "${pass[@]}" | { grep '^POOL ' || true; }
+
+# The task list's word search (full-text index) against the LIKE scan it replaced, interleaved pairs on 1M tasks;
+# `ratio` is the median of the per-pair ratios fts/like (Docs/performance.md, "Search").
+echo
+echo "# search: $bin/securestore-bench search ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+"$bin/securestore-bench" search "$work/search" "${pass[@]}" | { grep -E '^(SEARCH|INFO) ' || true; }

@@ -433,7 +433,7 @@ do {
     switch (arguments.first, arguments.count) {
     case ("schema", 1):
         // The task list's schema, for the baseline (one source of truth: the Tasks module).
-        print(TaskList.createSQL)
+        print(TaskList.schemaSQL)
     case ("run", 2):
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
         try ProjectBench(directory: arguments[1], options: options).run()
@@ -453,6 +453,9 @@ do {
         try recordsChild(arguments[1], arguments[2], arguments[3], Int(arguments[4]) ?? 0)
     case ("prefs-load-child", 3):
         try prefsLoadChild(arguments[1], arguments[2])
+    case ("search", 2):
+        try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+        try SearchBench(directory: arguments[1], options: options).run()
     case ("pool", 2):
         // DatabasePool against DatabaseQueue, interleaved pairs (PoolBench.swift).
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
