@@ -141,7 +141,9 @@ public struct TaskList: Sendable {
     /// - Throws: ``SecureStoreError/invalidArgument`` naming the first bad task; the database is unchanged.
     @discardableResult
     public func insert(_ tasks: some Sequence<TaskItem>) throws -> Int {
-        try database.write { db in
+        // A batch of some size defers its indexing to one statement at the end (TaskListSchema.swift).
+        let defers = !(1..<64).contains(tasks.underestimatedCount)
+        return try database.write { db in try Self.maybeDeferringIndexing(db, defers) {
             let statement = try db.cachedStatement(Self.insertSQL)
             var count = 0
             for task in tasks {
@@ -160,7 +162,7 @@ public struct TaskList: Sendable {
                 count += 1
             }
             return count
-        }
+        } }
     }
 
     // MARK: Reading
@@ -358,6 +360,11 @@ public struct TaskList: Sendable {
 
     private static func notFound(_ id: UUID) -> SecureStoreError {
         SecureStoreError(SecureStoreError.Code.notFound, "no task has the ID \(id.uuidString.lowercased())")
+    }
+
+    /// Runs `body` inside ``Database/deferringFullTextIndexing(_:_:)`` of the search index when `defers`.
+    static func maybeDeferringIndexing<T>(_ db: Database, _ defers: Bool, _ body: () throws -> T) throws -> T {
+        defers ? try db.deferringFullTextIndexing(searchIndex, body) : try body()
     }
 
     static func checkPaging(offset: Int, limit: Int) throws {

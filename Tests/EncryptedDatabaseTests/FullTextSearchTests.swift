@@ -148,6 +148,58 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
         #expect(all == 5, "operators typed by a person are words")
     }
 
+    /// A bulk insert with the index's trigger deferred indexes every row, through updates and deletes made in the
+    /// same body, on both kinds of table; the trigger is back afterwards, and a failed body leaves all as before.
+    @Test(arguments: [false, true])
+    func deferredIndexingIndexesEveryInsertedRow(_ withoutRowid: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("a.db"), key: try testKey())
+        let index =
+            withoutRowid
+            ? FullTextIndex(name: "s", table: "t", columns: ["text"], key: ["code"])
+            : FullTextIndex(name: "s", table: "t", columns: ["text"])
+        try queue.write { db in
+            try db.execute("CREATE TABLE t (code TEXT PRIMARY KEY NOT NULL, text TEXT NOT NULL)" + (withoutRowid ? " WITHOUT ROWID" : ""))
+            try db.execute("INSERT INTO t VALUES ('before', 'old words')")
+            try db.create(fullTextIndex: index)
+        }
+        let schema = { try queue.read { db in try db.fetch("SELECT name, coalesce(sql, '') FROM sqlite_master ORDER BY name") { "\(try $0.string(at: 0)) \(try $0.string(at: 1))" } } }
+        let before = try schema()
+        try queue.write { db in
+            try db.deferringFullTextIndexing(index) {
+                for n in 0..<500 { try db.execute("INSERT INTO t VALUES (?, ?)", ["c\(n)", "bulk word\(n)"]) }
+                try db.execute("UPDATE t SET text = 'renamed' WHERE code = 'c7'")
+                try db.execute("DELETE FROM t WHERE code = 'c8'")
+                try db.execute("UPDATE t SET text = 'new words' WHERE code = 'before'")
+            }
+        }
+        #expect(try schema() == before, "the trigger is back, nothing else is left")
+        func codes(_ text: String) throws -> [String] {
+            let pattern = try #require(FullTextPattern(matchingAllPrefixesIn: text))
+            return try queue.read { db in
+                try db.fetch("SELECT code FROM t WHERE \(index.conditionSQL) ORDER BY code", [pattern.text(for: .fts4)]) { try $0.string(at: 0) }
+            }
+        }
+        #expect(try codes("bulk").count == 498)
+        #expect(try codes("word499") == ["c499"])
+        #expect(try codes("renamed") == ["c7"])
+        #expect(try codes("old").isEmpty && codes("new") == ["before"])
+        try queue.write { db in try db.execute("INSERT INTO t VALUES ('after', 'trigger works')") }
+        #expect(try codes("trigger") == ["after"])
+        // A body that throws: the transaction rolls back, the trigger is still there.
+        #expect(throws: CancellationError.self) {
+            try queue.write { db in
+                try db.deferringFullTextIndexing(index) {
+                    try db.execute("INSERT INTO t VALUES ('lost', 'never indexed')")
+                    throw CancellationError()
+                }
+            }
+        }
+        #expect(try schema() == before)
+        #expect(try codes("never").isEmpty)
+        try queue.read { db in try db.integrityCheck() }
+    }
+
     @Test func aBadDefinitionIsRefusedAndChangesNothing() throws {
         let directory = try TemporaryDirectory()
         let queue = try DatabaseQueue(path: directory.file("a.db"), key: try testKey())
