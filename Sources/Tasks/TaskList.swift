@@ -383,7 +383,7 @@ public struct TaskList: Sendable {
     private static func list(
         _ db: Database, _ filter: Filter, _ order: Order, _ after: TaskItem?, _ offset: Int, _ limit: Int
     ) throws -> [TaskItem] {
-        var clause = TaskListClause(filter)
+        var clause = try TaskListClause(listing: filter, db)
         if clause.matchesNothing || limit == 0 { return [] }
         if let after { clause.after(after, order: order) }
         clause.arguments.append(limit)
@@ -396,6 +396,7 @@ public struct TaskList: Sendable {
     static func count(_ db: Database, _ filter: Filter) throws -> Int {
         let clause = TaskListClause(filter)
         if clause.matchesNothing { return 0 }
+        if let count = try TaskListClause.indexCount(filter, db) { return count }
         if !filter.searchesTitles {
             let counts = try counts(db)
             switch filter.status {

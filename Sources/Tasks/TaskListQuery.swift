@@ -114,7 +114,35 @@ struct TaskListClause {
     /// Whether no task can match (a search longer than any title).
     var matchesNothing = false
 
-    init(_ filter: TaskList.Filter) {
+    /// How many tasks a word search matches above which a listing scans the tasks in order and checks each
+    /// against the matches, rather than reading every match and sorting them (Docs/tasks.md, "Searching").
+    static let scanAboveMatches = 2_000
+
+    /// The clause of `filter` for a listing: a word search that matches many tasks (counted in the index, a few
+    /// milliseconds for 100 000) is checked task by task in the listing's order, so that the first page stops
+    /// early; one that matches few reads its matches and sorts them.
+    init(listing filter: TaskList.Filter, _ db: Database) throws {
+        var scan = false
+        if let words = filter.words, let pattern = FullTextPattern(matchingAllPrefixesIn: words) {
+            let index = TaskList.searchIndex
+            let matches = try db.scalar(
+                "SELECT count(*) FROM tasks_search WHERE tasks_search MATCH ?", [pattern.text(for: index.engine)],
+                as: Int.self) ?? 0
+            scan = matches > TaskListClause.scanAboveMatches
+        }
+        self.init(filter, scanning: scan)
+    }
+
+    /// The total of a word search alone, read from the index without touching the tasks; nil for other filters.
+    static func indexCount(_ filter: TaskList.Filter, _ db: Database) throws -> Int? {
+        guard filter.status == .all, filter.search == nil, let words = filter.words else { return nil }
+        guard let pattern = FullTextPattern(matchingAllPrefixesIn: words) else { return 0 }
+        return try db.scalar(
+            "SELECT count(*) FROM tasks_search WHERE tasks_search MATCH ?",
+            [pattern.text(for: TaskList.searchIndex.engine)], as: Int.self) ?? 0
+    }
+
+    init(_ filter: TaskList.Filter, scanning: Bool = false) {
         switch filter.status {
         case .all: break
         case .done: conditions.append("done = 1")
@@ -132,7 +160,11 @@ struct TaskListClause {
         }
         if let words = filter.words {
             if let pattern = FullTextPattern(matchingAllPrefixesIn: words) {
-                conditions.append(TaskList.searchIndex.conditionSQL)
+                conditions.append(
+                    scanning
+                        ? "EXISTS (SELECT 1 FROM tasks_search_keys AS k WHERE k.id = tasks.id AND k.docid IN "
+                            + "(SELECT docid FROM tasks_search WHERE tasks_search MATCH ?))"
+                        : TaskList.searchIndex.conditionSQL)
                 arguments.append(pattern.text(for: TaskList.searchIndex.engine))
             } else {
                 matchesNothing = true

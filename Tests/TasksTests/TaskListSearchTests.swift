@@ -37,6 +37,31 @@ struct TaskListSearchTests {
         #expect(try store.tasks.count(TaskList.Filter(titleMatches: "")) == 6, "an empty search does not filter")
     }
 
+    /// Past 2 000 matches a listing scans the tasks in order instead of sorting the matches: the same tasks, the
+    /// same order and totals either way, paged by offset or after a task, for every status.
+    @Test func aSearchMatchingManyTasksListsTheSameAsTheSubstringSearch() throws {
+        let store = try TLStore()
+        var items: [TaskItem] = []
+        for n in 0..<2_600 {
+            let title = n % 5 == 0 ? "Rare \(n)" : "Common \(n)"
+            items.append(TaskItem(id: UUID(), title: title, done: n % 3 == 0, createdAt: TLDate(Double(n))))
+        }
+        try store.tasks.insert(items)
+        for status in [TaskList.Filter.Status.all, .done, .open] {
+            for (words, substring) in [("common", "Common"), ("rare", "Rare")] {
+                let words = TaskList.Filter(status: status, titleMatches: words)
+                let like = TaskList.Filter(status: status, titleContains: substring)
+                for order in [TaskList.Order.newestFirst, .oldestFirst] {
+                    #expect(try store.tasks.page(words, order: order, limit: 50) == store.tasks.page(like, order: order, limit: 50))
+                    #expect(try store.tasks.list(words, order: order, offset: 700, limit: 30) == store.tasks.list(like, order: order, offset: 700, limit: 30))
+                    let cursor = try #require(try store.tasks.list(like, order: order, offset: 100, limit: 1).first)
+                    #expect(try store.tasks.list(words, order: order, after: cursor, limit: 20) == store.tasks.list(like, order: order, after: cursor, limit: 20))
+                }
+                #expect(try store.tasks.count(words) == store.tasks.count(like))
+            }
+        }
+    }
+
     @Test func renamesDeletesAndBatchChangesKeepTheIndexInStep() throws {
         let store = try TLStore()
         let rent = try store.tasks.create(title: "Pay rent", createdAt: TLDate(1))
