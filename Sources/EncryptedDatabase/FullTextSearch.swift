@@ -336,7 +336,9 @@ public struct FullTextPattern: Sendable, Hashable, CustomStringConvertible {
         var word = String.UnicodeScalarView()
         func flush() {
             let text = String(word)
-            if !text.isEmpty, kind == .phrase || seen.insert(text.lowercased()).inserted { words.append(text) }
+            // Marks alone make no word (a tokenizer gives no token for them, and an empty phrase is not a query).
+            let hasBase = word.contains { $0.properties.isAlphabetic || $0.properties.numericType != nil }
+            if hasBase, kind == .phrase || seen.insert(text.lowercased()).inserted { words.append(text) }
             word = String.UnicodeScalarView()
         }
         // By Unicode scalar, not by Character: a word can then never hold a quote or a `*`, whatever follows them.

@@ -122,7 +122,7 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
         let alphabet: [String] = [
             "\"", "'", "*", "-", "+", "^", "(", ")", ":", "{", "}", "[", "]", " ", "  ", "\t", "\n", "\0", "\\", "%",
             "_", "AND", "OR", "NOT", "NEAR", "NEAR/3", "and", "a", "Z", "9", "é", "e\u{301}", "ß", "数", "👍🏽", "\u{200D}",
-            "\u{FEFF}", "title:", "body:", "NEAR(", "*\"", "\"*",
+            "\u{FEFF}", "title:", "body:", "NEAR(", "*\"", "\"*", "\u{301}", "\u{20DD}", "𞤀", "ꬰ", "𑀅", "Ⅻ", "²",
         ]
         var generator = SystemRandomNumberGenerator()
         var kinds = 0
