@@ -193,6 +193,8 @@ bench: deps
 	$(SWIFT) build $(BENCHMARKS) -c release --static-swift-stdlib --scratch-path Tests/Benchmarks/.build-static \
 	    --product securestore-bench-grdb
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-baseline
+	cc -O2 -Wall -o Tests/Benchmarks/.build-static/release/securestore-bench-c \
+	    Tests/Benchmarks/CBaseline/securestore-bench-c.c $$(pkg-config --cflags --libs sqlcipher)
 	$(HARNESS) Tests/Benchmarks/run-bench.sh --bin Tests/Benchmarks/.build-static/release \
 	    --baseline-bin Tests/Benchmarks/.build/release
 	$(MAKE) bench-keystores

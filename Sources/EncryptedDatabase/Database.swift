@@ -24,9 +24,18 @@ public final class Database {
     /// process knows its side files are live.
     private let identity: FileIdentity?
 
+    /// The connection's authorizer: the tables each statement reads, and the truncate optimization turned off
+    /// where commits are observed (DatabaseChanges.swift).
+    let authorizer = ConnectionAuthorizer()
+
+    /// While an observation's fetch runs: the tables its statements read (nil inside: some statement's tables
+    /// are unknown). Nil outside: nothing is recorded.
+    var observedRegion: Set<String>??
+
     init(path: String, connection: OpaquePointer) {
         self.path = path
         self.connection = connection
+        authorizer.install(on: connection)
         identity = FileIdentity(path)
         if let identity { OpenFiles.insert(identity) }
     }
@@ -87,6 +96,7 @@ public final class Database {
     /// The corresponding C function is `sqlite3_exec`.
     public func executeScript(_ sql: String) throws {
         guard let connection = try checkedOpen().connection else { return }
+        if observedRegion != nil { observedRegion = .some(nil) }  // not prepared here: its tables are unknown
         let result = sqlite3_exec(connection, sql, nil, nil, nil)
         guard result == SQLITE_OK else {
             throw DatabaseError.sqlite(result, connection: connection, sql: sql)
@@ -198,6 +208,16 @@ public final class Database {
     /// Sets the database's `application_id` header field.
     public func setApplicationID(_ id: Int32) throws {
         try execute("PRAGMA application_id = \(id)")
+    }
+
+    /// Runs `body` and returns, with its value, the tables read by the statements it ran: nil when one of them
+    /// read tables that are unknown (see ``ConnectionAuthorizer``).
+    func recordingReadTables<T>(_ body: () throws -> T) rethrows -> (T, Set<String>?) {
+        let outer = observedRegion
+        observedRegion = .some([])
+        defer { observedRegion = outer }
+        let value = try body()
+        return (value, observedRegion ?? nil)
     }
 
     // MARK: Transactions

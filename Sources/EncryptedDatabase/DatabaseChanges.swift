@@ -55,6 +55,15 @@ package final class DatabaseChangeCenter: Sendable {
         }
     }
 
+    /// Changes the tables the subscriber `id` is woken for (nil: any table).
+    package func update(_ id: UInt64, tables: Set<String>?) {
+        let tables = tables.map { Set($0.map { $0.lowercased() }) }
+        state.withLock { state in
+            guard let subscriber = state.subscribers[id] else { return }
+            state.subscribers[id] = Subscriber(tables: tables, wake: subscriber.wake)
+        }
+    }
+
     /// Stops waking the subscriber `id`.
     package func unsubscribe(_ id: UInt64) {
         _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
@@ -110,7 +119,7 @@ final class ChangeTracker {
                 tracker.namedChanges += 1
                 if tracker.lastTable.withCString({ strcmp($0, table) }) != 0 {
                     tracker.lastTable = String(cString: table)
-                    tracker.tables.insert(tracker.lastTable.lowercased())
+                    tracker.record(tracker.lastTable.lowercased())
                 }
             }, context)
         _ = sqlite3_commit_hook(
@@ -128,37 +137,15 @@ final class ChangeTracker {
                 // Nothing committed in this access yet: what was recorded is undone.
                 if !tracker.committed { tracker.tables.removeAll() }
             }, context)
-        // `DELETE FROM t` without `WHERE` empties the table at once (the truncate optimization): no update hook
-        // and, for a WITHOUT ROWID table, no change count. An authorizer that answers SQLITE_IGNORE to a delete
-        // turns it off, so that the rows are deleted one by one and seen (GRDB does the same). But `DROP TABLE t`
-        // (and `DROP VIEW`) asks for a delete from `t` right after asking for the drop, and IGNORE there would
-        // skip the drop without a word: that one delete is allowed. SQLite's own tables are always allowed.
-        _ = sqlite3_set_authorizer(
-            connection,
-            { context, action, name, _, _, _ in
-                guard let context else { return SQLITE_OK }
-                let tracker = Unmanaged<ChangeTracker>.fromOpaque(context).takeUnretainedValue()
-                return tracker.authorize(action, name)
-            }, context)
     }
 
-    /// The table or view a `DROP` statement being compiled asked to drop, for the delete it asks for next.
-    private var dropping: String?
-
-    /// The authorizer's answer (see ``install(on:)``).
-    private func authorize(_ action: Int32, _ name: UnsafePointer<CChar>?) -> Int32 {
-        let dropped = dropping
-        dropping = nil
-        switch action {
-        case SQLITE_DROP_TABLE, SQLITE_DROP_TEMP_TABLE, SQLITE_DROP_VIEW, SQLITE_DROP_TEMP_VIEW, SQLITE_DROP_VTABLE:
-            dropping = name.map { String(cString: $0) }
-            return SQLITE_OK
-        case SQLITE_DELETE:
-            guard let name, strncmp(name, "sqlite_", 7) != 0 else { return SQLITE_OK }
-            if let dropped, dropped.withCString({ strcmp($0, name) }) == 0 { return SQLITE_OK }
-            return SQLITE_IGNORE
-        default:
-            return SQLITE_OK
+    /// Records a change of `table`; a change of a full-text index's own tables (`note_search_content`,
+    /// `tasks_search_keys`…: the update hook never names the FTS virtual table itself) is also a change of the
+    /// index (`note_search`), so that an observation that reads the index is woken.
+    private func record(_ table: String) {
+        tables.insert(table)
+        for suffix in ConnectionAuthorizer.fullTextShadowSuffixes where table.hasSuffix(suffix) {
+            tables.insert(String(table.dropLast(suffix.count)))
         }
     }
 
@@ -167,7 +154,6 @@ final class ChangeTracker {
         _ = sqlite3_update_hook(connection, nil, nil)
         _ = sqlite3_commit_hook(connection, nil, nil)
         _ = sqlite3_rollback_hook(connection, nil, nil)
-        _ = sqlite3_set_authorizer(connection, nil, nil)
     }
 
     /// Starts recording one access; tables are named only when the handle is `observed` now.
@@ -212,4 +198,82 @@ package protocol DatabaseChangeSource: DatabaseReader {
     /// Runs `body` in one read transaction, with the `PRAGMA data_version` of the connection this handle writes
     /// with: it moves with every commit of another connection or process, never with this handle's own.
     func readWithExternalVersion<T>(_ body: (_ externalVersion: Int64, Database) throws -> T) throws -> T
+}
+
+/// The authorizer of one connection, installed when the ``Database`` is made and owned by it. Not `Sendable`: it
+/// runs on the thread that holds the connection, inside `sqlite3_prepare` (and while a statement runs).
+///
+/// - While a ``Statement`` is prepared it records the tables the statement reads (SQLite's `SQLITE_READ`
+///   actions), so that an observation learns the tables its query reads (GRDB's `StatementAuthorizer` does the
+///   same). SQLite before 3.19 (Debian 12's 3.15.2) reports no read for `SELECT count(*) FROM t`, whose
+///   statement reads no column: a read-only statement that reports no table at all is "unknown" and observes
+///   every table.
+/// - On a connection whose commits are observed (``preventsTruncation``), `DELETE FROM t` without `WHERE`
+///   would empty the table at once (the truncate optimization): no update hook and, for a WITHOUT ROWID table,
+///   no change count. Answering SQLITE_IGNORE to the delete turns it off, so that the rows are deleted one by
+///   one and seen (GRDB does the same). But `DROP TABLE t` (and `DROP VIEW`) asks for a delete from `t` right
+///   after asking for the drop, and IGNORE there would skip the drop without a word: that one delete is
+///   allowed. SQLite's own tables are always allowed.
+final class ConnectionAuthorizer {
+    /// Whether deletes without `WHERE` go row by row (set by a queue whose commits are observed).
+    var preventsTruncation = false
+    /// The table or view a `DROP` statement being compiled asked to drop, for the delete it asks for next.
+    private var dropping: String?
+    /// While a statement is prepared: the tables it reads, lowercased. Nil: not recording.
+    private var reads: Set<String>?
+    /// The table recorded last, as SQLite spells it: a run of columns of one table costs one `strcmp` each.
+    private var lastRead = ""
+
+    /// The suffixes of the tables an FTS4 or FTS5 index (and a `FullTextIndex`'s keys table) keeps its data in.
+    static let fullTextShadowSuffixes = [
+        "_content", "_segments", "_segdir", "_docsize", "_stat", "_data", "_idx", "_config", "_keys",
+    ]
+
+    /// Installs the authorizer on `connection`; `self` must outlive the connection (its ``Database`` owns both).
+    ///
+    /// The corresponding C function is `sqlite3_set_authorizer`.
+    func install(on connection: OpaquePointer) {
+        _ = sqlite3_set_authorizer(
+            connection,
+            { context, action, first, second, _, _ in
+                guard let context else { return SQLITE_OK }
+                return Unmanaged<ConnectionAuthorizer>.fromOpaque(context).takeUnretainedValue()
+                    .authorize(action, first, second)
+            }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Starts recording the tables read by the statement about to be prepared.
+    func beginRecording() {
+        reads = []
+        lastRead = ""
+    }
+
+    /// Ends the recording: the tables read, or nil when a read-only statement named none (unknown).
+    func endRecording(readOnly: Bool, hasColumns: Bool) -> Set<String>? {
+        defer { reads = nil }
+        guard let reads else { return nil }
+        return reads.isEmpty && readOnly && hasColumns ? nil : reads
+    }
+
+    private func authorize(_ action: Int32, _ first: UnsafePointer<CChar>?, _ second: UnsafePointer<CChar>?) -> Int32 {
+        let dropped = dropping
+        dropping = nil
+        switch action {
+        case SQLITE_READ:
+            if reads != nil, let first, lastRead.withCString({ strcmp($0, first) }) != 0 {
+                lastRead = String(cString: first)
+                reads?.insert(lastRead.lowercased())
+            }
+            return SQLITE_OK
+        case SQLITE_DROP_TABLE, SQLITE_DROP_TEMP_TABLE, SQLITE_DROP_VIEW, SQLITE_DROP_TEMP_VIEW, SQLITE_DROP_VTABLE:
+            dropping = first.map { String(cString: $0) }
+            return SQLITE_OK
+        case SQLITE_DELETE:
+            guard preventsTruncation, let first, strncmp(first, "sqlite_", 7) != 0 else { return SQLITE_OK }
+            if let dropped, dropped.withCString({ strcmp($0, first) }) == 0 { return SQLITE_OK }
+            return SQLITE_IGNORE
+        default:
+            return SQLITE_OK
+        }
+    }
 }

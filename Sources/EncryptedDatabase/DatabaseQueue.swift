@@ -146,7 +146,9 @@ public final class DatabaseQueue: Sendable {
         let connection = try Opening.connect(
             path, keying: keying, configuration: configuration, fileSize: info.size)
         tracker.install(on: connection)
-        database = Database(path: path, connection: connection)
+        let database = Database(path: path, connection: connection)
+        database.authorizer.preventsTruncation = true
+        self.database = database
         format = configuration.format
     }
 

@@ -22,13 +22,25 @@ public final class Statement {
     var isBusy = false
     /// The result columns by name, built on the first lookup by name and kept as long as the statement.
     @exclusivity(unchecked) var columnLookup: ColumnLookup?
+    /// The tables the statement reads, lowercased, as SQLite's authorizer reported them while it was prepared
+    /// (a view or a join gives its underlying tables); nil when they are unknown: a read-only statement that
+    /// reported no table, such as `SELECT count(*) FROM t` on SQLite before 3.19 (Debian 12's 3.15.2), which
+    /// reports no read for a query that reads no column. An observation learns its tables from these
+    /// (``DatabaseReader/observe(tables:interval:_:)``).
+    public let readTables: Set<String>?
+    /// ``observedTables()``, once computed (DatabaseObservation.swift).
+    var observedTablesCache: Set<String>??
 
     init(database: Database, sql: String) throws {
         self.database = database
         self.sql = sql
         var statement: OpaquePointer?
         var tail: UnsafePointer<CChar>?
+        database.authorizer.beginRecording()
         let result = sql.withCString { sqlite3_prepare_v2(database.connection, $0, -1, &statement, &tail) }
+        let readTables = database.authorizer.endRecording(
+            readOnly: statement.map { sqlite3_stmt_readonly($0) != 0 } ?? true,
+            hasColumns: statement.map { sqlite3_column_count($0) > 0 } ?? false)
         guard result == SQLITE_OK else {
             throw DatabaseError.sqlite(result, connection: database.connection, sql: sql)
         }
@@ -43,6 +55,7 @@ public final class Statement {
                 .misuse, "the SQL text holds more than one statement; use executeScript", sql: sql)
         }
         handle = statement
+        self.readTables = readTables
         columnCount = Int(sqlite3_column_count(statement))
         parameterCount = Int(sqlite3_bind_parameter_count(statement))
         database.preparedStatementCount += 1
@@ -90,6 +103,9 @@ public final class Statement {
     func run(_ arguments: StatementArguments, _ body: (Row) throws -> Bool) throws {
         guard let handle else {
             throw DatabaseError(.misuse, "the statement was finalized when its database closed", sql: sql)
+        }
+        if let region = database.observedRegion {
+            database.observedRegion = region.flatMap { tables in observedTables().map { tables.union($0) } }
         }
         isBusy = true
         defer {

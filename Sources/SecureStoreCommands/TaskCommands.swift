@@ -10,7 +10,7 @@ private let statusFlags: [(flag: Flag, status: TaskList.Filter.Status)] = [
     (Flag("open", help: "Only tasks that are not done."), .open),
 ]
 private let searchOption = Option<String>(
-    "search", valueName: "TEXT", help: "Only tasks whose title contains TEXT (ASCII case-insensitive).")
+    "search", valueName: "TEXT", help: "Only tasks whose title has words beginning with each word of TEXT (any case).")
 private let statusOptions: [any CommandOption] = statusFlags.map(\.flag) + [searchOption]
 /// `--limit N`, or `--limit none` for every task.
 private enum ListLimit: Sendable {
@@ -58,7 +58,7 @@ private func filter(_ invocation: Invocation) throws -> TaskList.Filter {
     guard chosen.count <= 1 else {
         throw UsageError("give at most one of --all, --done, --open", path: invocation.path)
     }
-    return TaskList.Filter(status: chosen.first?.status ?? .all, titleContains: try invocation[searchOption])
+    return TaskList.Filter(status: chosen.first?.status ?? .all, titleMatches: try invocation[searchOption])
 }
 
 private func line(_ task: TaskItem) -> String {

@@ -141,7 +141,9 @@ public struct TaskList: Sendable {
     /// - Throws: ``SecureStoreError/invalidArgument`` naming the first bad task; the database is unchanged.
     @discardableResult
     public func insert(_ tasks: some Sequence<TaskItem>) throws -> Int {
-        try database.write { db in
+        // A batch of some size defers its indexing to one statement at the end (TaskListSchema.swift).
+        let defers = !(1..<64).contains(tasks.underestimatedCount)
+        return try database.write { db in try Self.maybeDeferringIndexing(db, defers) {
             let statement = try db.cachedStatement(Self.insertSQL)
             var count = 0
             for task in tasks {
@@ -160,7 +162,7 @@ public struct TaskList: Sendable {
                 count += 1
             }
             return count
-        }
+        } }
     }
 
     // MARK: Reading
@@ -360,6 +362,11 @@ public struct TaskList: Sendable {
         SecureStoreError(SecureStoreError.Code.notFound, "no task has the ID \(id.uuidString.lowercased())")
     }
 
+    /// Runs `body` inside ``Database/deferringFullTextIndexing(_:_:)`` of the search index when `defers`.
+    static func maybeDeferringIndexing<T>(_ db: Database, _ defers: Bool, _ body: () throws -> T) throws -> T {
+        defers ? try db.deferringFullTextIndexing(searchIndex, body) : try body()
+    }
+
     static func checkPaging(offset: Int, limit: Int) throws {
         guard limit >= 0 else {
             throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a page limit cannot be negative (\(limit))")
@@ -376,7 +383,7 @@ public struct TaskList: Sendable {
     private static func list(
         _ db: Database, _ filter: Filter, _ order: Order, _ after: TaskItem?, _ offset: Int, _ limit: Int
     ) throws -> [TaskItem] {
-        var clause = TaskListClause(filter)
+        var clause = try TaskListClause(listing: filter, db)
         if clause.matchesNothing || limit == 0 { return [] }
         if let after { clause.after(after, order: order) }
         clause.arguments.append(limit)
@@ -389,7 +396,8 @@ public struct TaskList: Sendable {
     static func count(_ db: Database, _ filter: Filter) throws -> Int {
         let clause = TaskListClause(filter)
         if clause.matchesNothing { return 0 }
-        if filter.search == nil {
+        if let count = try TaskListClause.indexCount(filter, db) { return count }
+        if !filter.searchesTitles {
             let counts = try counts(db)
             switch filter.status {
             case .all: return counts.total

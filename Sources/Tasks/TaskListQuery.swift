@@ -26,11 +26,20 @@ extension TaskList {
         /// themselves. Case is ignored for ASCII letters only (SQLite's `LIKE`): `a` finds `A`, but `é` does
         /// not find `É` and `ß` does not find `SS`.
         public var titleContains: String?
+        /// When set and not empty, only tasks whose title holds, for every word of this text, a word that
+        /// begins with it, in any order (`"pay ren"` finds "Pay the rent"): the full-text index, which answers
+        /// without reading every task. A word is a run of letters and digits; case and diacritics are ignored
+        /// in every script (`e` finds `É`). Text with no word in it (`"%!"`) matches no task. Unlike
+        /// ``titleContains``, it finds words by their beginning, not any substring: `"ent"` does not find
+        /// "rent" (Docs/tasks.md, "Searching").
+        public var titleMatches: String?
 
-        /// A filter on `status` and, when given, title text.
-        public init(status: Status = .all, titleContains: String? = nil) {
+        /// A filter on `status` and, when given, title text (a substring, ``titleContains``) or words
+        /// (``titleMatches``).
+        public init(status: Status = .all, titleContains: String? = nil, titleMatches: String? = nil) {
             self.status = status
             self.titleContains = titleContains
+            self.titleMatches = titleMatches
         }
 
         /// Every task.
@@ -45,6 +54,15 @@ extension TaskList {
             guard let text = titleContains, !text.isEmpty else { return nil }
             return text
         }
+
+        /// The words to search for, or `nil` when the filter does not search words.
+        var words: String? {
+            guard let text = titleMatches, !text.isEmpty else { return nil }
+            return text
+        }
+
+        /// Whether the filter looks at titles (so counting needs more than the stored counts).
+        var searchesTitles: Bool { search != nil || words != nil }
     }
 
     /// The order of a listing: by creation date, ties broken by ID, so the order is total and stable.
@@ -96,7 +114,35 @@ struct TaskListClause {
     /// Whether no task can match (a search longer than any title).
     var matchesNothing = false
 
-    init(_ filter: TaskList.Filter) {
+    /// How many tasks a word search matches above which a listing scans the tasks in order and checks each
+    /// against the matches, rather than reading every match and sorting them (Docs/tasks.md, "Searching").
+    static let scanAboveMatches = 2_000
+
+    /// The clause of `filter` for a listing: a word search that matches many tasks (counted in the index, a few
+    /// milliseconds for 100 000) is checked task by task in the listing's order, so that the first page stops
+    /// early; one that matches few reads its matches and sorts them.
+    init(listing filter: TaskList.Filter, _ db: Database) throws {
+        var scan = false
+        if let words = filter.words, let pattern = FullTextPattern(matchingAllPrefixesIn: words) {
+            let index = TaskList.searchIndex
+            let matches = try db.scalar(
+                "SELECT count(*) FROM tasks_search WHERE tasks_search MATCH ?", [pattern.text(for: index.engine)],
+                as: Int.self) ?? 0
+            scan = matches > TaskListClause.scanAboveMatches
+        }
+        self.init(filter, scanning: scan)
+    }
+
+    /// The total of a word search alone, read from the index without touching the tasks; nil for other filters.
+    static func indexCount(_ filter: TaskList.Filter, _ db: Database) throws -> Int? {
+        guard filter.status == .all, filter.search == nil, let words = filter.words else { return nil }
+        guard let pattern = FullTextPattern(matchingAllPrefixesIn: words) else { return 0 }
+        return try db.scalar(
+            "SELECT count(*) FROM tasks_search WHERE tasks_search MATCH ?",
+            [pattern.text(for: TaskList.searchIndex.engine)], as: Int.self) ?? 0
+    }
+
+    init(_ filter: TaskList.Filter, scanning: Bool = false) {
         switch filter.status {
         case .all: break
         case .done: conditions.append("done = 1")
@@ -111,6 +157,18 @@ struct TaskListClause {
             }
             conditions.append("title LIKE ? ESCAPE '\\'")
             arguments.append("%" + TaskListClause.escapeLike(text) + "%")
+        }
+        if let words = filter.words {
+            if let pattern = FullTextPattern(matchingAllPrefixesIn: words) {
+                conditions.append(
+                    scanning
+                        ? "EXISTS (SELECT 1 FROM tasks_search_keys AS k WHERE k.id = tasks.id AND k.docid IN "
+                            + "(SELECT docid FROM tasks_search WHERE tasks_search MATCH ?))"
+                        : TaskList.searchIndex.conditionSQL)
+                arguments.append(pattern.text(for: TaskList.searchIndex.engine))
+            } else {
+                matchesNothing = true
+            }
         }
     }
 

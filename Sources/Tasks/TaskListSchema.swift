@@ -3,7 +3,7 @@ public import EncryptedDatabase
 
 extension TaskList {
     /// The identifiers of the task list's migrations, in order. Shipped migrations are never edited.
-    public static let migrationIDs = ["create tasks"]
+    public static let migrationIDs = ["create tasks", "tasks search index"]
 
     /// Registers the task list's migrations with `migrator`, after any already registered.
     ///
@@ -29,6 +29,21 @@ extension TaskList {
         //   slower. Each of our writes is its own transaction, so rolling the whole transaction back on a
         //   constraint failure is what we want anyway.
         migrator.registerMigration(migrationIDs[0]) { db in try db.executeScript(createSQL) }
+        // "tasks search index": the full-text index of titles (Docs/tasks.md, "Searching"), built for the tasks
+        // already there. FTS4, which Debian 12's and 13's engines both have, so the file moves between them.
+        // The SQL that FullTextIndex generates for these arguments never changes (FullTextSearch.swift).
+        migrator.registerMigration(migrationIDs[1]) { db in try db.create(fullTextIndex: searchIndex) }
+    }
+
+    /// The full-text index of task titles: FTS4, words of letters and digits, case and diacritics ignored. The
+    /// tasks table is `WITHOUT ROWID`, so the index numbers tasks by their ID in `tasks_search_keys`.
+    public static let searchIndex = FullTextIndex(
+        name: "tasks_search", table: "tasks", columns: ["title"], key: ["id"], engine: .fts4, tokenizer: .unicode61)
+
+    /// The whole schema of the current version: ``createSQL`` and the search index's statements, for the
+    /// benchmark baseline (which runs the same schema on plain SQLite).
+    public static var schemaSQL: String {
+        createSQL + ";\n" + searchIndex.creationSQL.joined(separator: ";\n") + ";\n"
     }
 
     /// The SQL of the migration "create tasks": tables, indexes and the triggers that keep the counts. Shipped

@@ -115,7 +115,7 @@ extension TaskList {
         chunk.reserveCapacity(Self.importChunkCount)
         while !finished {
             summary = try database.write { db in
-                try Self.withCache(db, kib: Self.importCacheKiB) {
+                try Self.withCache(db, kib: Self.importCacheKiB) { try db.deferringFullTextIndexing(Self.searchIndex) {
                     var batch = summary
                     // Every policy inserts OR IGNORE and looks at `changes` (no constraint of this statement can
                     // abort half-way, so it runs without a statement journal, as the other writes do): a chunk is
@@ -178,7 +178,7 @@ extension TaskList {
                         if let stop { throw stop }
                     }
                     return batch
-                }
+                } }
             }
             progress(summary)
         }

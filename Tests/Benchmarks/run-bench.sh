@@ -96,3 +96,20 @@ END {
 echo
 echo "# pool vs queue: $bin/securestore-bench pool ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
 "$bin/securestore-bench" pool "$work/pool" "${pass[@]}" | { grep '^POOL ' || true; }
+
+# The task list's word search (full-text index) against the LIKE scan it replaced, interleaved pairs on 1M tasks;
+# `ratio` is the median of the per-pair ratios fts/like (Docs/performance.md, "Search").
+echo
+echo "# search: $bin/securestore-bench search ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+"$bin/securestore-bench" search "$work/search" "${pass[@]}" | { grep -E '^(SEARCH|INFO) ' || true; }
+
+# Every database workload against C on the same SQLCipher, format, schema and SQL (Tests/Benchmarks/CBaseline,
+# compiled by `make bench`), interleaved pairs of fresh processes; `ratio` is the median of the per-pair ratios
+# project/C (Docs/performance.md, "Against C on SQLCipher").
+echo
+echo "# against C: $bin/securestore-bench c-baseline ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+# The C program beside the project's executable (`make bench` compiles it); compiled here when missing.
+if [ ! -x "$bin/securestore-bench-c" ]; then
+    cc -O2 -o "$bin/securestore-bench-c" "$here/CBaseline/securestore-bench-c.c" $(pkg-config --cflags --libs sqlcipher)
+fi
+"$bin/securestore-bench" c-baseline "$work/c-baseline" "${pass[@]}" | { grep -E '^BENCH ' || true; }

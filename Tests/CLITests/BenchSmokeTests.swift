@@ -9,6 +9,8 @@ import Testing
         "open", "insert", "bulk", "fetch", "count", "toggle", "launch", "keychain-get", "keychain-set",
         "prefs-load", "prefs-save", "export", "list-json", "import",
         "records-fetch", "records-fetch-grdb", "records-insert", "records-insert-grdb",
+        // Against C on SQLCipher (CBaselineBench.swift).
+        "insert-c", "fetch-c", "toggle-c", "records-fetch-c", "records-insert-c",
     ]
 
     @Test func theBenchDriverPrintsOneBenchLinePerWorkloadWithARatio() throws {
