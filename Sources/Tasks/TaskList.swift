@@ -85,7 +85,13 @@ public struct TaskList: Sendable {
                         "the database '\(database.path)' has no task list yet; nothing was changed")
                 }
             }
-            try migrator.migrate(database)
+            do {
+                try migrator.migrate(database)
+            } catch let error as DatabaseError where error.code == .readOnly && own == [TaskList.migrationIDs[0]] {
+                // A list made before the search index, on a file this process may only read (a read-only mount, a
+                // read-only open): it opens as it is, and a word search is the substring search of that version
+                // (TaskList.Filter.runnable(in:)); the index is built by the next open that may write.
+            }
         }
         self.database = database
     }
@@ -383,7 +389,7 @@ public struct TaskList: Sendable {
     private static func list(
         _ db: Database, _ filter: Filter, _ order: Order, _ after: TaskItem?, _ offset: Int, _ limit: Int
     ) throws -> [TaskItem] {
-        var clause = try TaskListClause(listing: filter, db)
+        var clause = try TaskListClause(listing: try filter.runnable(in: db), db)
         if clause.matchesNothing || limit == 0 { return [] }
         if let after { clause.after(after, order: order) }
         clause.arguments.append(limit)
@@ -394,6 +400,7 @@ public struct TaskList: Sendable {
     }
 
     static func count(_ db: Database, _ filter: Filter) throws -> Int {
+        let filter = try filter.runnable(in: db)
         let clause = TaskListClause(filter)
         if clause.matchesNothing { return 0 }
         if let count = try TaskListClause.indexCount(filter, db) { return count }

@@ -104,6 +104,22 @@ extension TaskList {
     }
 }
 
+extension TaskList.Filter {
+    /// This filter as `db` can run it. A list made before the search index and opened where it may not be written
+    /// (so the index could not be built) has no index: a word search there is the substring search of the version
+    /// that made it (Docs/tasks.md, "Searching").
+    func runnable(in db: Database) throws -> TaskList.Filter {
+        guard let words, titleContains == nil else { return self }
+        let indexed = try db.scalar(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [TaskList.searchIndex.name], as: Int.self)
+        guard indexed == 0 else { return self }
+        var filter = self
+        filter.titleMatches = nil
+        filter.titleContains = words
+        return filter
+    }
+}
+
 // MARK: SQL
 
 /// A WHERE clause and its arguments.

@@ -43,7 +43,7 @@ extension TaskList {
             _ body: (TaskItem) throws -> Void
         ) throws -> Int {
             try TaskList.checkPaging(offset: offset, limit: limit ?? 0)
-            var clause = try TaskListClause(listing: filter, db)
+            var clause = try TaskListClause(listing: try filter.runnable(in: db), db)
             if clause.matchesNothing || limit == 0 { return 0 }
             // LIMIT -1: no limit (SQLite's spelling); the statement is the same text either way, so it is cached once.
             clause.arguments.append(limit ?? -1)

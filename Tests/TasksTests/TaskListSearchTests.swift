@@ -112,6 +112,46 @@ struct TaskListSearchTests {
         #expect(try titles(tasks, "number12") == ["old task number12"] + (120...129).map { "old task number\($0)" })
     }
 
+    /// A list made before the index, opened where it may only be read: it opens (nothing is written, the file is
+    /// byte-identical), and a word search is the substring search of the version that made it; the next open that
+    /// may write builds the index.
+    @Test func aListMadeBeforeTheIndexOpensReadOnlyAndSearchesAsItsVersionDid() throws {
+        let directory = try TLStore()
+        let path = directory.directory + "/old-read-only.db"
+        let key = DatabaseKey.random()
+        do {
+            let queue = try DatabaseQueue(path: path, key: key)
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("create tasks") { db in try db.executeScript(TaskList.createSQL) }
+            try migrator.migrate(queue)
+            try queue.write { db in
+                for index in 0..<30 {
+                    try db.execute(
+                        "INSERT INTO tasks (created_at, id, title, done) VALUES (?, ?, ?, 0)",
+                        [Int64(index), UUID(), "old task number\(index)"])
+                }
+            }
+            try queue.close()
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        var configuration = DatabaseConfiguration()
+        configuration.readOnly = true
+        let readOnly = try DatabaseQueue(path: path, key: key, configuration: configuration)
+        let tasks = try TaskList(queue: readOnly)
+        #expect(try tasks.count(TaskList.Filter(titleMatches: "umber1")) == 11, "a substring, as before the index")
+        #expect(try tasks.list(TaskList.Filter(titleMatches: "number12"), order: .oldestFirst).map(\.title) == ["old task number12"])
+        #expect(try tasks.count() == 30)
+        try readOnly.close()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "nothing was written")
+
+        let writable = try DatabaseQueue(path: path, key: key)
+        defer { try? writable.close() }
+        let indexed = try TaskList(queue: writable)
+        #expect(try DatabaseMigrator().appliedMigrations(writable) == TaskList.migrationIDs)
+        #expect(try indexed.count(TaskList.Filter(titleMatches: "umber1")) == 0, "word prefixes once indexed")
+        #expect(try indexed.count(TaskList.Filter(titleMatches: "number1")) == 11)
+    }
+
     /// The titles are in the index and in the index's own copy of the text, but only encrypted: no file of the
     /// database (the main file, its -wal, its -shm) holds a title's bytes in plain, before or after a checkpoint.
     @Test func noTitleAppearsInPlainInAnyFileOfTheDatabase() throws {
