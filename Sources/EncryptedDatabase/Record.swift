@@ -224,11 +224,39 @@ extension PersistableRecord {
     /// ```swift
     /// let saved = try player.inserted(db)   // saved.id is the key SQLite chose
     /// ```
+    ///
+    /// When the record's primary key was `nil` and ``didInsert(rowID:)`` left it `nil` (the default does nothing),
+    /// a record that is also ``FetchableRecord`` is read back from its new row, so the copy has the key SQLite
+    /// chose, as GRDB fills an `id`; any other type throws ``DatabaseError/Code/misuse`` naming the function to
+    /// write (and the transaction's write is rolled back), never a copy that silently keeps `nil`.
     public func inserted(_ db: Database) throws -> Self {
-        try insert(db)
+        try willSave(db)
+        let container = try persistenceContainer()
+        let statement = try db.recordStatement(.insert, Self.self, columns: container.columns)
+        try statement.execute(StatementArguments(values: container.values))
+        let rowID = db.lastInsertRowID
         var copy = self
-        copy.didInsert(rowID: db.lastInsertRowID)
-        return copy
+        copy.didInsert(rowID: rowID)
+        let key = Self.databasePrimaryKey
+        guard let index = container.columns.firstIndex(of: key), case .null = container.values[index] else {
+            return copy
+        }
+        let after = try copy.persistenceContainer()
+        guard let afterIndex = after.columns.firstIndex(of: key), case .null = after.values[afterIndex] else {
+            return copy
+        }
+        if let fetchable = Self.self as? any FetchableRecord.Type,
+            let stored = try fetchable.fetchOne(
+                db, sql: "SELECT * FROM \(quoteIdentifier(Self.databaseTableName)) WHERE rowid = ?",
+                arguments: [rowID]) as? Self
+        {
+            return stored
+        }
+        throw DatabaseError(
+            .misuse,
+            "\(Self.self) was inserted with a nil '\(key)' and keeps it: write "
+                + "`mutating func didInsert(rowID: Int64) { \(key) = rowID }` in \(Self.self), or make it FetchableRecord "
+                + "so that inserted(_:) reads the new row back")
     }
 
     /// Updates the row with the record's primary key (`UPDATE … WHERE id = ?`); throws
