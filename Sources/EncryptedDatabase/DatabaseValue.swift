@@ -127,7 +127,8 @@ extension DatabaseValueConvertible where Self: RawRepresentable, RawValue: Datab
     public static func decode(from row: Row, at column: Int) throws -> Self {
         guard let value = Self(rawValue: try RawValue.decode(from: row, at: column)) else {
             throw DatabaseError(
-                .typeMismatch, "column \(column) holds a value that is not a \(Self.self)", sql: row.statement.sql)
+                .typeMismatch, "column \(column) (\(row.statement.columnNames[column])) holds a value that is not a \(Self.self)",
+                sql: row.statement.sql)
         }
         return value
     }

@@ -23,6 +23,10 @@ public final class Statement {
     /// The result columns by name, built on the first lookup by name and kept as long as the statement.
     @exclusivity(unchecked) var columnLookup: ColumnLookup?
 
+    /// The message of the error a statement with several statements in its SQL text throws (``Database/execute(_:_:)``
+    /// runs them one by one instead).
+    static let severalStatements = "the SQL text holds more than one statement"
+
     init(database: Database, sql: String) throws {
         self.database = database
         self.sql = sql
@@ -39,8 +43,7 @@ public final class Statement {
             String(cString: tail).contains(where: { !$0.isWhitespace && $0 != ";" })
         {
             sqlite3_finalize(statement)
-            throw DatabaseError(
-                .misuse, "the SQL text holds more than one statement; use executeScript", sql: sql)
+            throw DatabaseError(.misuse, Statement.severalStatements, sql: sql)
         }
         handle = statement
         columnCount = Int(sqlite3_column_count(statement))
