@@ -429,7 +429,8 @@ extension Query {
                 let parent = try row.value(at: prefetchStart + index)
                 associated.values[key] = values.groups[parent] ?? values.empty
             }
-            return try T(from: RowDecoder(row: row, lookup: base, associated: associated))
+            base.associated = associated
+            return try T(from: RowDecoder(row: row, lookup: base))
         }
     }
 }

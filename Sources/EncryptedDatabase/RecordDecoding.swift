@@ -22,14 +22,13 @@ private struct ColumnHoldsJSON: Error {}
 /// The decoder of one row: a keyed container whose keys are column names.
 struct RowDecoder: Decoder {
     let row: Row
+    /// The columns by name; in a request with associations, also the row's associated records.
     let lookup: ColumnLookup
-    /// The records of the row's associations, by key, in a request that includes some.
-    var associated: AssociatedValues? = nil
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(RowContainer<Key>(row: row, lookup: lookup, associated: associated))
+        KeyedDecodingContainer(RowContainer<Key>(row: row, lookup: lookup))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -39,7 +38,7 @@ struct RowDecoder: Decoder {
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
         // A single value (an enum, an optional scalar) fetched from a request that selects one column.
-        if associated == nil, row.count == 1 { return ColumnDecoder(row: row, column: 0) }
+        if lookup.associated == nil, row.count == 1 { return ColumnDecoder(row: row, column: 0) }
         throw DatabaseError(
             .misuse, "a record is decoded from a row by column name; it cannot be a single value",
             sql: row.statement.sql)
@@ -49,17 +48,16 @@ struct RowDecoder: Decoder {
 private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let row: Row
     let lookup: ColumnLookup
-    let associated: AssociatedValues?
     var codingPath: [any CodingKey] { [] }
     var allKeys: [Key] { row.statement.lookup.index.keys.compactMap { Key(stringValue: $0) } }
 
     func contains(_ key: Key) -> Bool {
-        lookup.index[key.stringValue] != nil || associated?.values[key.stringValue] != nil
+        lookup.index[key.stringValue] != nil || lookup.associated?.values[key.stringValue] != nil
     }
 
     /// The associated record (or array of records) under `key`, as `T`; `nil` when `key` is no association.
     private func associatedValue<T>(_ type: T.Type, _ key: Key, optional: Bool) throws -> T?? {
-        guard let associated, let value = associated.values[key.stringValue] else { return nil }
+        guard let value = lookup.associated?.values[key.stringValue] else { return nil }
         if value is NoAssociatedRecord {
             if optional { return .some(nil) }
             throw DatabaseError(
@@ -89,7 +87,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        if let value = associated?.values[key.stringValue] { return value is NoAssociatedRecord }
+        if let value = lookup.associated?.values[key.stringValue] { return value is NoAssociatedRecord }
         guard let column = lookup.column(named: key.stringValue, row: row.generation) else { return true }
         return try row.isNull(at: column)
     }
@@ -115,12 +113,12 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        if let associated {
+        if lookup.associated != nil {
             if let value = try associatedValue(type, key, optional: false) { return value! }
             // A property that is no column and no association is a record of the row's own columns
             // (`var book: Book` beside `var author: Author`).
             guard let column = lookup.column(named: key.stringValue, row: row.generation) else {
-                return try T(from: RowDecoder(row: row, lookup: lookup, associated: associated))
+                return try T(from: RowDecoder(row: row, lookup: lookup))
             }
             return try decodeColumn(type, row: row, column: column)
         }
@@ -140,7 +138,7 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         try optional(key) { try row.int64(at: $0) }
     }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        if associated != nil, let value = try associatedValue(type, key, optional: true) { return value }
+        if lookup.associated != nil, let value = try associatedValue(type, key, optional: true) { return value }
         return try optional(key) { try decodeColumn(type, row: row, column: $0) }
     }
 

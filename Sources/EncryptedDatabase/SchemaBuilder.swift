@@ -359,9 +359,7 @@ public final class TableDefinition {
                 sql += foreignKeyClauses(belongsTo.onDelete, belongsTo.onUpdate, belongsTo.deferred)
                 definitions.append(sql)
                 if belongsTo.indexed {
-                    indexes.append(
-                        "CREATE INDEX " + quoteIdentifier("\(name)_on_\(column)") + " ON " + quoteIdentifier(name)
-                            + "(" + quoteIdentifier(column) + ")")
+                    indexes.append(indexSQL(table: name, column: column))
                 }
             }
         }
@@ -377,6 +375,12 @@ public final class TableDefinition {
             "belongsTo(\"\(name)\") in table '\(self.name)' refers to no table named '\(name)' or '\(plural(name))': "
                 + "create it first, or pass inTable:")
     }
+}
+
+/// The index GRDB's builder makes for an indexed column: `<table>_on_<column>`.
+func indexSQL(table: String, column: String) -> String {
+    "CREATE INDEX " + quoteIdentifier("\(table)_on_\(column)") + " ON " + quoteIdentifier(table) + "("
+        + quoteIdentifier(column) + ")"
 }
 
 func foreignKeyClauses(_ onDelete: Database.ForeignKeyAction?, _ onUpdate: Database.ForeignKeyAction?, _ deferred: Bool)
@@ -481,8 +485,7 @@ public final class ColumnDefinition {
 
     func indexSQL(table: String) -> String? {
         guard isIndexed, !isUnique else { return nil }
-        return "CREATE INDEX " + quoteIdentifier("\(table)_on_\(name)") + " ON " + quoteIdentifier(table) + "("
-            + quoteIdentifier(name) + ")"
+        return EncryptedDatabase.indexSQL(table: table, column: name)
     }
 }
 

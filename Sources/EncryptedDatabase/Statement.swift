@@ -413,6 +413,10 @@ final class ColumnLookup {
     @exclusivity(unchecked) private var position = 0
     @exclusivity(unchecked) private var row: UInt64 = 0
 
+    /// The records of the current row's associations, by key, in a request that includes some (set per row by
+    /// the request; `nil` for a statement's own lookup).
+    @exclusivity(unchecked) var associated: AssociatedValues?
+
     init(names: [String]) {
         var index: [String: Int] = [:]
         index.reserveCapacity(names.count)
