@@ -219,6 +219,19 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
         }
     }
 
+    @Test func foreignKeysAreOnSoABookOfNoAuthorIsRefusedAndNothingChanges() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        _ = try queue.read { db in try Book.fetchCount(db) }  // sets this connection's read mark in the -shm
+        let files = try snapshot(directory.path)
+        let error = expectCode(.constraint) {
+            try queue.write { db in try Book(id: 9, authorId: 42, title: "Orphan", pages: 1, readPages: 0).insert(db) }
+        }
+        #expect(error?.message.contains("FOREIGN KEY constraint failed") == true)
+        expectCode(.constraint) { try queue.write { db in try Author.deleteOne(db, id: 1) } }
+        #expect(try snapshot(directory.path) == files)
+    }
+
     @Test func anAssociationWithoutAForeignKeySaysHowToDeclareOne() throws {
         struct Note: Codable, FetchableRecord, TableRecord {
             static let author = belongsTo(Author.self)
