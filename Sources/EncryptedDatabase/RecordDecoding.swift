@@ -113,16 +113,21 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        if lookup.associated != nil {
-            if let value = try associatedValue(type, key, optional: false) { return value! }
-            // A property that is no column and no association is a record of the row's own columns
-            // (`var book: Book` beside `var author: Author`).
-            guard let column = lookup.column(named: key.stringValue, row: row.generation) else {
-                return try T(from: RowDecoder(row: row, lookup: lookup))
-            }
-            return try decodeColumn(type, row: row, column: column)
+        // The plain path first and alone: the association checks live in a function of their own, which kept
+        // this one as fast as before associations existed (measured: records-fetch 1.25× slower with them inline).
+        if lookup.associated == nil { return try decodeColumn(type, row: row, column: column(key)) }
+        return try decodeAssociated(type, forKey: key)
+    }
+
+    @inline(never)
+    private func decodeAssociated<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if let value = try associatedValue(type, key, optional: false) { return value! }
+        // A property that is no column and no association is a record of the row's own columns
+        // (`var book: Book` beside `var author: Author`).
+        guard let column = lookup.column(named: key.stringValue, row: row.generation) else {
+            return try T(from: RowDecoder(row: row, lookup: lookup))
         }
-        return try decodeColumn(type, row: row, column: column(key))
+        return try decodeColumn(type, row: row, column: column)
     }
 
     // Optionals: one lookup instead of the default's three (contains, decodeNil, decode).
@@ -138,7 +143,13 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         try optional(key) { try row.int64(at: $0) }
     }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        if lookup.associated != nil, let value = try associatedValue(type, key, optional: true) { return value }
+        if lookup.associated == nil { return try optional(key) { try decodeColumn(type, row: row, column: $0) } }
+        return try decodeAssociatedIfPresent(type, forKey: key)
+    }
+
+    @inline(never)
+    private func decodeAssociatedIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        if let value = try associatedValue(type, key, optional: true) { return value }
         return try optional(key) { try decodeColumn(type, row: row, column: $0) }
     }
 
