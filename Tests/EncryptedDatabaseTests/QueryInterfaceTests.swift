@@ -232,6 +232,38 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
         #expect(try snapshot(directory.path) == files)
     }
 
+    @Test func aTableAssociatedWithItselfKeepsItsTwoSidesApart() throws {
+        struct Employee: Codable, Equatable, FetchableRecord, PersistableRecord {
+            static let manager = belongsTo(Employee.self, key: "manager")
+            static let reports = hasMany(Employee.self, key: "reports")
+            var id: Int64
+            var managerId: Int64?
+            var name: String
+        }
+        struct Card: Decodable, FetchableRecord, Equatable {
+            var employee: Employee
+            var manager: Employee?
+            var reports: [Employee]
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("staff.db"), key: try testKey())
+        try queue.write { (db: Database) throws in
+            try db.execute(
+                "CREATE TABLE employee (id INTEGER PRIMARY KEY, managerId INTEGER REFERENCES employee(id), name TEXT)")
+            try Employee(id: 1, managerId: nil, name: "Ada").insert(db)
+            try Employee(id: 2, managerId: 1, name: "Bob").insert(db)
+            try Employee(id: 3, managerId: 1, name: "Cy").insert(db)
+        }
+        let cards = try queue.read { (db: Database) throws in
+            try Card.fetchAll(
+                db, Employee.including(optional: Employee.manager).including(all: Employee.reports.order(Column("name")))
+                    .filter(Column("name") != "Cy").order(Column("id")))
+        }
+        #expect(cards.map(\.employee.name) == ["Ada", "Bob"])
+        #expect(cards.map(\.manager?.name) == [nil, "Ada"])
+        #expect(cards.map { $0.reports.map(\.name) } == [["Bob", "Cy"], []])
+    }
+
     @Test func anAssociationWithoutAForeignKeySaysHowToDeclareOne() throws {
         struct Note: Codable, FetchableRecord, TableRecord {
             static let author = belongsTo(Author.self)
