@@ -13,6 +13,9 @@ public final class Database {
     private var statementCache: [String: Statement] = [:]
     private var uncachedStatements: [WeakStatement] = []
     private var savepointDepth = 0
+    /// True once the closure that lent this connection (``DatabaseQueue/read(_:)``, ``DatabaseQueue/write(_:)``…)
+    /// has returned, until the next one: a `Database` kept and used after its closure throws `misuse`.
+    var lendingEnded = false
     /// The records layer's insert and update statements, per record type (see `recordStatement`).
     var recordStatements: [RecordStatementKey: RecordStatement] = [:]
 
@@ -57,7 +60,7 @@ public final class Database {
     ///
     /// The corresponding C function is `sqlite3_prepare_v2`.
     public func cachedStatement(_ sql: String) throws -> Statement {
-        if let statement = statementCache[sql], !statement.isBusy { return statement }
+        if let statement = statementCache[sql], !statement.isBusy, !lendingEnded { return statement }
         let statement = try Statement(database: try checkedOpen(), sql: sql)
         if statementCache[sql] == nil { statementCache[sql] = statement }
         return statement
@@ -77,18 +80,98 @@ public final class Database {
         guard connection != nil else {
             throw DatabaseError(.misuse, "the database '\(path)' is closed")
         }
+        if lendingEnded {
+            throw DatabaseError(
+                .misuse,
+                "a Database was used after the read or write closure that gave it had returned; use the db only "
+                    + "inside its closure, and keep values, not the db")
+        }
         return self
     }
 
     // MARK: Running SQL
 
-    /// Runs one SQL statement with `arguments`, ignoring any rows it returns.
+    /// Runs SQL with `arguments`, ignoring any rows it returns.
     ///
     /// ```swift
     /// try db.execute("INSERT INTO item(id, title) VALUES (?, ?)", [UUID(), "Pay rent"])
+    /// try db.execute("INSERT INTO tag(name) VALUES (?); UPDATE item SET tagged = 1 WHERE id = ?", ["home", 7])
     /// ```
+    ///
+    /// Several `;`-separated statements run one after the other, as GRDB runs them: positional arguments are
+    /// taken in order, each statement its own number of them; named arguments go to the statements that name
+    /// them. Every argument must be used.
     public func execute(_ sql: String, _ arguments: StatementArguments = .none) throws {
-        try cachedStatement(sql).execute(arguments)
+        let statement: Statement
+        do {
+            statement = try cachedStatement(sql)
+        } catch let error as DatabaseError where error.code == .misuse && error.message == Statement.severalStatements {
+            try executeStatements(sql, arguments)
+            return
+        }
+        try statement.execute(arguments)
+    }
+
+    /// Runs the statements of `sql` one by one: each is prepared only after the previous one ran (it may create
+    /// the table the next one uses).
+    private func executeStatements(_ sql: String, _ arguments: StatementArguments) throws {
+        guard let connection = try checkedOpen().connection else { return }
+        var positional: ArraySlice<DatabaseValue> = []
+        var named: [String: DatabaseValue] = [:]
+        var usedNames: Set<String> = []
+        switch arguments.storage {
+        case .positional(let values): positional = values[...]
+        case .named(let values): named = values
+        }
+        var remaining = Array(sql.utf8)
+        while true {
+            var length = 0
+            var parameters: [String?] = []
+            remaining.append(0)
+            let result = remaining.withUnsafeBufferPointer { buffer -> Int32 in
+                buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { base in
+                    var statement: OpaquePointer?
+                    var tail: UnsafePointer<CChar>?
+                    let result = sqlite3_prepare_v2(connection, base, -1, &statement, &tail)
+                    defer { sqlite3_finalize(statement) }
+                    length = tail.map { $0 - base } ?? buffer.count - 1
+                    guard result == SQLITE_OK else { return result }
+                    guard let statement else { return -1 }
+                    for index in 0..<sqlite3_bind_parameter_count(statement) {
+                        parameters.append(sqlite3_bind_parameter_name(statement, index + 1).map { String(cString: $0) })
+                    }
+                    return SQLITE_OK
+                }
+            }
+            remaining.removeLast()
+            if result == -1 { break }  // only spaces, comments or semicolons were left
+            guard result == SQLITE_OK else { throw DatabaseError.sqlite(result, connection: connection, sql: sql) }
+            let text = String(decoding: remaining[..<length], as: UTF8.self)
+            remaining.removeFirst(length)
+            let statementArguments: StatementArguments
+            if case .named = arguments.storage {
+                var values: [String: DatabaseValue] = [:]
+                for case let name? in parameters {
+                    let key = String(name.dropFirst())
+                    values[key] = named[key]
+                    usedNames.insert(key)
+                }
+                statementArguments = StatementArguments(storage: .named(values))
+            } else {
+                guard positional.count >= parameters.count else {
+                    throw DatabaseError(
+                        .misuse, "the statements have more parameters than the \(arguments.count) arguments given",
+                        sql: sql)
+                }
+                statementArguments = StatementArguments(storage: .positional(Array(positional.prefix(parameters.count))))
+                positional = positional.dropFirst(parameters.count)
+            }
+            try makeStatement(text).execute(statementArguments)
+        }
+        if !positional.isEmpty || usedNames.count != named.count {
+            throw DatabaseError(
+                .misuse, "the statements have fewer parameters than the \(arguments.count) arguments given", sql: sql)
+        }
     }
 
     /// Runs several `;`-separated SQL statements without arguments (for schema definitions).
@@ -261,6 +344,13 @@ public final class Database {
         do {
             value = try body()
             try checkPagesAuthenticated()
+        } catch let error as DatabaseError where !immediate && error.code == .readOnly {
+            // A read transaction is `query_only`: this is a write inside a read, not a file that cannot be written.
+            if isInsideTransaction { try? execute("ROLLBACK") }
+            throw DatabaseError(
+                .readOnly,
+                "a write was attempted inside a read { db in … }, which only reads; make the change inside "
+                    + "write { db in … }", extendedResultCode: error.extendedResultCode, sql: error.sql)
         } catch {
             if isInsideTransaction { try? execute("ROLLBACK") }
             throw error

@@ -74,17 +74,33 @@ public struct DatabaseMigrator: Sendable {
                 .misuse, "the migration '\(duplicateID)' is registered twice; nothing was applied")
         }
         for (id, body) in migrations {
-            let applied = try database.write { db -> Bool in
-                let done = try Self.applied(db)
-                try checkKnown(done, path: db.path)
-                if done.contains(id) { return false }
-                if done.isEmpty, try !db.tableExists(Self.tableName) {
-                    try db.execute(
-                        "CREATE TABLE \(Self.tableName) (id TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
+            // As in GRDB, a migration runs with foreign keys off (a table rebuild drops a table that others refer
+            // to) and the whole database is checked for foreign-key violations before it commits.
+            let applied = try database.writeWithoutTransaction { db -> Bool in
+                let foreignKeys = try db.scalar("PRAGMA foreign_keys", as: Int.self) == 1
+                if foreignKeys { try db.execute("PRAGMA foreign_keys = OFF") }
+                defer { if foreignKeys { try? db.execute("PRAGMA foreign_keys = ON") } }
+                return try db.inTransaction(immediate: true) {
+                    let done = try Self.applied(db)
+                    try checkKnown(done, path: db.path)
+                    if done.contains(id) { return false }
+                    if done.isEmpty, try !db.tableExists(Self.tableName) {
+                        try db.execute(
+                            "CREATE TABLE \(Self.tableName) (id TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
+                    }
+                    try body(db)
+                    if foreignKeys {
+                        let violations = try db.fetch("PRAGMA foreign_key_check") { try $0.string(at: 0) }
+                        if let table = violations.first {
+                            throw DatabaseError(
+                                .constraint,
+                                "the migration '\(id)' leaves \(violations.count) rows whose foreign key refers to no row "
+                                    + "(first in table '\(table)'); it was rolled back")
+                        }
+                    }
+                    try db.execute("INSERT INTO \(Self.tableName) (id, applied_at) VALUES (?, ?)", [id, Date()])
+                    return true
                 }
-                try body(db)
-                try db.execute("INSERT INTO \(Self.tableName) (id, applied_at) VALUES (?, ?)", [id, Date()])
-                return true
             }
             _ = applied
         }

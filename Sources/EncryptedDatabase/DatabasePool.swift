@@ -115,6 +115,8 @@ public final class DatabasePool: Sendable {
                     if readers != nil { readers!.append(reader) } else { try? reader.database.close() }
                 }
             }
+            reader.database.lendingEnded = false
+            defer { reader.database.lendingEnded = true }
             return try reader.database.inTransaction(immediate: false) { try body(reader.database) }
         }
     }

@@ -174,7 +174,9 @@ public final class DatabaseQueue: Sendable {
             guard let database, let connection = database.connection else { throw closedError() }
             owner.store(thread, ordering: .releasing)
             tracker.begin(connection, observed: changeCenter.isObserved)
+            database.lendingEnded = false
             defer {
+                database.lendingEnded = true
                 committed = tracker.end(connection, observed: changeCenter.isObserved)
                 owner.store(0, ordering: .releasing)
             }

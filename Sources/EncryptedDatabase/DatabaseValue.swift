@@ -3,7 +3,7 @@ public import Foundation
 internal import SecureStoreCore
 
 /// One SQLite value: `NULL`, an integer, a floating-point number, text or a blob.
-public enum DatabaseValue: Sendable, Equatable {
+public enum DatabaseValue: Sendable, Hashable {
     /// SQL `NULL`.
     case null
     /// A 64-bit signed integer.
@@ -31,7 +31,7 @@ public enum DatabaseValue: Sendable, Equatable {
 /// | `Date` | INTEGER microseconds since 1970-01-01 00:00:00 UTC (sortable, indexable) |
 ///
 /// `nil` of any `Optional` is stored as `NULL`; read optionals with `try row[i] as T?`.
-public protocol DatabaseValueConvertible: Sendable {
+public protocol DatabaseValueConvertible: SQLExpressible {
     /// The value to store.
     var databaseValue: DatabaseValue { get }
     /// Reads the value in `column` of `row`. Throws ``DatabaseError/Code/typeMismatch`` when the column is
@@ -127,7 +127,8 @@ extension DatabaseValueConvertible where Self: RawRepresentable, RawValue: Datab
     public static func decode(from row: Row, at column: Int) throws -> Self {
         guard let value = Self(rawValue: try RawValue.decode(from: row, at: column)) else {
             throw DatabaseError(
-                .typeMismatch, "column \(column) holds a value that is not a \(Self.self)", sql: row.statement.sql)
+                .typeMismatch, "column \(column) (\(row.statement.columnNames[column])) holds a value that is not a \(Self.self)",
+                sql: row.statement.sql)
         }
         return value
     }

@@ -1,140 +1,8 @@
-// A small query value: filters with bound arguments, an order, a limit and an offset.
+// A query value: a selection, filters with bound arguments, grouping, an order, a limit, associations.
 
-/// A column of a table, to build filters and orderings from.
-///
-/// ```swift
-/// let open = Column("isDone") == false
-/// let newestFirst = Column("creationDate").desc
-/// ```
-///
-/// The name is quoted as an SQL identifier; values compared with it are always bound as arguments.
-public struct Column: Sendable, Hashable {
-    /// The column's name.
-    public let name: String
-
-    /// The column named `name`.
-    public init(_ name: String) { self.name = name }
-
-    var quoted: String { quoteIdentifier(name) }
-
-    /// Ascending order (`ASC`).
-    public var asc: SQLOrdering { SQLOrdering(sql: quoted + " ASC") }
-    /// Descending order (`DESC`).
-    public var desc: SQLOrdering { SQLOrdering(sql: quoted + " DESC") }
-
-    /// The column matches the `LIKE` pattern (`%` any run of characters, `_` one character; ASCII letters
-    /// match case-insensitively), with `\` as the escape character.
-    public func like(_ pattern: String) -> SQLExpression {
-        SQLExpression(sql: quoted + " LIKE ? ESCAPE '\\'", arguments: [.text(pattern)])
-    }
-
-    /// The column's value is one of `values` (never true for an empty collection).
-    public func `in`(_ values: some Collection<some DatabaseValueConvertible>) -> SQLExpression {
-        guard !values.isEmpty else { return SQLExpression(sql: "0", arguments: []) }
-        return SQLExpression(
-            sql: quoted + " IN (" + repeatElement("?", count: values.count).joined(separator: ", ") + ")",
-            arguments: values.map(\.databaseValue))
-    }
-
-    /// The column is `NULL`.
-    public var isNull: SQLExpression { SQLExpression(sql: quoted + " IS NULL", arguments: []) }
-
-    /// The column is not `NULL`.
-    public var isNotNull: SQLExpression { SQLExpression(sql: quoted + " IS NOT NULL", arguments: []) }
-
-    /// The column equals `value`; `nil` tests `IS NULL`.
-    public static func == (column: Column, value: (any DatabaseValueConvertible)?) -> SQLExpression {
-        guard let value else { return column.isNull }
-        return column.compare("=", value)
-    }
-
-    /// The column differs from `value`; `nil` tests `IS NOT NULL`.
-    public static func != (column: Column, value: (any DatabaseValueConvertible)?) -> SQLExpression {
-        guard let value else { return column.isNotNull }
-        return column.compare("<>", value)
-    }
-
-    /// The column is less than `value`.
-    public static func < (column: Column, value: any DatabaseValueConvertible) -> SQLExpression {
-        column.compare("<", value)
-    }
-
-    /// The column is less than or equal to `value`.
-    public static func <= (column: Column, value: any DatabaseValueConvertible) -> SQLExpression {
-        column.compare("<=", value)
-    }
-
-    /// The column is greater than `value`.
-    public static func > (column: Column, value: any DatabaseValueConvertible) -> SQLExpression {
-        column.compare(">", value)
-    }
-
-    /// The column is greater than or equal to `value`.
-    public static func >= (column: Column, value: any DatabaseValueConvertible) -> SQLExpression {
-        column.compare(">=", value)
-    }
-
-    private func compare(_ operation: String, _ value: any DatabaseValueConvertible) -> SQLExpression {
-        SQLExpression(sql: quoted + " " + operation + " ?", arguments: [value.databaseValue])
-    }
-}
-
-/// A condition of a query: SQL text with `?` parameters, and the values bound to them.
-///
-/// Build one from ``Column`` comparisons, combine them with `&&`, `||` and `!`, or write the SQL yourself with
-/// ``init(sql:arguments:)`` — with `?` for every value, never a value in the text.
-public struct SQLExpression: Sendable, CustomStringConvertible {
-    /// The SQL text, with `?` where values are bound.
-    public let sql: String
-    let arguments: [DatabaseValue]
-
-    init(sql: String, arguments: [DatabaseValue]) {
-        self.sql = sql
-        self.arguments = arguments
-    }
-
-    /// A condition written in SQL, with a `?` for each of `arguments`.
-    ///
-    /// ```swift
-    /// let recent = SQLExpression(sql: "creationDate > ?", arguments: [Date().addingTimeInterval(-86_400)])
-    /// ```
-    public init(sql: String, arguments: [(any DatabaseValueConvertible)?] = []) {
-        self.sql = sql
-        self.arguments = arguments.map { $0?.databaseValue ?? .null }
-    }
-
-    /// Both conditions hold.
-    public static func && (lhs: SQLExpression, rhs: SQLExpression) -> SQLExpression {
-        SQLExpression(sql: "(\(lhs.sql)) AND (\(rhs.sql))", arguments: lhs.arguments + rhs.arguments)
-    }
-
-    /// Either condition holds.
-    public static func || (lhs: SQLExpression, rhs: SQLExpression) -> SQLExpression {
-        SQLExpression(sql: "(\(lhs.sql)) OR (\(rhs.sql))", arguments: lhs.arguments + rhs.arguments)
-    }
-
-    /// The condition does not hold.
-    public static prefix func ! (expression: SQLExpression) -> SQLExpression {
-        SQLExpression(sql: "NOT (\(expression.sql))", arguments: expression.arguments)
-    }
-
-    /// The SQL text and the number of bound values; never the values.
-    public var description: String { "\(sql) <\(arguments.count) values redacted>" }
-}
-
-/// One term of an `ORDER BY`: a column and a direction, or SQL of your own.
-public struct SQLOrdering: Sendable {
-    /// The SQL of the term.
-    public let sql: String
-
-    init(sql: String) { self.sql = sql }
-
-    /// An ordering term written in SQL (`"lower(name) ASC"`). Ordering takes no arguments: it holds no values.
-    public init(sql literal: StaticString) { self.sql = literal.description }
-}
-
-/// The records of one table that a query selects: filters (each bound, none concatenated), an order, a limit and
-/// an offset. A value: refining it returns a new query.
+/// A request for rows of one table, decoded as `Record`: a selection, filters (each bound, none
+/// concatenated), a grouping, an order, a limit and an offset, and associated records. A value: refining it
+/// returns a new query. GRDB calls it `QueryInterfaceRequest`.
 ///
 /// ```swift
 /// import EncryptedDatabase
@@ -146,21 +14,96 @@ public struct SQLOrdering: Sendable {
 /// }
 ///
 /// func openItems(_ db: Database) throws -> [Item] {
-///     try Item.filter(Column("isDone") == false).order(Column("title").asc).limit(50).fetchAll(db)
+///     try Item.filter(Column("isDone") == false).order(Column("title")).limit(50).fetchAll(db)
+/// }
+///
+/// func titles(_ db: Database) throws -> [String] {
+///     try Item.select(Column("title"), as: String.self).order(Column("title").collating(.nocase)).fetchAll(db)
 /// }
 /// ```
-public struct Query<Record: TableRecord>: Sendable {
-    private var filters: [SQLExpression] = []
-    private var orderings: [SQLOrdering] = []
-    private var limit: Int?
-    private var offset: Int?
+///
+/// What a query decodes its rows as:
+/// - a ``FetchableRecord`` (through its `init(row:)`),
+/// - a ``DatabaseValueConvertible`` scalar (`Int`, `String`, `Date`…, from the first column; `fetchOne` returns
+///   `nil` for `NULL`),
+/// - any other `Decodable` type, its coding keys naming the result columns.
+public struct Query<Record>: Sendable {
+    let table: String
+    let primaryKey: String
+    var selection: [SQLSelection] = []
+    var isDistinct = false
+    var filters: [SQLExpression] = []
+    var groups: [SQLExpression] = []
+    var havings: [SQLExpression] = []
+    var orderings: [SQLOrdering] = []
+    var limit: Int?
+    var offset: Int?
+    var joins: [JoinPart] = []
+    var prefetches: [PrefetchPart] = []
 
-    init() {}
+    init(table: String, primaryKey: String) {
+        self.table = table
+        self.primaryKey = primaryKey
+    }
+
+    /// The query with the same parts, decoding rows as `T`.
+    func converted<T>(to type: T.Type) -> Query<T> {
+        var query = Query<T>(table: table, primaryKey: primaryKey)
+        query.selection = selection
+        query.isDistinct = isDistinct
+        query.filters = filters
+        query.groups = groups
+        query.havings = havings
+        query.orderings = orderings
+        query.limit = limit
+        query.offset = offset
+        query.joins = joins
+        query.prefetches = prefetches
+        return query
+    }
+
+    // MARK: Refining
+
+    /// The query selecting `selection` (columns, expressions, aggregates) instead of every column, still decoded
+    /// as `Record`.
+    public func select(_ selection: any SQLSelectable...) -> Query { select(selection) }
+
+    /// The query selecting `selection` instead of every column, still decoded as `Record`.
+    public func select(_ selection: [any SQLSelectable]) -> Query {
+        var query = self
+        query.selection = selection.map(\.sqlSelection)
+        return query
+    }
+
+    /// The query selecting `selection`, decoded as `type`: a scalar (`String.self`, `Int.self`) read from the
+    /// first column, or any `Decodable` type whose keys are the selected columns.
+    ///
+    /// ```swift
+    /// let best = try Player.select(max(Column("score")), as: Int.self).fetchOne(db)
+    /// ```
+    public func select<T>(_ selection: any SQLSelectable..., as type: T.Type) -> Query<T> {
+        self.select(selection).converted(to: type)
+    }
+
+    /// The query selecting `selection`, decoded as `type`.
+    public func select<T>(_ selection: [any SQLSelectable], as type: T.Type) -> Query<T> {
+        self.select(selection).converted(to: type)
+    }
+
+    /// The same query, decoded as `type` (GRDB's `asRequest(of:)`).
+    public func asRequest<T>(of type: T.Type) -> Query<T> { converted(to: type) }
+
+    /// The query without duplicate rows (`SELECT DISTINCT`).
+    public func distinct() -> Query {
+        var query = self
+        query.isDistinct = true
+        return query
+    }
 
     /// The rows that also match `predicate`.
-    public func filter(_ predicate: SQLExpression) -> Query {
+    public func filter(_ predicate: some SQLSpecificExpressible) -> Query {
         var query = self
-        query.filters.append(predicate)
+        query.filters.append(predicate.sqlExpression)
         return query
     }
 
@@ -171,37 +114,121 @@ public struct Query<Record: TableRecord>: Sendable {
 
     /// The row whose primary key is `id`.
     public func filter(id: some DatabaseValueConvertible) -> Query {
-        filter(Column(Record.databasePrimaryKey) == id)
+        filter(Column(primaryKey) == id)
     }
 
-    /// Ordered by `orderings`, replacing any previous order.
-    public func order(_ orderings: SQLOrdering...) -> Query { order(orderings) }
+    /// The row whose primary key is `key` (GRDB's spelling of ``filter(id:)``).
+    public func filter(key: some DatabaseValueConvertible) -> Query { filter(id: key) }
+
+    /// The rows whose columns have the values of `key` (`["email": "a@b.c"]`; a `nil` value matches `NULL`).
+    public func filter(key: [String: (any DatabaseValueConvertible)?]) -> Query {
+        var query = self
+        for (column, value) in key.sorted(by: { $0.key < $1.key }) {
+            query = query.filter(Column(column) == value)
+        }
+        return query
+    }
+
+    /// Grouped by `expressions` (`GROUP BY`), replacing any previous grouping; select aggregates with it.
+    ///
+    /// ```swift
+    /// struct Total: Decodable { var kind: String; var count: Int }
+    /// let totals = try Note.select(Column("kind"), count(Column("id")).forKey("count"), as: Total.self)
+    ///     .group(Column("kind")).having(count(Column("id")) > 1).fetchAll(db)
+    /// ```
+    public func group(_ expressions: any SQLExpressible...) -> Query { group(expressions) }
+
+    /// Grouped by `expressions`, replacing any previous grouping.
+    public func group(_ expressions: [any SQLExpressible]) -> Query {
+        var query = self
+        query.groups = expressions.map(\.sqlExpression)
+        return query
+    }
+
+    /// The groups that also match `predicate` (`HAVING`).
+    public func having(_ predicate: some SQLSpecificExpressible) -> Query {
+        var query = self
+        query.havings.append(predicate.sqlExpression)
+        return query
+    }
+
+    /// Ordered by `orderings` (columns ascending, or `.asc`/`.desc`, expressions), replacing any previous order.
+    public func order(_ orderings: any SQLOrderingTerm...) -> Query { order(orderings) }
 
     /// Ordered by `orderings`, replacing any previous order.
-    public func order(_ orderings: [SQLOrdering]) -> Query {
+    public func order(_ orderings: [any SQLOrderingTerm]) -> Query {
         var query = self
-        query.orderings = orderings
+        query.orderings = orderings.map(\.sqlOrdering)
         return query
     }
 
     /// At most `limit` rows, after skipping `offset` rows.
     public func limit(_ limit: Int, offset: Int? = nil) -> Query {
         var query = self
-        query.limit = max(0, limit)
-        query.offset = offset.map { max(0, $0) }
+        query.limit = Swift.max(0, limit)
+        query.offset = offset.map { Swift.max(0, $0) }
         return query
     }
 
-    /// The SQL of the query with `selection` as its result columns, and its arguments.
-    func sql(selecting selection: String, withOrderAndLimit: Bool = true) -> (String, [DatabaseValue]) {
-        var sql = "SELECT \(selection) FROM \(quoteIdentifier(Record.databaseTableName))"
+    // MARK: SQL
+
+    /// The SQL of the query and its arguments. `selecting` replaces the selection; `extraColumns` are selected
+    /// after every other column.
+    func sql(
+        selecting override: [SQLSelection]? = nil, extraColumns: [SQLSelection] = [], withOrderAndLimit: Bool = true,
+        resolved: [ResolvedJoin] = []
+    ) -> (String, [DatabaseValue]) {
+        let qualifier: String? = resolved.isEmpty ? nil : table
+        var sql = isDistinct ? "SELECT DISTINCT " : "SELECT "
         var arguments: [DatabaseValue] = []
-        if !filters.isEmpty {
-            sql += " WHERE " + filters.map { "(\($0.sql))" }.joined(separator: " AND ")
-            for filter in filters { arguments += filter.arguments }
+        var selection = override ?? self.selection
+        if selection.isEmpty { selection = [.allColumns] }
+        var first = true
+        for column in selection {
+            if !first { sql += ", " }
+            first = false
+            column.render(qualifier: qualifier, into: &sql, &arguments)
         }
+        if override == nil {
+            for join in resolved where join.part.decode != nil {
+                sql += ", " + quoteIdentifier(join.alias) + ".*"
+            }
+        }
+        for column in extraColumns {
+            sql += ", "
+            column.render(qualifier: qualifier, into: &sql, &arguments)
+        }
+        sql += " FROM " + quoteIdentifier(table)
+        for join in resolved {
+            sql += join.part.required ? " JOIN " : " LEFT JOIN "
+            sql += quoteIdentifier(join.part.association.destinationTable)
+            if join.alias != join.part.association.destinationTable { sql += " AS " + quoteIdentifier(join.alias) }
+            sql += " ON " + join.condition
+            for filter in join.part.association.filters {
+                sql += " AND ("
+                filter.render(qualifier: join.alias, into: &sql, &arguments)
+                sql += ")"
+            }
+        }
+        append(" WHERE ", filters, qualifier: qualifier, to: &sql, &arguments)
+        if !groups.isEmpty {
+            sql += " GROUP BY "
+            for (index, group) in groups.enumerated() {
+                if index > 0 { sql += ", " }
+                group.render(qualifier: qualifier, into: &sql, &arguments)
+            }
+        }
+        append(" HAVING ", havings, qualifier: qualifier, to: &sql, &arguments)
         guard withOrderAndLimit else { return (sql, arguments) }
-        if !orderings.isEmpty { sql += " ORDER BY " + orderings.map(\.sql).joined(separator: ", ") }
+        var terms = orderings.map { ($0, qualifier) }
+        for join in resolved { terms += join.part.association.orderings.map { ($0, join.alias) } }
+        if !terms.isEmpty {
+            sql += " ORDER BY "
+            for (index, (term, termQualifier)) in terms.enumerated() {
+                if index > 0 { sql += ", " }
+                term.render(qualifier: termQualifier, into: &sql, &arguments)
+            }
+        }
         if limit != nil || offset != nil {
             sql += " LIMIT ?"
             arguments.append(.integer(Int64(limit ?? -1)))
@@ -213,55 +240,217 @@ public struct Query<Record: TableRecord>: Sendable {
         return (sql, arguments)
     }
 
+    private func append(
+        _ keyword: String, _ conditions: [SQLExpression], qualifier: String?, to sql: inout String,
+        _ arguments: inout [DatabaseValue]
+    ) {
+        guard !conditions.isEmpty else { return }
+        sql += keyword
+        for (index, condition) in conditions.enumerated() {
+            sql += index == 0 ? "(" : " AND ("
+            condition.render(qualifier: qualifier, into: &sql, &arguments)
+            sql += ")"
+        }
+    }
+
+    // MARK: Counting and deleting
+
     /// The number of rows the query selects; nothing is decoded.
     public func fetchCount(_ db: Database) throws -> Int {
+        let resolved = try resolveJoins(db)
         let (sql, arguments): (String, [DatabaseValue])
-        if limit != nil || offset != nil {
-            let (inner, innerArguments) = self.sql(selecting: "1")
+        if limit != nil || offset != nil || isDistinct || !groups.isEmpty || !resolved.isEmpty || !selection.isEmpty {
+            let (inner, innerArguments) = self.sql(
+                selecting: selection.isEmpty ? [SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)]
+                    : selection, resolved: resolved)
             (sql, arguments) = ("SELECT count(*) FROM (\(inner))", innerArguments)
         } else {
-            (sql, arguments) = self.sql(selecting: "count(*)", withOrderAndLimit: false)
+            (sql, arguments) = self.sql(
+                selecting: [SQLSelection(expression: SQLExpression(pieces: [.sql("count(*)")]), alias: nil)],
+                withOrderAndLimit: false)
         }
         return try db.fetchOne(sql, StatementArguments(values: arguments)) { try $0.int(at: 0) } ?? 0
     }
 
-    /// Deletes the rows the query selects (its order and limit are ignored); returns how many.
+    /// Whether the query selects no row.
+    public func isEmpty(_ db: Database) throws -> Bool {
+        let (inner, arguments) = limit(1, offset: offset).sql(
+            selecting: [SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)],
+            resolved: try resolveJoins(db))
+        return try db.fetchOne("SELECT EXISTS (\(inner))", StatementArguments(values: arguments)) {
+            try $0.int(at: 0)
+        } == 0
+    }
+
+    /// Deletes the rows the query selects (its order and limit are kept when it has a limit); returns how many.
+    ///
+    /// ```swift
+    /// let removed = try Note.filter(Column("kind") == "chore").deleteAll(db)
+    /// ```
     @discardableResult
     public func deleteAll(_ db: Database) throws -> Int {
-        var sql = "DELETE FROM \(quoteIdentifier(Record.databaseTableName))"
+        var sql = "DELETE FROM \(quoteIdentifier(table))"
         var arguments: [DatabaseValue] = []
-        if !filters.isEmpty {
-            sql += " WHERE " + filters.map { "(\($0.sql))" }.joined(separator: " AND ")
-            for filter in filters { arguments += filter.arguments }
-        }
-        if limit != nil || offset != nil {
+        if limit != nil || offset != nil || !joins.isEmpty || !groups.isEmpty || isDistinct {
             // SQLite's DELETE … LIMIT is a compile-time option; select the rows by primary key instead.
-            let key = quoteIdentifier(Record.databasePrimaryKey)
-            let (inner, innerArguments) = self.sql(selecting: key)
-            sql = "DELETE FROM \(quoteIdentifier(Record.databaseTableName)) WHERE \(key) IN (\(inner))"
+            let resolved = try resolveJoins(db)
+            let key = SQLSelection(expression: Column(primaryKey).sqlExpression, alias: nil)
+            let (inner, innerArguments) = self.sql(selecting: [key], resolved: resolved)
+            sql += " WHERE \(quoteIdentifier(primaryKey)) IN (\(inner))"
             arguments = innerArguments
+        } else {
+            append(" WHERE ", filters, qualifier: nil, to: &sql, &arguments)
         }
         try db.execute(sql, StatementArguments(values: arguments))
         return db.changes
+    }
+
+    // MARK: Fetching
+
+    /// The SQL and arguments of the query (of its first row when `single`), its joins resolved in `db`.
+    func sql(_ db: Database, single: Bool = false) throws -> (String, StatementArguments) {
+        let query = single ? limit(1, offset: offset) : self
+        let (sql, arguments) = query.sql(resolved: try resolveJoins(db))
+        return (sql, StatementArguments(values: arguments))
+    }
+
+    /// Whether the query includes associated records (which only `Decodable` types can receive).
+    var hasIncludes: Bool { !prefetches.isEmpty || joins.contains { $0.decode != nil } }
+
+    /// Runs the query and decodes each row with `decode`; `single` asks for one row at most.
+    func fetchRows<T>(_ db: Database, single: Bool, _ decode: (Row) throws -> T) throws -> [T] {
+        let (sql, arguments) = try self.sql(db, single: single)
+        if single {
+            return try db.fetchOne(sql, arguments, decode).map { [$0] } ?? []
+        }
+        return try db.fetch(sql, arguments, decode)
+    }
+
+    /// Rows decoded as a scalar from their first column; `NULL` rows are left out of `fetchOne`'s answer.
+    func fetchScalars<T: DatabaseValueConvertible>(_ db: Database, single: Bool) throws -> [T] {
+        try checkNoAssociations(T.self)
+        if single {
+            let (sql, arguments) = try self.sql(db, single: true)
+            let value = try db.fetchOne(sql, arguments) { row in try row[0] as T? }
+            return (value ?? nil).map { [$0] } ?? []
+        }
+        return try fetchRows(db, single: false) { row in try T.decode(from: row, at: 0) }
+    }
+
+    /// Rows decoded through `Decodable`: a scalar from the first column when `T` is one, otherwise by column
+    /// names; with associations, the associated records by their keys.
+    func fetchDecodable<T: Decodable>(_ db: Database, single: Bool) throws -> [T] {
+        if hasIncludes { return try fetchAssociated(db, single: single) }
+        if let scalar = T.self as? any DatabaseValueConvertible.Type {
+            return try fetchRows(db, single: single) { row in
+                try scalar.decode(from: row, at: 0) as! T  // the dynamic type is T: the cast cannot fail
+            }
+        }
+        return try fetchRows(db, single: single) { row in
+            try T(from: RowDecoder(row: row, lookup: row.statement.lookup))
+        }
+    }
+
+    func checkNoAssociations(_ type: Any.Type) throws {
+        guard !hasIncludes else {
+            throw DatabaseError(
+                .misuse,
+                "a request with associations (including…) decodes its rows through Decodable; \(type) is not "
+                    + "Decodable: make it Decodable, or use joining(required:)/joining(optional:), which select "
+                    + "nothing of the associated table")
+        }
     }
 }
 
 extension Query where Record: FetchableRecord {
     /// Every record the query selects.
     public func fetchAll(_ db: Database) throws -> [Record] {
-        let (sql, arguments) = self.sql(selecting: "*")
-        return try db.fetch(sql, StatementArguments(values: arguments)) { row in try Record(row: row) }
+        try checkNoAssociations(Record.self)
+        let (sql, arguments) = try self.sql(db)
+        return try db.fetch(sql, arguments) { row in try Record(row: row) }
     }
 
     /// The first record the query selects, or `nil`.
     public func fetchOne(_ db: Database) throws -> Record? {
-        let (sql, arguments) = limit(1, offset: offset).sql(selecting: "*")
-        return try db.fetchOne(sql, StatementArguments(values: arguments)) { row in try Record(row: row) }
+        try checkNoAssociations(Record.self)
+        let (sql, arguments) = try self.sql(db, single: true)
+        return try db.fetchOne(sql, arguments) { row in try Record(row: row) }
     }
 
     /// Calls `body` with each record the query selects, one at a time, without collecting them.
     public func forEach(_ db: Database, _ body: (Record) throws -> Void) throws {
-        let (sql, arguments) = self.sql(selecting: "*")
-        try db.forEachRow(sql, StatementArguments(values: arguments)) { row in try body(try Record(row: row)) }
+        try checkNoAssociations(Record.self)
+        let (sql, arguments) = try self.sql(db)
+        try db.forEachRow(sql, arguments) { row in try body(try Record(row: row)) }
+    }
+}
+
+extension Query where Record: FetchableRecord & Decodable {
+    /// Every record the query selects (through `init(row:)`; with associations, through `Decodable`).
+    public func fetchAll(_ db: Database) throws -> [Record] {
+        if hasIncludes { return try fetchAssociated(db, single: false) }
+        let (sql, arguments) = try self.sql(db)
+        return try db.fetch(sql, arguments) { row in try Record(row: row) }
+    }
+
+    /// The first record the query selects, or `nil`.
+    public func fetchOne(_ db: Database) throws -> Record? {
+        if hasIncludes { return (try fetchAssociated(db, single: true) as [Record]).first }
+        let (sql, arguments) = try self.sql(db, single: true)
+        return try db.fetchOne(sql, arguments) { row in try Record(row: row) }
+    }
+}
+
+extension Query where Record: Decodable {
+    /// Every row the query selects, decoded as `Record` (a scalar from the first column, or by column names).
+    public func fetchAll(_ db: Database) throws -> [Record] { try fetchDecodable(db, single: false) }
+
+    /// The first row the query selects decoded as `Record`, or `nil`.
+    public func fetchOne(_ db: Database) throws -> Record? { (try fetchDecodable(db, single: true) as [Record]).first }
+}
+
+extension Query where Record: DatabaseValueConvertible {
+    /// The first column of every row the query selects.
+    public func fetchAll(_ db: Database) throws -> [Record] { try fetchScalars(db, single: false) }
+
+    /// The first column of the first row, or `nil` when there is no row or it is `NULL` (an aggregate over no rows).
+    public func fetchOne(_ db: Database) throws -> Record? { (try fetchScalars(db, single: true) as [Record]).first }
+}
+
+extension Query where Record: DatabaseValueConvertible & Decodable {
+    /// The first column of every row the query selects.
+    public func fetchAll(_ db: Database) throws -> [Record] { try fetchScalars(db, single: false) }
+
+    /// The first column of the first row, or `nil` when there is no row or it is `NULL` (an aggregate over no rows).
+    public func fetchOne(_ db: Database) throws -> Record? { (try fetchScalars(db, single: true) as [Record]).first }
+}
+
+extension FetchableRecord {
+    /// The records a request of another type selects, decoded as this type (GRDB's spelling of
+    /// `request.asRequest(of: Self.self).fetchAll(db)`).
+    public static func fetchAll<R>(_ db: Database, _ request: Query<R>) throws -> [Self] {
+        try request.asRequest(of: Self.self).fetchAll(db)
+    }
+
+    /// The first record a request of another type selects, decoded as this type, or `nil`.
+    public static func fetchOne<R>(_ db: Database, _ request: Query<R>) throws -> Self? {
+        try request.asRequest(of: Self.self).fetchOne(db)
+    }
+}
+
+extension FetchableRecord where Self: Decodable {
+    /// The records a request of another type selects, decoded as this type: with associations, each record with
+    /// its associated records in the properties named after them.
+    ///
+    /// ```swift
+    /// let infos = try BookInfo.fetchAll(db, Book.including(required: Book.author))
+    /// ```
+    public static func fetchAll<R>(_ db: Database, _ request: Query<R>) throws -> [Self] {
+        try request.asRequest(of: Self.self).fetchAll(db)
+    }
+
+    /// The first record a request of another type selects, decoded as this type, or `nil`.
+    public static func fetchOne<R>(_ db: Database, _ request: Query<R>) throws -> Self? {
+        try request.asRequest(of: Self.self).fetchOne(db)
     }
 }

@@ -96,12 +96,37 @@ extension FetchableRecord {
 }
 
 extension FetchableRecord where Self: TableRecord {
-    /// Every record of the table, in the table's order (for a defined order use ``order(_:)-(SQLOrdering...)``).
+    /// Every record of the table, in the table's order (for a defined order use ``order(_:)-(any SQLOrderingTerm...)``).
     public static func fetchAll(_ db: Database) throws -> [Self] { try all().fetchAll(db) }
 
     /// The record whose primary key is `id`, or `nil`.
     public static func fetchOne(_ db: Database, id: some DatabaseValueConvertible) throws -> Self? {
         try all().filter(id: id).fetchOne(db)
+    }
+
+    /// The record whose primary key is `key`, or `nil` (GRDB's spelling of ``fetchOne(_:id:)``).
+    public static func fetchOne(_ db: Database, key: some DatabaseValueConvertible) throws -> Self? {
+        try all().filter(id: key).fetchOne(db)
+    }
+
+    /// The first record whose columns have the values of `key` (`["email": "a@b.c"]`), or `nil`.
+    public static func fetchOne(_ db: Database, key: [String: (any DatabaseValueConvertible)?]) throws -> Self? {
+        try all().filter(key: key).fetchOne(db)
+    }
+
+    /// The record whose primary key is `id`; throws ``DatabaseError/Code/notFound`` when there is none (the
+    /// message names the table and the key column, never the value).
+    ///
+    /// ```swift
+    /// let player = try Player.find(db, id: 1)
+    /// ```
+    public static func find(_ db: Database, id: some DatabaseValueConvertible) throws -> Self {
+        guard let record = try fetchOne(db, id: id) else {
+            throw DatabaseError(
+                .notFound,
+                "no row of table '\(databaseTableName)' has the \(databasePrimaryKey) asked for (\(Self.self).find)")
+        }
+        return record
     }
 
     /// The records whose primary keys are in `ids`, in the table's order; missing ones are left out.
@@ -112,10 +137,10 @@ extension FetchableRecord where Self: TableRecord {
 
 extension TableRecord {
     /// A query of every row of the table, to refine with filters, an order and a limit.
-    public static func all() -> Query<Self> { Query() }
+    public static func all() -> Query<Self> { Query(table: databaseTableName, primaryKey: databasePrimaryKey) }
 
     /// The rows that match `predicate`.
-    public static func filter(_ predicate: SQLExpression) -> Query<Self> { all().filter(predicate) }
+    public static func filter(_ predicate: some SQLSpecificExpressible) -> Query<Self> { all().filter(predicate) }
 
     /// The rows that match a condition written in SQL with a `?` for each of `arguments`.
     public static func filter(sql: String, arguments: [(any DatabaseValueConvertible)?] = []) -> Query<Self> {
@@ -125,8 +150,28 @@ extension TableRecord {
     /// The row whose primary key is `id`.
     public static func filter(id: some DatabaseValueConvertible) -> Query<Self> { all().filter(id: id) }
 
+    /// The row whose primary key is `key`.
+    public static func filter(key: some DatabaseValueConvertible) -> Query<Self> { all().filter(id: key) }
+
+    /// The rows whose columns have the values of `key`.
+    public static func filter(key: [String: (any DatabaseValueConvertible)?]) -> Query<Self> {
+        all().filter(key: key)
+    }
+
     /// Every row, ordered.
-    public static func order(_ orderings: SQLOrdering...) -> Query<Self> { all().order(orderings) }
+    public static func order(_ orderings: any SQLOrderingTerm...) -> Query<Self> { all().order(orderings) }
+
+    /// Every row, selecting `selection` instead of every column.
+    public static func select(_ selection: any SQLSelectable...) -> Query<Self> { all().select(selection) }
+
+    /// Every row, selecting `selection`, decoded as `type` (a scalar, or any `Decodable` type).
+    ///
+    /// ```swift
+    /// let names = try Player.select(Column("name"), as: String.self).fetchAll(db)
+    /// ```
+    public static func select<T>(_ selection: any SQLSelectable..., as type: T.Type) -> Query<T> {
+        all().select(selection, as: type)
+    }
 
     /// At most `limit` rows after skipping `offset`.
     public static func limit(_ limit: Int, offset: Int? = nil) -> Query<Self> { all().limit(limit, offset: offset) }
@@ -136,7 +181,17 @@ extension TableRecord {
 
     /// Whether a row has `id` as its primary key.
     public static func exists(_ db: Database, id: some DatabaseValueConvertible) throws -> Bool {
-        try all().filter(id: id).fetchCount(db) > 0
+        try !all().filter(id: id).isEmpty(db)
+    }
+
+    /// Whether a row has `key` as its primary key (GRDB's spelling of ``exists(_:id:)``).
+    public static func exists(_ db: Database, key: some DatabaseValueConvertible) throws -> Bool {
+        try exists(db, id: key)
+    }
+
+    /// Whether a row has the column values of `key`.
+    public static func exists(_ db: Database, key: [String: (any DatabaseValueConvertible)?]) throws -> Bool {
+        try !all().filter(key: key).isEmpty(db)
     }
 
     /// Deletes the row whose primary key is `id`; returns whether there was one.
@@ -169,11 +224,39 @@ extension PersistableRecord {
     /// ```swift
     /// let saved = try player.inserted(db)   // saved.id is the key SQLite chose
     /// ```
+    ///
+    /// When the record's primary key was `nil` and ``didInsert(rowID:)`` left it `nil` (the default does nothing),
+    /// a record that is also ``FetchableRecord`` is read back from its new row, so the copy has the key SQLite
+    /// chose, as GRDB fills an `id`; any other type throws ``DatabaseError/Code/misuse`` naming the function to
+    /// write (and the transaction's write is rolled back), never a copy that silently keeps `nil`.
     public func inserted(_ db: Database) throws -> Self {
-        try insert(db)
+        try willSave(db)
+        let container = try persistenceContainer()
+        let statement = try db.recordStatement(.insert, Self.self, columns: container.columns)
+        try statement.execute(StatementArguments(values: container.values))
+        let rowID = db.lastInsertRowID
         var copy = self
-        copy.didInsert(rowID: db.lastInsertRowID)
-        return copy
+        copy.didInsert(rowID: rowID)
+        let key = Self.databasePrimaryKey
+        guard let index = container.columns.firstIndex(of: key), case .null = container.values[index] else {
+            return copy
+        }
+        let after = try copy.persistenceContainer()
+        guard let afterIndex = after.columns.firstIndex(of: key), case .null = after.values[afterIndex] else {
+            return copy
+        }
+        if let fetchable = Self.self as? any FetchableRecord.Type,
+            let stored = try fetchable.fetchOne(
+                db, sql: "SELECT * FROM \(quoteIdentifier(Self.databaseTableName)) WHERE rowid = ?",
+                arguments: [rowID]) as? Self
+        {
+            return stored
+        }
+        throw DatabaseError(
+            .misuse,
+            "\(Self.self) was inserted with a nil '\(key)' and keeps it: write "
+                + "`mutating func didInsert(rowID: Int64) { \(key) = rowID }` in \(Self.self), or make it FetchableRecord "
+                + "so that inserted(_:) reads the new row back")
     }
 
     /// Updates the row with the record's primary key (`UPDATE … WHERE id = ?`); throws

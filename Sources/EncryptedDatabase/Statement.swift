@@ -31,6 +31,10 @@ public final class Statement {
     /// ``observedTables()``, once computed (DatabaseObservation.swift).
     var observedTablesCache: Set<String>??
 
+    /// The message of the error a statement with several statements in its SQL text throws (``Database/execute(_:_:)``
+    /// runs them one by one instead).
+    static let severalStatements = "the SQL text holds more than one statement"
+
     init(database: Database, sql: String) throws {
         self.database = database
         self.sql = sql
@@ -51,8 +55,7 @@ public final class Statement {
             String(cString: tail).contains(where: { !$0.isWhitespace && $0 != ";" })
         {
             sqlite3_finalize(statement)
-            throw DatabaseError(
-                .misuse, "the SQL text holds more than one statement; use executeScript", sql: sql)
+            throw DatabaseError(.misuse, Statement.severalStatements, sql: sql)
         }
         handle = statement
         self.readTables = readTables
@@ -425,6 +428,10 @@ final class ColumnLookup {
     /// The position of the next lookup in that order, and the row (statement generation) it counts for.
     @exclusivity(unchecked) private var position = 0
     @exclusivity(unchecked) private var row: UInt64 = 0
+
+    /// The records of the current row's associations, by key, in a request that includes some (set per row by
+    /// the request; `nil` for a statement's own lookup).
+    @exclusivity(unchecked) var associated: AssociatedValues?
 
     init(names: [String]) {
         var index: [String: Int] = [:]

@@ -44,6 +44,14 @@ public struct StatementArguments: Sendable, ExpressibleByArrayLiteral, Expressib
         storage = .named(values)
     }
 
+    /// The number of values.
+    var count: Int {
+        switch storage {
+        case .positional(let values): values.count
+        case .named(let values): values.count
+        }
+    }
+
     /// No arguments.
     public static let none = StatementArguments([])
 

@@ -37,6 +37,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // including(all:) against the hand-written two-query version (issue 25; Docs/records.md).
+        .executableTarget(
+            name: "securestore-bench-associations",
+            dependencies: [.product(name: "EncryptedDatabase", package: "SecureStore")],
+            swiftSettings: swiftSettings
+        ),
         // GRDB 7.10's Codable records on the records workloads' data (plain SQLite: no SQLCipher in this process).
         .executableTarget(
             name: "securestore-bench-grdb",

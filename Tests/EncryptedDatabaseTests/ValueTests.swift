@@ -192,13 +192,11 @@ import Testing
         #expect(try queue.read { db in try db.scalar("SELECT count(*) FROM value", as: Int.self) } == 101)
     }
 
-    @Test func multipleStatementsNeedExecuteScript() throws {
+    @Test func multipleStatementsRunInOneExecuteAsInGRDB() throws {
         try queue.write { db in
-            expectCode(.misuse) {
-                try db.execute("INSERT INTO value (id) VALUES (1); INSERT INTO value (id) VALUES (2)")
-            }
-            try db.executeScript("INSERT INTO value (id) VALUES (1); INSERT INTO value (id) VALUES (2);")
-            #expect(try db.scalar("SELECT count(*) FROM value", as: Int.self) == 2)
+            try db.execute("INSERT INTO value (id) VALUES (1); INSERT INTO value (id) VALUES (?)", [2])
+            try db.executeScript("INSERT INTO value (id) VALUES (3); INSERT INTO value (id) VALUES (4);")
+            #expect(try db.scalar("SELECT count(*) FROM value", as: Int.self) == 4)
         }
     }
 }

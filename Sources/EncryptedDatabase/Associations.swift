@@ -1,0 +1,463 @@
+// Associations between record types: belongsTo, hasOne, hasMany; joined in one query, or prefetched with one
+// extra query per association (never one per row).
+
+/// The columns of a foreign key in the child table, when they cannot be found in the schema (GRDB's name).
+///
+/// ```swift
+/// import EncryptedDatabase
+///
+/// struct Author: Codable, FetchableRecord, PersistableRecord { var id: Int64; var name: String }
+/// struct Book: Codable, FetchableRecord, PersistableRecord {
+///     static let author = belongsTo(Author.self, using: ForeignKey(["writerId"]))
+///     var id: Int64
+///     var writerId: Int64
+/// }
+/// ```
+public struct ForeignKey: Sendable {
+    let columns: [String]
+    let destinationColumns: [String]?
+
+    /// The foreign key made of `columns` of the child table, referring to `destinationColumns` of the parent
+    /// table (its primary key when `nil`). One column: composite keys are not supported by associations.
+    public init(_ columns: [String], to destinationColumns: [String]? = nil) {
+        self.columns = columns
+        self.destinationColumns = destinationColumns
+    }
+}
+
+/// What an association is made of; the public type only so that associations can share one protocol.
+public struct _SQLAssociation: Sendable {
+    enum Kind: Sendable { case belongsTo, hasOne, hasMany }
+    let kind: Kind
+    var key: String
+    let originTable: String
+    let originPrimaryKey: String
+    let destinationTable: String
+    let destinationPrimaryKey: String
+    let foreignKey: ForeignKey?
+    var filters: [SQLExpression] = []
+    var orderings: [SQLOrdering] = []
+
+    /// The table that holds the foreign key, and the one it refers to.
+    var childTable: String { kind == .belongsTo ? originTable : destinationTable }
+    var parentTable: String { kind == .belongsTo ? destinationTable : originTable }
+    var parentPrimaryKey: String { kind == .belongsTo ? destinationPrimaryKey : originPrimaryKey }
+}
+
+/// An association from records of `OriginRowDecoder` to records of `RowDecoder` (GRDB's names): use it with
+/// ``Query/joining(required:)``, ``Query/including(required:)`` and their siblings.
+public protocol Association: Sendable {
+    /// The type the association starts from (`Book` in `Book.author`).
+    associatedtype OriginRowDecoder: TableRecord
+    /// The associated type (`Author` in `Book.author`).
+    associatedtype RowDecoder: TableRecord
+    /// What the association is made of.
+    var _sqlAssociation: _SQLAssociation { get }
+    /// An association made of `_sqlAssociation`.
+    init(_sqlAssociation: _SQLAssociation)
+}
+
+/// An association to at most one record: ``BelongsToAssociation``, ``HasOneAssociation``.
+public protocol AssociationToOne: Association {}
+
+/// An association to any number of records: ``HasManyAssociation``.
+public protocol AssociationToMany: Association {}
+
+extension Association {
+    /// The associated records that also match `predicate` (its columns are the associated table's).
+    public func filter(_ predicate: some SQLSpecificExpressible) -> Self {
+        var association = _sqlAssociation
+        association.filters.append(predicate.sqlExpression)
+        return Self(_sqlAssociation: association)
+    }
+
+    /// The associated records in this order (for ``Query/including(all:)``, the order of each array).
+    public func order(_ orderings: any SQLOrderingTerm...) -> Self {
+        var association = _sqlAssociation
+        association.orderings = orderings.map(\.sqlOrdering)
+        return Self(_sqlAssociation: association)
+    }
+
+    /// The association under another key: the name of the property that receives its records.
+    public func forKey(_ key: String) -> Self {
+        var association = _sqlAssociation
+        association.key = key
+        return Self(_sqlAssociation: association)
+    }
+}
+
+/// The record a foreign key of the origin refers to: a book `belongsTo` its author.
+public struct BelongsToAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToOne {
+    /// `Origin`.
+    public typealias OriginRowDecoder = Origin
+    /// `Destination`.
+    public typealias RowDecoder = Destination
+    /// What the association is made of.
+    public let _sqlAssociation: _SQLAssociation
+    /// An association made of `_sqlAssociation`.
+    public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
+}
+
+/// The one record whose foreign key refers to the origin: a country `hasOne` profile.
+public struct HasOneAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToOne {
+    /// `Origin`.
+    public typealias OriginRowDecoder = Origin
+    /// `Destination`.
+    public typealias RowDecoder = Destination
+    /// What the association is made of.
+    public let _sqlAssociation: _SQLAssociation
+    /// An association made of `_sqlAssociation`.
+    public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
+}
+
+/// The records whose foreign key refers to the origin: an author `hasMany` books.
+public struct HasManyAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToMany {
+    /// `Origin`.
+    public typealias OriginRowDecoder = Origin
+    /// `Destination`.
+    public typealias RowDecoder = Destination
+    /// What the association is made of.
+    public let _sqlAssociation: _SQLAssociation
+    /// An association made of `_sqlAssociation`.
+    public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
+}
+
+extension TableRecord {
+    /// The record that a foreign key of this table refers to.
+    ///
+    /// The key (the name of the property that receives the record) is the destination's table name; the foreign
+    /// key is found in the schema (`REFERENCES`), or given with `using:` where the table has none or several.
+    public static func belongsTo<Destination: TableRecord>(
+        _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
+    ) -> BelongsToAssociation<Self, Destination> {
+        BelongsToAssociation(_sqlAssociation: association(.belongsTo, destination, key: key, foreignKey))
+    }
+
+    /// The one record of `destination` whose foreign key refers to this table. The key is the destination's
+    /// table name.
+    public static func hasOne<Destination: TableRecord>(
+        _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
+    ) -> HasOneAssociation<Self, Destination> {
+        HasOneAssociation(_sqlAssociation: association(.hasOne, destination, key: key, foreignKey))
+    }
+
+    /// The records of `destination` whose foreign key refers to this table. The key is the destination's table
+    /// name in the plural (`book` → `books`, `category` → `categories`, `box` → `boxes`).
+    public static func hasMany<Destination: TableRecord>(
+        _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
+    ) -> HasManyAssociation<Self, Destination> {
+        HasManyAssociation(_sqlAssociation: association(.hasMany, destination, key: key, foreignKey))
+    }
+
+    private static func association<Destination: TableRecord>(
+        _ kind: _SQLAssociation.Kind, _ destination: Destination.Type, key: String?, _ foreignKey: ForeignKey?
+    ) -> _SQLAssociation {
+        let table = Destination.databaseTableName
+        return _SQLAssociation(
+            kind: kind, key: key ?? (kind == .hasMany ? plural(table) : table), originTable: databaseTableName,
+            originPrimaryKey: databasePrimaryKey, destinationTable: table,
+            destinationPrimaryKey: Destination.databasePrimaryKey, foreignKey: foreignKey)
+    }
+
+    /// Every row, with the rows of `association` joined; rows without one are left out. Nothing of the
+    /// associated table is selected: use it to filter (``Association/filter(_:)``).
+    public static func joining<A: Association>(required association: A) -> Query<Self>
+    where A.OriginRowDecoder == Self { all().joining(required: association) }
+
+    /// Every row, with the rows of `association` joined when there are some (`LEFT JOIN`).
+    public static func joining<A: Association>(optional association: A) -> Query<Self>
+    where A.OriginRowDecoder == Self { all().joining(optional: association) }
+
+    /// Every row with its associated record, in one query; rows without one are left out.
+    public static func including<A: AssociationToOne>(required association: A) -> Query<Self>
+    where A.OriginRowDecoder == Self, A.RowDecoder: Decodable & SendableMetatype { all().including(required: association) }
+
+    /// Every row with its associated record or `nil`, in one query.
+    public static func including<A: AssociationToOne>(optional association: A) -> Query<Self>
+    where A.OriginRowDecoder == Self, A.RowDecoder: Decodable & SendableMetatype { all().including(optional: association) }
+
+    /// Every row with the array of its associated records, fetched with one more query.
+    public static func including<A: AssociationToMany>(all association: A) -> Query<Self>
+    where A.OriginRowDecoder == Self, A.RowDecoder: FetchableRecord { all().including(all: association) }
+}
+
+/// `word` in the plural, as GRDB's default keys of to-many associations are, for the common English endings.
+func plural(_ word: String) -> String {
+    guard let last = word.last else { return word }
+    if last == "y", let previous = word.dropLast().last, !"aeiou".contains(previous) {
+        return word.dropLast() + "ies"
+    }
+    if last == "s" || last == "x" || last == "z" || word.hasSuffix("ch") || word.hasSuffix("sh") {
+        return word + "es"
+    }
+    return word + "s"
+}
+
+// MARK: - In a query
+
+/// A joined association: `decode` reads the associated record from its columns (`nil` for `joining`, which selects
+/// none).
+struct JoinPart: Sendable {
+    var association: _SQLAssociation
+    let required: Bool
+    let decode: (@Sendable (Row, ColumnLookup) throws -> Any)?
+}
+
+/// A to-many association fetched by one more query: `fetch` runs it and groups the records by their foreign key.
+struct PrefetchPart: Sendable {
+    let association: _SQLAssociation
+    let fetch: @Sendable (Database, String, StatementArguments) throws -> Prefetched
+}
+
+/// The records of a prefetched association by the parent key they refer to, and an empty array of their type.
+struct Prefetched {
+    let groups: [DatabaseValue: Any]
+    let empty: Any
+}
+
+/// A join with its alias, its `ON` condition, and the foreign-key column of the parent side.
+struct ResolvedJoin {
+    let part: JoinPart
+    let alias: String
+    let condition: String
+}
+
+extension Query where Record: TableRecord {
+    /// The rows with the rows of `association` joined; rows without one are left out. Nothing of the associated
+    /// table is selected: filter on it with ``Association/filter(_:)``.
+    ///
+    /// ```swift
+    /// let booksByPoets = try Book.joining(required: Book.author.filter(Column("genre") == "poetry")).fetchAll(db)
+    /// ```
+    public func joining<A: Association>(required association: A) -> Query where A.OriginRowDecoder == Record {
+        join(JoinPart(association: association._sqlAssociation, required: true, decode: nil))
+    }
+
+    /// The rows with the rows of `association` joined when there are some (`LEFT JOIN`).
+    public func joining<A: Association>(optional association: A) -> Query where A.OriginRowDecoder == Record {
+        join(JoinPart(association: association._sqlAssociation, required: false, decode: nil))
+    }
+
+    /// The rows with their associated record, in one query (`JOIN`); rows without one are left out.
+    ///
+    /// Fetch them as a `Decodable` type with the record and a property named after the association's key:
+    ///
+    /// ```swift
+    /// struct BookInfo: Decodable, FetchableRecord { var book: Book; var author: Author }
+    /// let infos = try Book.including(required: Book.author).fetchAll(db) as [BookInfo]
+    /// ```
+    public func including<A: AssociationToOne>(required association: A) -> Query
+    where A.OriginRowDecoder == Record, A.RowDecoder: Decodable & SendableMetatype {
+        join(JoinPart(association: association._sqlAssociation, required: true, decode: decodeScope(A.RowDecoder.self)))
+    }
+
+    /// The rows with their associated record, or `nil` where there is none (`LEFT JOIN`), in one query.
+    public func including<A: AssociationToOne>(optional association: A) -> Query
+    where A.OriginRowDecoder == Record, A.RowDecoder: Decodable & SendableMetatype {
+        join(
+            JoinPart(association: association._sqlAssociation, required: false, decode: decodeScope(A.RowDecoder.self)))
+    }
+
+    /// The rows with the array of their associated records (empty where there is none), fetched with ONE more
+    /// query per association whatever the number of rows: `WHERE foreignKey IN (SELECT key FROM <this query>)`.
+    ///
+    /// ```swift
+    /// struct AuthorInfo: Decodable, FetchableRecord { var author: Author; var books: [Book] }
+    /// let infos = try Author.including(all: Author.books).fetchAll(db) as [AuthorInfo]
+    /// ```
+    public func including<A: AssociationToMany>(all association: A) -> Query
+    where A.OriginRowDecoder == Record, A.RowDecoder: FetchableRecord {
+        var query = self
+        query.prefetches.append(
+            PrefetchPart(association: association._sqlAssociation) { db, sql, arguments in
+                var groups: [DatabaseValue: [A.RowDecoder]] = [:]
+                try db.forEachRow(sql, arguments) { row in
+                    let key = try row.value(at: row.count - 1)
+                    groups[key, default: []].append(try A.RowDecoder(row: row))
+                }
+                return Prefetched(groups: groups, empty: [A.RowDecoder]())
+            })
+        return query
+    }
+
+    private func join(_ part: JoinPart) -> Query {
+        var query = self
+        query.joins.append(part)
+        return query
+    }
+}
+
+/// Decodes a `T` from the columns of one joined table, or returns `nil` when they are all `NULL` (no row).
+private func decodeScope<T: Decodable & SendableMetatype>(_ type: T.Type) -> @Sendable (Row, ColumnLookup) throws -> Any {
+    { row, lookup in
+        var allNull = true
+        for (name, column) in lookup.index where name != "\u{0}" {
+            if try !row.isNull(at: column) {
+                allNull = false
+                break
+            }
+        }
+        if allNull { return NoAssociatedRecord() }
+        return try T(from: RowDecoder(row: row, lookup: lookup))
+    }
+}
+
+extension Query {
+    /// The joins with their aliases and conditions; foreign keys looked up in the schema where not given.
+    func resolveJoins(_ db: Database) throws -> [ResolvedJoin] {
+        guard !joins.isEmpty else { return [] }
+        var used: Set<String> = [table]
+        var resolved: [ResolvedJoin] = []
+        for part in joins {
+            let association = part.association
+            var alias = association.destinationTable
+            var number = 2
+            while used.contains(alias) {
+                alias = association.destinationTable + "\(number)"
+                number += 1
+            }
+            used.insert(alias)
+            let (childColumn, parentColumn) = try foreignKey(of: association, in: db)
+            let (childAlias, parentAlias) = association.kind == .belongsTo ? (table, alias) : (alias, table)
+            let condition =
+                quoteIdentifier(childAlias) + "." + quoteIdentifier(childColumn) + " = " + quoteIdentifier(parentAlias)
+                + "." + quoteIdentifier(parentColumn)
+            resolved.append(ResolvedJoin(part: part, alias: alias, condition: condition))
+        }
+        return resolved
+    }
+
+    /// The foreign-key column of the child table and the column of the parent table it refers to.
+    func foreignKey(of association: _SQLAssociation, in db: Database) throws -> (child: String, parent: String) {
+        if let foreignKey = association.foreignKey {
+            guard foreignKey.columns.count == 1, (foreignKey.destinationColumns?.count ?? 1) == 1 else {
+                throw DatabaseError(
+                    .misuse, "the association '\(association.key)' has a foreign key of several columns; "
+                        + "associations support one column: join with SQL of your own")
+            }
+            return (foreignKey.columns[0], foreignKey.destinationColumns?[0] ?? association.parentPrimaryKey)
+        }
+        let keys = try db.fetch("PRAGMA foreign_key_list(\(quoteIdentifier(association.childTable)))") { row in
+            (table: try row.string(at: 2), from: try row.string(at: 3), to: try row[4] as String?, id: try row.int(at: 0))
+        }
+        let matching = keys.filter { $0.table.lowercased() == association.parentTable.lowercased() }
+        guard let first = matching.first else {
+            throw DatabaseError(
+                .misuse,
+                "the association '\(association.key)' needs a foreign key from table '\(association.childTable)' to "
+                    + "table '\(association.parentTable)', and there is none: declare it in the schema (REFERENCES) "
+                    + "or give it with using: ForeignKey([\"column\"])")
+        }
+        guard matching.allSatisfy({ $0.id == first.id }) else {
+            throw DatabaseError(
+                .misuse,
+                "table '\(association.childTable)' has several foreign keys to table '\(association.parentTable)': "
+                    + "choose one for the association '\(association.key)' with using: ForeignKey([\"column\"])")
+        }
+        guard matching.count == 1 else {
+            throw DatabaseError(
+                .misuse, "the foreign key from '\(association.childTable)' to '\(association.parentTable)' has "
+                    + "several columns; associations support one column: join with SQL of your own")
+        }
+        return (first.from, first.to ?? association.parentPrimaryKey)
+    }
+
+    /// Fetches the rows with their included associations, decoded through `Decodable`: first one query per
+    /// `including(all:)`, then the rows themselves, joined with their `including(required:/optional:)` records.
+    func fetchAssociated<T: Decodable>(_ db: Database, single: Bool) throws -> [T] {
+        let query = single ? limit(1, offset: offset) : self
+        let resolved = try query.resolveJoins(db)
+        // The parent key of each prefetched association, selected after every other column.
+        var prefetchedKeys: [SQLSelection] = []
+        var prefetched: [(key: String, values: Prefetched)] = []
+        for (index, part) in prefetches.enumerated() {
+            let association = part.association
+            let (childColumn, parentColumn) = try foreignKey(of: association, in: db)
+            let parentKey = SQLSelection(expression: Column(parentColumn).sqlExpression, alias: nil)
+            prefetchedKeys.append(SQLSelection(expression: Column(parentColumn).sqlExpression,
+                                               alias: "securestore_prefetch_\(index)"))
+            let (parents, parentArguments) = query.sql(selecting: [parentKey], resolved: resolved)
+            let child = quoteIdentifier(association.destinationTable)
+            var sql = "SELECT \(child).*, \(child).\(quoteIdentifier(childColumn)) FROM \(child) WHERE "
+                + "\(child).\(quoteIdentifier(childColumn)) IN (\(parents))"
+            var arguments = parentArguments
+            for filter in association.filters {
+                sql += " AND ("
+                filter.render(qualifier: association.destinationTable, into: &sql, &arguments)
+                sql += ")"
+            }
+            if !association.orderings.isEmpty {
+                sql += " ORDER BY "
+                for (index, ordering) in association.orderings.enumerated() {
+                    if index > 0 { sql += ", " }
+                    ordering.render(qualifier: association.destinationTable, into: &sql, &arguments)
+                }
+            }
+            prefetched.append((association.key, try part.fetch(db, sql, StatementArguments(values: arguments))))
+        }
+        let (sql, arguments) = query.sql(extraColumns: prefetchedKeys, resolved: resolved)
+        // The number of columns of each table selected with `*`, to find where each one's columns start.
+        var baseCount = 0
+        for column in selection.isEmpty ? [.allColumns] : selection {
+            baseCount += column.isAllColumns ? try db.columnCount(ofTable: table) : 1
+        }
+        var scopes: [(key: String, range: Range<Int>, decode: @Sendable (Row, ColumnLookup) throws -> Any)] = []
+        var start = baseCount
+        for join in resolved {
+            guard let decode = join.part.decode else { continue }
+            let count = try db.columnCount(ofTable: join.part.association.destinationTable)
+            scopes.append((join.part.association.key, start..<(start + count), decode))
+            start += count
+        }
+        let prefetchStart = start
+        var lookups: (base: ColumnLookup, scopes: [ColumnLookup])?
+        return try db.fetch(sql, StatementArguments(values: arguments)) { row in
+            if lookups == nil {
+                let names = row.statement.columnNames
+                func lookup(_ range: Range<Int>) -> ColumnLookup {
+                    // Names outside the range are replaced by one that no key can be, so indexes stay absolute.
+                    ColumnLookup(names: names.indices.map { range.contains($0) ? names[$0] : "\u{0}" })
+                }
+                lookups = (lookup(0..<baseCount), scopes.map { lookup($0.range) })
+            }
+            let (base, scopeLookups) = lookups!
+            let associated = AssociatedValues()
+            for (index, scope) in scopes.enumerated() {
+                associated.values[scope.key] = try scope.decode(row, scopeLookups[index])
+            }
+            for (index, (key, values)) in prefetched.enumerated() {
+                let parent = try row.value(at: prefetchStart + index)
+                associated.values[key] = values.groups[parent] ?? values.empty
+            }
+            base.associated = associated
+            return try T(from: RowDecoder(row: row, lookup: base))
+        }
+    }
+}
+
+/// The associated records of one row, by association key, for the decoder of the row's record.
+final class AssociatedValues {
+    var values: [String: Any] = [:]
+}
+
+/// The value of an optional association (`including(optional:)`) where the row has no associated record.
+struct NoAssociatedRecord {}
+
+extension SQLSelection {
+    var isAllColumns: Bool {
+        if alias == nil, expression.pieces.count == 1, case .sql("*") = expression.pieces[0] { return true }
+        return false
+    }
+}
+
+extension Database {
+    /// The number of columns of `table` (`PRAGMA table_info`).
+    func columnCount(ofTable table: String) throws -> Int {
+        var count = 0
+        try forEachRow("PRAGMA table_info(\(quoteIdentifier(table)))") { _ in count += 1 }
+        guard count > 0 else {
+            throw DatabaseError(.misuse, "no table named '\(table)' (from a record type's databaseTableName)")
+        }
+        return count
+    }
+}

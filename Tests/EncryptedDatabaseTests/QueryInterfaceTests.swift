@@ -1,0 +1,291 @@
+// The query interface as a GRDB user writes it: column expressions, selections and aggregates, find, and
+// associations (joined and prefetched), on real encrypted files.
+import EncryptedDatabase
+import Foundation
+import Testing
+
+private struct Author: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let books = hasMany(Book.self)
+    static let profile = hasOne(Profile.self)
+    var id: Int64
+    var name: String
+}
+
+private struct Book: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let author = belongsTo(Author.self)
+    var id: Int64
+    var authorId: Int64?
+    var title: String
+    var pages: Int
+    var readPages: Int
+}
+
+private struct Profile: Codable, Equatable, FetchableRecord, PersistableRecord {
+    var id: Int64
+    var authorId: Int64
+    var bio: String
+}
+
+private struct BookInfo: Decodable, FetchableRecord, Equatable {
+    var book: Book
+    var author: Author
+}
+
+private struct OptionalBookInfo: Decodable, FetchableRecord, Equatable {
+    var book: Book
+    var author: Author?
+}
+
+private struct AuthorInfo: Decodable, FetchableRecord, Equatable {
+    var author: Author
+    var books: [Book]
+    var profile: Profile?
+}
+
+private let librarySchema = """
+    CREATE TABLE author (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+    CREATE TABLE book (
+        id INTEGER PRIMARY KEY,
+        authorId INTEGER REFERENCES author(id),
+        title TEXT NOT NULL,
+        pages INTEGER NOT NULL,
+        readPages INTEGER NOT NULL
+    );
+    CREATE TABLE profile (id INTEGER PRIMARY KEY, authorId INTEGER NOT NULL REFERENCES author(id), bio TEXT NOT NULL);
+    """
+
+private let authors = [Author(id: 1, name: "Ursula"), Author(id: 2, name: "borges"), Author(id: 3, name: "Calvino")]
+private let books = [
+    Book(id: 1, authorId: 1, title: "The Dispossessed", pages: 387, readPages: 387),
+    Book(id: 2, authorId: 1, title: "a Wizard of Earthsea", pages: 183, readPages: 20),
+    Book(id: 3, authorId: 2, title: "Ficciones", pages: 174, readPages: 174),
+    Book(id: 4, authorId: nil, title: "Beowulf", pages: 120, readPages: 0),
+]
+
+private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueue {
+    let queue = try DatabaseQueue(path: directory.file("library.db"), key: try testKey())
+    try queue.write { (db: Database) throws in
+        try db.executeScript(librarySchema)
+        for author in authors { try author.insert(db) }
+        for book in books { try book.insert(db) }
+        try Profile(id: 1, authorId: 2, bio: "Buenos Aires").insert(db)
+    }
+    return queue
+}
+
+@Suite struct QueryInterfaceTests {
+    @Test func columnsCompareWithColumnsAndArithmeticAndOrderWithoutAsc() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.read { (db: Database) throws in
+            let unfinished = try Book.filter(Column("readPages") < Column("pages")).order(Column("title")).fetchAll(db)
+            #expect(unfinished.map(\.id) == [4, 2])
+            let nearlyDone = try Book.filter(Column("readPages") + 200 >= Column("pages") && Column("readPages") > 0)
+                .order(Column("id").desc).fetchAll(db)
+            #expect(nearlyDone.map(\.id) == [3, 2, 1])
+            let doubled = try Book.select(Column("pages") * 2 - 1, as: Int.self).order(Column("id")).fetchAll(db)
+            #expect(doubled == [773, 365, 347, 239])
+            #expect(try Book.filter(!(Column("pages") > 150)).fetchAll(db).map(\.id) == [4])
+            #expect(try Book.filter(Column("authorId") == nil || Column("id") == 3).fetchCount(db) == 2)
+        }
+    }
+
+    @Test func collatingLowercasedInAndLikeFindWhatAUserTyped() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.read { (db: Database) throws in
+            // Binary order puts lower case after upper case; NOCASE does not.
+            let binary = try Author.select(Column("name"), as: String.self).order(Column("name")).fetchAll(db)
+            #expect(binary == ["Calvino", "Ursula", "borges"])
+            let nocase = try Author.select(Column("name"), as: String.self)
+                .order(Column("name").collating(.nocase)).fetchAll(db)
+            #expect(nocase == ["borges", "Calvino", "Ursula"])
+            #expect(try Author.filter(Column("name").collating(.nocase) == "BORGES").fetchCount(db) == 1)
+            #expect(try Author.filter(Column("name").lowercased == "ursula").fetchOne(db)?.id == 1)
+            #expect(try Author.select(Column("name").uppercased, as: String.self).filter(id: 2).fetchOne(db) == "BORGES")
+            #expect(try Book.filter([1, 3].contains(Column("id"))).fetchAll(db).map(\.title)
+                == ["The Dispossessed", "Ficciones"])
+            #expect(try Book.filter(Column("title").like("%wizard%")).fetchCount(db) == 1)
+            // A value that looks like SQL is a value: bound, never interpolated.
+            #expect(try Book.filter(Column("title") == "x' OR '1'='1").fetchCount(db) == 0)
+            #expect(try Book.filter(Column("title").like("100\\%")).fetchCount(db) == 0)
+        }
+    }
+
+    @Test func aggregatesGroupsAndHavingDecodeIntoScalarsAndDecodables() throws {
+        struct Total: Decodable, Equatable {
+            var authorId: Int64
+            var count: Int
+            var pages: Int
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.read { (db: Database) throws in
+            #expect(try Book.select(max(Column("pages")), as: Int.self).fetchOne(db) == 387)
+            #expect(try Book.select(min(Column("pages")), as: Int.self).fetchOne(db) == 120)
+            #expect(try Book.select(sum(Column("pages")), as: Int.self).fetchOne(db) == 864)
+            #expect(try Book.select(average(Column("pages")), as: Double.self).fetchOne(db) == 216)
+            #expect(try Book.select(count(Column("authorId")), as: Int.self).fetchOne(db) == 3)
+            #expect(try Book.select(count(distinct: Column("authorId")), as: Int.self).fetchOne(db) == 2)
+            // An aggregate over no rows is NULL: fetchOne says nil, as GRDB does.
+            #expect(try Book.filter(Column("pages") > 1000).select(max(Column("pages")), as: Int.self).fetchOne(db) == nil)
+            let totals = try Book.select(
+                Column("authorId"), count(Column("id")).forKey("count"), sum(Column("pages")).forKey("pages"),
+                as: Total.self
+            ).filter(Column("authorId") != nil).group(Column("authorId")).having(count(Column("id")) > 1)
+                .fetchAll(db)
+            #expect(totals == [Total(authorId: 1, count: 2, pages: 570)])
+            #expect(try Book.all().group(Column("authorId")).fetchCount(db) == 3)
+            let optionalAuthors = try Book.select(Column("authorId"), as: Int64?.self).order(Column("id")).fetchAll(db)
+            #expect(optionalAuthors == [1, 1, 2, nil])
+            #expect(try Book.select(Column("authorId"), as: Int.self).distinct().fetchCount(db) == 3)
+        }
+    }
+
+    @Test func findThrowsNotFoundAndKeysExistsAndFilteredDeletes() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.read { (db: Database) throws in
+            #expect(try Author.find(db, id: 2).name == "borges")
+            let error = expectCode(.notFound) { try Author.find(db, id: 42) }
+            #expect(error?.message == "no row of table 'author' has the id asked for (Author.find)")
+            #expect(try Author.fetchOne(db, key: 3)?.name == "Calvino")
+            #expect(try Book.fetchOne(db, key: ["title": "Ficciones", "authorId": 2])?.id == 3)
+            #expect(try Book.exists(db, key: ["authorId": nil]))
+            #expect(try Book.filter(Column("pages") > 1000).isEmpty(db))
+            #expect(try !Book.filter(Column("pages") > 100).isEmpty(db))
+        }
+        let removed = try queue.write { db in try Book.filter(Column("readPages") == Column("pages")).deleteAll(db) }
+        #expect(removed == 2)
+        #expect(try queue.read { db in try Book.order(Column("id")).fetchAll(db).map(\.id) } == [2, 4])
+        let removedFirst = try queue.write { db in try Book.order(Column("id").desc).limit(1).deleteAll(db) }
+        #expect(removedFirst == 1)
+        #expect(try queue.read { db in try Book.fetchAll(db).map(\.id) } == [2])
+    }
+
+    @Test func includingRequiredAndOptionalDecodeNestedRecordsInOneQuery() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.read { (db: Database) throws in
+            let before = db.preparedStatementCount
+            let infos = try BookInfo.fetchAll(db, Book.including(required: Book.author).order(Column("id")))
+            #expect(infos == [
+                BookInfo(book: books[0], author: authors[0]), BookInfo(book: books[1], author: authors[0]),
+                BookInfo(book: books[2], author: authors[1]),
+            ])
+            let optional = try Book.including(optional: Book.author).order(Column("id"))
+                .asRequest(of: OptionalBookInfo.self).fetchAll(db)
+            #expect(optional.map(\.author?.name) == ["Ursula", "Ursula", "borges", nil])
+            #expect(optional.map(\.book) == books)
+            // Filtering through the association: the association's columns are its table's.
+            let ursulas = try Book.joining(required: Book.author.filter(Column("name") == "Ursula"))
+                .filter(Column("pages") > 200).fetchAll(db)
+            #expect(ursulas.map(\.id) == [1])
+            #expect(try Book.joining(required: Book.author).fetchCount(db) == 3)
+            // A non-optional property for an optional association says what to do.
+            let error = expectCode(.typeMismatch) {
+                try BookInfo.fetchAll(db, Book.including(optional: Book.author))
+            }
+            #expect(error?.message.contains("declare the property as Author?") == true)
+            _ = before
+        }
+    }
+
+    @Test func includingAllPrefetchesWithOneQueryPerAssociationWhateverTheRowCount() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.write { (db: Database) throws in
+            for id in 4...60 { try Author(id: Int64(id), name: "author \(id)").insert(db) }
+        }
+        try queue.read { (db: Database) throws in
+            let request = Author.including(all: Author.books.order(Column("title"))).including(optional: Author.profile)
+                .order(Column("id"))
+            _ = try AuthorInfo.fetchAll(db, request)  // prepares the statements once
+            let before = db.preparedStatementCount
+            let infos = try AuthorInfo.fetchAll(db, request)
+            // Cached statements: the second fetch prepares nothing, whatever the 60 authors.
+            #expect(db.preparedStatementCount == before)
+            #expect(infos.count == 60)
+            #expect(infos[0] == AuthorInfo(author: authors[0], books: [books[0], books[1]], profile: nil))  // binary order: "T" < "a"
+            #expect(infos[1].books == [books[2]] && infos[1].profile?.bio == "Buenos Aires")
+            #expect(infos[2].books.isEmpty && infos[59].books.isEmpty)
+            let limited = try AuthorInfo.fetchAll(
+                db, Author.including(all: Author.books).including(optional: Author.profile)
+                    .filter(Column("name").like("%o%")).order(Column("id").desc).limit(2))
+            #expect(limited.map(\.author.id) == [60, 59])
+            let firstAuthor = try AuthorInfo.fetchOne(
+                db, Author.including(all: Author.books).including(optional: Author.profile).filter(id: 1))
+            #expect(firstAuthor?.books.count == 2)
+        }
+    }
+
+    @Test func foreignKeysAreOnSoABookOfNoAuthorIsRefusedAndNothingChanges() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        _ = try queue.read { db in try Book.fetchCount(db) }  // sets this connection's read mark in the -shm
+        let files = try snapshot(directory.path)
+        let error = expectCode(.constraint) {
+            try queue.write { db in try Book(id: 9, authorId: 42, title: "Orphan", pages: 1, readPages: 0).insert(db) }
+        }
+        #expect(error?.message.contains("FOREIGN KEY constraint failed") == true)
+        expectCode(.constraint) { try queue.write { db in try Author.deleteOne(db, id: 1) } }
+        #expect(try snapshot(directory.path) == files)
+    }
+
+    @Test func aTableAssociatedWithItselfKeepsItsTwoSidesApart() throws {
+        struct Employee: Codable, Equatable, FetchableRecord, PersistableRecord {
+            static let manager = belongsTo(Employee.self, key: "manager")
+            static let reports = hasMany(Employee.self, key: "reports")
+            var id: Int64
+            var managerId: Int64?
+            var name: String
+        }
+        struct Card: Decodable, FetchableRecord, Equatable {
+            var employee: Employee
+            var manager: Employee?
+            var reports: [Employee]
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("staff.db"), key: try testKey())
+        try queue.write { (db: Database) throws in
+            try db.execute(
+                "CREATE TABLE employee (id INTEGER PRIMARY KEY, managerId INTEGER REFERENCES employee(id), name TEXT)")
+            try Employee(id: 1, managerId: nil, name: "Ada").insert(db)
+            try Employee(id: 2, managerId: 1, name: "Bob").insert(db)
+            try Employee(id: 3, managerId: 1, name: "Cy").insert(db)
+        }
+        let cards = try queue.read { (db: Database) throws in
+            try Card.fetchAll(
+                db, Employee.including(optional: Employee.manager).including(all: Employee.reports.order(Column("name")))
+                    .filter(Column("name") != "Cy").order(Column("id")))
+        }
+        #expect(cards.map(\.employee.name) == ["Ada", "Bob"])
+        #expect(cards.map(\.manager?.name) == [nil, "Ada"])
+        #expect(cards.map { $0.reports.map(\.name) } == [["Bob", "Cy"], []])
+    }
+
+    @Test func anAssociationWithoutAForeignKeySaysHowToDeclareOne() throws {
+        struct Note: Codable, FetchableRecord, TableRecord {
+            static let author = belongsTo(Author.self)
+            var id: Int64
+            var authorId: Int64
+        }
+        struct NoteInfo: Decodable, FetchableRecord {
+            var note: Note
+            var author: Author
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.write { (db: Database) throws in
+            try db.execute("CREATE TABLE note (id INTEGER PRIMARY KEY, authorId INTEGER)")
+            try db.execute("INSERT INTO note VALUES (1, 2)")
+        }
+        try queue.read { (db: Database) throws in
+            let error = expectCode(.misuse) { try NoteInfo.fetchAll(db, Note.including(required: Note.author)) }
+            #expect(error?.message.contains("using: ForeignKey([\"column\"])") == true)
+            let explicit = Note.belongsTo(Author.self, using: ForeignKey(["authorId"]))
+            let infos = try NoteInfo.fetchAll(db, Note.including(required: explicit))
+            #expect(infos.map(\.author.name) == ["borges"])
+        }
+    }
+}
