@@ -5,9 +5,7 @@ internal import CLibCrypto
 internal import EncryptedDatabase
 internal import Foundation
 internal import SecureStoreCore
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 enum PageAuthentication {
     /// The 1-based numbers of the pages of the file at `path` whose HMAC does not match (at most `limit`), for a file

@@ -252,20 +252,16 @@ final class WipedBytes {
             if count == buffer.count {
                 // Full: one more byte says whether there is more.
                 var probe: UInt8 = 0
-                let n = Glibc.read(fd, &probe, 1)
-                if n < 0 && errno == EINTR { continue }
-                if n < 0 { throw Errno.current }
+                let n = try withUnsafeMutableBytes(of: &probe) { (byte) throws(Errno) in
+                    try FileDescriptor(rawValue: fd).readSome(into: byte)
+                }
                 if n == 0 { return true }
                 probe = 0
                 secureZero(buffer)
                 count = 0
                 return false
             }
-            let n = Glibc.read(fd, buffer.baseAddress! + count, buffer.count - count)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Errno.current
-            }
+            let n = try FileDescriptor(rawValue: fd).readSome(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
             if n == 0 { return true }
             count += n
         }
@@ -279,15 +275,18 @@ final class WipedBytes {
 /// The whole of `path` (standard input when nil), at most ``maximumSourceSize`` bytes.
 private func readWiped(_ path: String?) throws -> WipedBytes {
     let name = path.map(UsageError.quoted) ?? "standard input"
-    var fd: Int32 = 0
+    var file = FileDescriptor(rawValue: 0)
     if let path {
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            let status = errno == ENOENT ? ExitStatus.notFound : errno == EACCES ? ExitStatus.denied : ExitStatus.ioError
-            throw CLIError(status: status, message: "cannot read \(name): \(String(cString: strerror(errno)))")
+        do throws(Errno) {
+            file = try FileDescriptor.open(path, .readOnly)
+        } catch {
+            let status =
+                error == .noSuchFileOrDirectory ? ExitStatus.notFound : error == .permissionDenied ? ExitStatus.denied : ExitStatus.ioError
+            throw CLIError(status: status, message: "cannot read \(name): \(error)")
         }
     }
-    defer { if path != nil { close(fd) } }
+    defer { if path != nil { file.close() } }
+    let fd = file.rawValue
     let input = WipedBytes(capacity: maximumSourceSize)
     do {
         guard try input.read(from: fd) else {
@@ -372,15 +371,6 @@ func parseGitCredentials(_ bytes: UnsafeRawBufferPointer, name source: String) t
         }
     }
     return found
-}
-
-private func hexValue(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-    default: nil
-    }
 }
 
 /// The length of `bytes[range]` once `%XX` escapes are decoded, or nil for a bad escape.
@@ -557,23 +547,25 @@ func parseNetrc(_ bytes: UnsafeRawBufferPointer, name source: String) throws -> 
 /// first line of each (the password, what `pass -c` copies) or, with `allLines`, the whole entry less one final
 /// line break.
 private func passEntries(store: String, allLines: Bool) throws -> TokenSourceEntries {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: store, isDirectory: &isDirectory), isDirectory.boolValue else {
+    guard (try? fileStatus(store))?.isDirectory == true else {
         throw CLIError(
             status: ExitStatus.notFound, message: "no password store at \(UsageError.quoted(store))",
             hint: "give its directory, or set PASSWORD_STORE_DIR")
     }
+    // Every `*.gpg` below the store, hidden files and folders (.git, .gpg-id) left out, links to folders not followed.
     var names: [String] = []
-    let root = URL(fileURLWithPath: store, isDirectory: true).standardizedFileURL
-    if let walker = FileManager.default.enumerator(
-        at: root, includingPropertiesForKeys: [.isRegularFileKey], options: [.skipsHiddenFiles])
-    {
-        for case let url as URL in walker where url.pathExtension == "gpg" {
-            let full = url.standardizedFileURL.path
-            guard full.hasPrefix(root.path + "/") else { continue }
-            names.append(String(full.dropFirst(root.path.count + 1).dropLast(4)))
+    func walk(_ relative: String) {
+        for name in (try? listDirectory(relative.isEmpty ? store : store + "/" + relative)) ?? [] where !name.hasPrefix(".") {
+            let child = relative.isEmpty ? name : relative + "/" + name
+            guard let status = try? fileStatus(store + "/" + child, followingLinks: false) else { continue }
+            if status.isDirectory {
+                walk(child)
+            } else if name.hasSuffix(".gpg") {
+                names.append(String(child.dropLast(4)))
+            }
         }
     }
+    walk("")
     names.sort()
     var found = TokenSourceEntries()
     for name in names {

@@ -1,9 +1,7 @@
 // Temporary files the product makes beside real ones (a backup being written, an export, a copy being checked):
 // one naming rule, `.<name>.tmp-<pid>-<random>`, so that what a killed process left can be told from what a live
 // one is writing; removal on SIGINT, SIGTERM and SIGHUP; and the sweep of a dead process's leftovers.
-#if canImport(Glibc)
 internal import Glibc
-#endif
 internal import Synchronization
 
 /// Temporary files of this process: named by one rule, removed when a signal ends it, swept when left by a
@@ -51,6 +49,19 @@ package enum ScratchFiles {
         }
     }
 
+    /// A new private directory (mode 0700) beside `path`, `.<name of path>.check-<pid>-<random>`: for copies
+    /// being checked or restored, removed with ``removeDirectoryAndFiles(_:)`` when done, and by ``sweep(_:name:)``
+    /// when its process died. The corresponding C function is `mkdtemp`.
+    package static func makeDirectory(near path: String) throws(Errno) -> String {
+        let directory = directoryPart(path)
+        var template = Array(
+            ((directory.isEmpty ? "" : directory + "/") + ".\(namePart(path)).check-\(getpid())-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) else {
+            throw Errno.current
+        }
+        return String(cString: made)
+    }
+
     /// Removes the registered files now (best effort).
     package static func removeRegistered() {
         for index in 0..<capacity {
@@ -87,22 +98,27 @@ package enum ScratchFiles {
     /// Removes from `directory` the temporary files (`.<name>.tmp-<pid>-…`, with their side files) and check
     /// folders (`.<name>.check-<pid>-…`) of processes that no longer run, and returns the paths it could not
     /// remove. Those of live processes are left alone.
+    /// With `name`, only those made near `<directory>/<name>` (`.<name>.tmp-…`, `.<name>.check-…`): for a shared
+    /// folder such as the temporary directory.
     @discardableResult
-    package static func sweep(_ directory: String) -> [String] {
+    package static func sweep(_ directory: String, name: String? = nil) -> [String] {
         guard let entries = try? listDirectory(directory.isEmpty ? "." : directory) else { return [] }
         var kept: [String] = []
-        for entry in entries {
+        for entry in entries where name.map({ entry.hasPrefix(".\($0).") }) ?? true {
             guard let pid = ownerPID(entry), pid != getpid(), !isRunning(pid) else { continue }
             let path = (directory.isEmpty ? "." : directory) + "/" + entry
             // Only this user's (root sweeping /tmp must not take another user's file of the same shape).
-            var status = stat()
-            guard lstat(path, &status) == 0, status.st_uid == geteuid() else { continue }
-            if isCheckFolder(entry) {
-                for inner in (try? listDirectory(path)) ?? [] { unlink(path + "/" + inner) }
-                if rmdir(path) != 0 && Errno.current != .noSuchFile { kept.append(path) }
-            } else if unlink(path) != 0 && Errno.current != .noSuchFile {
+            guard let status = try? fileStatus(path, followingLinks: false), status.owner == geteuid() else { continue }
+            do throws(Errno) {
+                if isCheckFolder(entry) {
+                    for inner in (try? listDirectory(path)) ?? [] { try? removeFile(path + "/" + inner) }
+                    try removeDirectory(path)
+                } else {
+                    try removeFile(path)
+                }
+            } catch where error != .noSuchFileOrDirectory {
                 kept.append(path)
-            }
+            } catch {}
         }
         return kept
     }
@@ -154,18 +170,4 @@ package enum ScratchFiles {
     static func isCheckFolder(_ entry: String) -> Bool {
         entry.split(separator: ".").contains { $0.hasPrefix("check-") }
     }
-}
-
-/// The names in `directory`, without `.` and `..`.
-package func listDirectory(_ directory: String) throws(Errno) -> [String] {
-    guard let stream = opendir(directory) else { throw Errno.current }
-    defer { closedir(stream) }
-    var names: [String] = []
-    while let entry = readdir(stream) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-        }
-        if name != "." && name != ".." { names.append(name) }
-    }
-    return names
 }

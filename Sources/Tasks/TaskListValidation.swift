@@ -1,6 +1,7 @@
 // Checks of what a person types: task titles and ID prefixes.
 internal import Foundation
 internal import SecureStore
+internal import SecureStoreCore
 
 extension TaskList {
     /// The longest title, in characters (grapheme clusters), after trimming.
@@ -60,42 +61,19 @@ extension TaskList {
     /// either case); `upper` is `nil` when the prefix is all `f`. Throws for anything that is not 1–32 hex
     /// digits.
     static func idRange(prefix: String) throws -> (lower: [UInt8], upper: [UInt8]?, digits: String) {
-        var nibbles: [UInt8] = []
-        for unit in prefix.utf8 {
-            switch unit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibbles.append(unit - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibbles.append(unit - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibbles.append(unit - UInt8(ascii: "A") + 10)
-            case UInt8(ascii: "-"): continue
-            default:
-                throw SecureStoreError(
-                    SecureStoreError.Code.invalidArgument,
-                    "'\(prefix.prefix(40))' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
-            }
-        }
-        guard !nibbles.isEmpty else {
+        do throws(HexPrefixRange.Problem) {
+            let range = try HexPrefixRange(prefix)
+            return (range.lower, range.upper, range.digits)
+        } catch .notHex {
+            throw SecureStoreError(
+                SecureStoreError.Code.invalidArgument,
+                "'\(prefix.prefix(40))' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
+        } catch .empty {
             throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task ID prefix needs at least one hexadecimal digit")
-        }
-        guard nibbles.count <= 32 else {
+        } catch {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument, "'\(prefix.prefix(40))…' is too long for a task ID: an ID has 32 hexadecimal digits")
         }
-        let digits = String(decoding: nibbles.map { Array("0123456789abcdef".utf8)[Int($0)] }, as: UTF8.self)
-        func bytes(_ nibbles: [UInt8]) -> [UInt8] {
-            var padded = nibbles
-            if padded.count % 2 == 1 { padded.append(0) }
-            return stride(from: 0, to: padded.count, by: 2).map { padded[$0] << 4 | padded[$0 + 1] }
-        }
-        // The upper bound is the prefix plus one in its last digit, carrying; all f has no upper bound.
-        var next = nibbles
-        var index = next.count - 1
-        while index >= 0, next[index] == 0xF {
-            next[index] = 0
-            index -= 1
-        }
-        guard index >= 0 else { return (bytes(nibbles), nil, digits) }
-        next[index] += 1
-        return (bytes(nibbles), bytes(Array(next[...index])), digits)
     }
 }
 

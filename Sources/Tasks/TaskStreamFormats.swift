@@ -47,22 +47,14 @@ final class BufferedWriter {
     }
 
     func flush() throws {
-        var offset = 0
-        try buffer.withUnsafeBytes { bytes in
-            while offset < bytes.count {
-                let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot write to \(name): \(String(cString: strerror(errno)))")
-                }
-                offset += n
-            }
+        do {
+            try FileDescriptor(rawValue: fd).writeAll(buffer)
+        } catch {
+            throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot write to \(name): \(error)")
         }
         buffer.removeAll(keepingCapacity: true)
     }
 }
-
-private let hexDigits = Array("0123456789abcdef".utf8)
 
 /// Writes tasks in one format onto a file descriptor through a 64 KiB buffer, byte by byte (no JSONEncoder or
 /// date formatter per task: they would dominate the time of a million tasks). Memory stays the same whatever the
@@ -171,8 +163,7 @@ func appendID(_ id: UUID, to out: inout [UInt8]) {
     withUnsafeBytes(of: id.uuid) { bytes in
         for (index, byte) in bytes.enumerated() {
             if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0xF)])
+            appendHex(byte, to: &out)
         }
     }
 }
@@ -260,8 +251,7 @@ func appendJSONString(_ text: String, to out: inout [UInt8]) {
         case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
         case 0x00..<0x20, 0x7F:
             out.append(contentsOf: Array("\\u00".utf8))
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0xF)])
+            appendHex(byte, to: &out)
         default: out.append(byte)
         }
     }
@@ -348,10 +338,11 @@ final class ByteReader {
 
     private func fill() throws -> Bool {
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot read \(name): \(String(cString: strerror(errno)))")
+            let n: Int
+            do {
+                n = try buffer.withUnsafeMutableBytes { (bytes) throws(Errno) in try FileDescriptor(rawValue: fd).readSome(into: bytes) }
+            } catch {
+                throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot read \(name): \(error)")
             }
             start = 0
             end = n
@@ -801,15 +792,6 @@ func parseUUID(_ b: UnsafeBufferPointer<UInt8>) -> UUID? {
         return written == 16
     }
     return ok ? UUID(uuid: uuid) : nil
-}
-
-/// A UUID written as 32 hex digits without dashes (TaskItem.hexID).
-private func hexUUID(_ text: String) -> UUID? {
-    guard text.utf8.count == 32, text.allSatisfy(\.isHexDigit) else { return nil }
-    let a = Array(text)
-    let dashed = String(a[0..<8]) + "-" + String(a[8..<12]) + "-" + String(a[12..<16]) + "-" + String(a[16..<20]) + "-"
-        + String(a[20...])
-    return UUID(uuidString: dashed)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` to microseconds since 1970 (fractions beyond six digits are
