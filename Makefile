@@ -86,6 +86,8 @@ build-tests: deps
 # SECURESTORE_PROMPT=always lets the processes the tests start answer KeePassXC's approval prompts.
 test: build-tests
 	Tests/DocExamples/check-doc-examples
+	@# SecureStoreCore is the one system layer: no C library file call elsewhere in Sources (Docs/architecture.md).
+	Tests/check-libc-calls
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
 	@if command -v keepassxc >/dev/null && command -v Xvfb >/dev/null && command -v xdotool >/dev/null; then \
 	    echo "test: again against KeePassXC ($(KEEPASSXC_SUITES))"; \

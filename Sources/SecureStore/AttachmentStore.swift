@@ -1221,17 +1221,18 @@ public final class AttachmentStore: Sendable {
         return bytes
     }
 
-    static func checkName(_ name: String) throws {
+    /// Refuses a name that is not one line of 1 to 255 characters fit to show (Core's `textProblem`), or holds '/'.
+    package static func checkName(_ name: String) throws {
         guard !name.isEmpty, name.count <= 255 else {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument, "an attachment name must be 1 to 255 characters (\(name.count))")
         }
-        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "/" || $0 == "\u{2028}" || $0 == "\u{2029}" }),
-            name != ".", name != ".."
-        else {
+        // Core's one rule for names and titles (``textProblem(_:allowingTab:)``), and no '/'.
+        guard textProblem(name, allowingTab: false) == nil, !name.contains("/"), name != ".", name != ".." else {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument,
-                "an attachment name must be one line without control characters or '/'")
+                "an attachment name must be one line without control characters, invisible formatting characters "
+                    + "(such as bidirectional overrides) or '/'")
         }
     }
     /// `size` bytes for a person (the core's one rule: `512 bytes`, `1.5 MiB`).

@@ -175,9 +175,8 @@ struct KeyedDatabaseFiles: Sendable {
     /// A new name for the database kept aside by a restore: `<name>.before-restore-<UTC time>.db`, with
     /// `-2`, `-3`… when taken.
     func asidePath(name: String) throws -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
-        let stamp = formatter.string(from: Date()).replacingOccurrences(of: ":", with: "")
+        // ISO 8601's basic format, `20261123T161502Z`: no ':' (not allowed in some file systems' names).
+        let stamp = timestampTextInSeconds(Date()).filter { $0 != "-" && $0 != ":" }
         var candidate = directory + "/\(name).before-restore-\(stamp).db"
         var serial = 2
         while Self.exists(candidate) {

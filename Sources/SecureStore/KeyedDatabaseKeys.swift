@@ -171,19 +171,10 @@ struct KeyedDatabaseKeyItems: Sendable {
     }
 
     /// A retirement date as accounts carry it: `2026-11-23T16:15:02Z`.
-    static func retiredDate(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: date)
-    }
+    static func retiredDate(_ date: Date) -> String { timestampTextInSeconds(date) }
 
     /// The date of a retired item's date text (its first 20 characters), or nil.
-    static func parseRetiredDate(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: String(text.prefix(20)))
-    }
+    static func parseRetiredDate(_ text: String) -> Date? { dateFromRFC3339(String(text.prefix(20))) }
 
     private func store(_ key: DatabaseKey, account: String, label: String) throws {
         if account.utf8.count > Keychain.maximumNameLength {

@@ -234,11 +234,7 @@ let dbCommand = Command(
     ])
 
 /// A date as key listings show it: `2026-11-23T16:15:02Z`.
-private func keyDate(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime]
-    return formatter.string(from: date)
-}
+private func keyDate(_ date: Date) -> String { timestampTextInSeconds(date) }
 
 /// `--before DATE`: the tool's one date grammar (``parseDate(_:)``).
 private let beforeOption = Option<Date>(

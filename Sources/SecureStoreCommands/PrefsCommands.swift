@@ -292,7 +292,7 @@ private func render(_ value: PreferenceValue) -> String {
     case .bool(let bool): return bool ? "true" : "false"
     case .int(let int): return String(int)
     case .double(let double): return String(double)
-    case .date(let date): return ISO8601DateFormatter().string(from: date)
+    case .date(let date): return timestampTextInSeconds(date)
     case .data(let data): return data.base64EncodedString()
     case .array, .dictionary:
         let data = (try? textEncoder.encode(PreferenceValueJSON(value))) ?? Data()

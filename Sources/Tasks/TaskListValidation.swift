@@ -10,8 +10,9 @@ extension TaskList {
     /// `title` trimmed of white space and line breaks at both ends, or an error that says what is wrong.
     ///
     /// A title is one line of text of 1 to ``maximumTitleLength`` characters: it may not be empty (or only
-    /// white space), and may not contain NUL, line breaks or other control characters (a tab is allowed),
-    /// so that it prints safely on one line of a terminal.
+    /// white space), and may not contain NUL, line breaks, other control characters (a tab is allowed) or
+    /// invisible format characters such as bidi overrides (the zero-width joiner of emoji sequences is allowed),
+    /// so that it prints safely, and as it reads, on one line of a terminal.
     ///
     /// - Throws: ``SecureStoreError/invalidArgument``.
     public static func validatedTitle(_ title: String) throws -> String {
@@ -28,22 +29,21 @@ extension TaskList {
                 title.isEmpty ? "a task title cannot be empty" : "a task title cannot be only white space")
         }
         let trimmed = start == scalars.startIndex && end == scalars.endIndex ? title : String(scalars[start..<end])
-        for scalar in trimmed.unicodeScalars {
-            switch scalar.value {
-            case 0x09, 0x20...0x7E:
-                continue
-            case 0x00:
-                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title cannot contain a NUL character")
-            case 0x0A...0x0D, 0x85, 0x2028, 0x2029:
-                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title must be one line: it contains a line break")
-            case 0x01...0x1F, 0x7F...0x9F:
-                throw SecureStoreError(
-                    SecureStoreError.Code.invalidArgument,
-                    "a task title cannot contain control characters (found U+"
-                        + String(scalar.value, radix: 16, uppercase: true).leftPadded(to: 4) + ")")
-            default:
-                continue
+        // Core's one rule for names and titles (``textProblem(_:allowingTab:)``).
+        switch textProblem(trimmed, allowingTab: true) {
+        case nil: break
+        case .nul:
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title cannot contain a NUL character")
+        case .lineBreak:
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title must be one line: it contains a line break")
+        case let problem?:
+            let kind = if case .format = problem {
+                "invisible formatting characters such as bidirectional overrides, which reorder what a terminal shows"
+            } else {
+                "control characters"
             }
+            throw SecureStoreError(
+                SecureStoreError.Code.invalidArgument, "a task title cannot contain \(kind) (found \(problem.codePoint ?? ""))")
         }
         // Characters are at most as many as UTF-8 bytes: count them only when the bytes exceed the limit.
         if trimmed.utf8.count > maximumTitleLength {
@@ -74,11 +74,5 @@ extension TaskList {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument, "'\(prefix.prefix(40))…' is too long for a task ID: an ID has 32 hexadecimal digits")
         }
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }
