@@ -179,6 +179,22 @@ package struct FileDescriptor: Sendable {
         Int(try retryingInterrupts { lseek(rawValue, 0, SEEK_CUR) })
     }
 
+    /// A new pipe, both ends close-on-exec (a child gets an end only through a `dup2` of its spawn actions).
+    /// The corresponding C calls are `pipe` and `fcntl(F_SETFD, FD_CLOEXEC)` (`pipe2` is not exported to Swift).
+    package static func pipe() throws(Errno) -> (readEnd: FileDescriptor, writeEnd: FileDescriptor) {
+        var ends: [Int32] = [-1, -1]
+        try retryingInterrupts { Glibc.pipe(&ends) }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return (FileDescriptor(rawValue: ends[0]), FileDescriptor(rawValue: ends[1]))
+    }
+
+    /// Reads until the end of the file (a pipe's writer closed it) or an error, keeping nothing: for draining.
+    package func drain() {
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while (scratch.withUnsafeMutableBytes { (try? readSome(into: $0)) ?? 0 }) > 0 {}
+        secureZero(&scratch, scratch.count)
+    }
+
     /// Whether `rawValue` is an open descriptor of this process. The corresponding C call is `fcntl(F_GETFD)`.
     package static func isOpen(_ rawValue: Int32) -> Bool {
         rawValue >= 0 && fcntl(rawValue, F_GETFD) != -1
