@@ -187,21 +187,16 @@ public final class KeyFile: Sendable {
 
     /// The file's bytes, or nil when it does not exist. Refuses what is not a plain, reasonably sized file.
     private func readFile() throws(KeychainError) -> [UInt8]? {
-        let descriptor: FileDescriptor
-        let status: stat
+        let found: FileDescriptor.RegularFile
         do {
-            switch try FileDescriptor.openRegularFile(path) {
-            case .missing: return nil
-            case .notRegular: throw refused("is not a regular file")
-            case .opened(let opened, let found): (descriptor, status) = (opened, found)
-            }
-        } catch let error as KeychainError {
-            throw error
+            found = try FileDescriptor.openRegularFile(path)
         } catch {
-            if error as? Errno == .tooManySymbolicLinkLevels {
-                throw refused("is a symbolic link; the key file must be a regular file")
-            }
+            if error == .tooManySymbolicLinkLevels { throw refused("is a symbolic link; the key file must be a regular file") }
             throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot open the key file '\(path)': \(error)")
+        }
+        guard case .opened(let descriptor, let status) = found else {
+            if case .missing = found { return nil }
+            throw refused("is not a regular file")
         }
         return try descriptor.closeAfter { () throws(KeychainError) -> [UInt8] in
             guard status.st_size <= Self.maximumSize else {

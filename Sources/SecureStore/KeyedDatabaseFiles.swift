@@ -56,11 +56,7 @@ struct KeyedDatabaseFiles: Sendable {
     /// the database file is replaced only by a finished, verified rotating file (a rename).
     func removeRotationLeftovers() throws {
         for leftover in rotationLeftovers() {
-            do {
-                try removeFileIfPresent(leftover)
-            } catch {
-                throw Self.errnoError(error, "cannot remove the leftover of an interrupted key rotation '\(leftover)'")
-            }
+            try Self.removeIfPresent(leftover, "cannot remove the leftover of an interrupted key rotation '\(leftover)'")
         }
         if !rotationLeftovers().isEmpty { Self.syncDirectory(directory) }
     }
@@ -72,11 +68,7 @@ struct KeyedDatabaseFiles: Sendable {
         let names = (try? listDirectory(directory)) ?? []
         for name in names where name.hasPrefix(prefix) {
             let leftover = directory + "/" + name
-            do {
-                try removeFileIfPresent(leftover)
-            } catch {
-                throw Self.errnoError(error, "cannot remove the leftover of an interrupted creation '\(leftover)'")
-            }
+            try Self.removeIfPresent(leftover, "cannot remove the leftover of an interrupted creation '\(leftover)'")
         }
     }
 
@@ -86,11 +78,7 @@ struct KeyedDatabaseFiles: Sendable {
     func removeRestoreLeftovers() throws {
         for base in [restoredPath, restoredAttachmentsPath] {
             for suffix in ["", "-wal", "-shm", "-journal"] {
-                do {
-                    try removeFileIfPresent(base + suffix)
-                } catch {
-                    throw Self.errnoError(error, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
-                }
+                try Self.removeIfPresent(base + suffix, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
             }
         }
         let names = (try? listDirectory(directory)) ?? []
@@ -141,11 +129,7 @@ struct KeyedDatabaseFiles: Sendable {
             if marker != "no attachments\n" {
                 if Self.exists(restoredAttachmentsPath) { try Self.rename(restoredAttachmentsPath, over: attachmentsPath) }
             } else {
-                do {
-                    try removeFileIfPresent(attachmentsPath)
-                } catch {
-                    throw Self.errnoError(error, "cannot remove '\(attachmentsPath)' to finish a restore")
-                }
+                try Self.removeIfPresent(attachmentsPath, "cannot remove '\(attachmentsPath)' to finish a restore")
             }
             Self.syncDirectory(directory)
             progress(.attachmentsInstalled)
@@ -153,11 +137,7 @@ struct KeyedDatabaseFiles: Sendable {
             Self.syncDirectory(directory)
         }
         progress(.installed)
-        do {
-            try removeFileIfPresent(restoreCommitPath)
-        } catch {
-            throw Self.errnoError(error, "cannot remove the restore's marker '\(restoreCommitPath)'")
-        }
+        try Self.removeIfPresent(restoreCommitPath, "cannot remove the restore's marker '\(restoreCommitPath)'")
         Self.syncDirectory(directory)
         try removeRestoreLeftovers()
         return true
@@ -165,11 +145,7 @@ struct KeyedDatabaseFiles: Sendable {
 
     /// Removes `path` (a file found empty); a missing file is fine.
     func removeEmptyFile(_ path: String) throws {
-        do {
-            try removeFileIfPresent(path)
-        } catch {
-            throw Self.errnoError(error, "cannot remove the empty file '\(path)'")
-        }
+        try Self.removeIfPresent(path, "cannot remove the empty file '\(path)'")
     }
 
     /// A new name for the database kept aside by a restore: `<name>.before-restore-<UTC time>.db`, with
@@ -201,6 +177,15 @@ struct KeyedDatabaseFiles: Sendable {
 
     /// Removes a directory made by ``makeScratchDirectory()`` and the files in it.
     static func removeScratchDirectory(_ directory: String) { removeDirectoryAndFiles(directory) }
+
+    /// Removes `path` when it is there; any failure but "not there" is the error `message` (and why).
+    static func removeIfPresent(_ path: String, _ message: @autoclosure () -> String) throws {
+        do {
+            try removeFileIfPresent(path)
+        } catch {
+            throw errnoError(error, message())
+        }
+    }
 
     /// Whether `path` is a regular file (symbolic links followed).
     static func isRegularFile(_ path: String) -> Bool { (try? fileStatus(path))?.isRegularFile ?? false }
