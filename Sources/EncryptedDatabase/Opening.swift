@@ -396,7 +396,7 @@ enum Opening {
     static func export(
         from source: OpaquePointer, to destination: String, key: DatabaseKey, format: CipherFormat = .secureStore
     ) throws {
-        if FileManager.default.fileExists(atPath: destination) {
+        if fileExists(destination, followingLinks: true) {
             throw DatabaseError(.misuse, "'\(destination)' already exists; export writes only a new file")
         }
         try makeDirectories((destination as NSString).deletingLastPathComponent)

@@ -123,7 +123,7 @@ struct KeyedDatabaseFiles: Sendable {
     @discardableResult
     func finishCommittedRestore(progress: (KeyedDatabase.RestoreStep) -> Void = { _ in }) throws -> Bool {
         guard Self.exists(restoreCommitPath) else { return false }
-        let marker = (try? String(contentsOfFile: restoreCommitPath, encoding: .utf8)) ?? ""
+        let marker = String(decoding: (try? readFile(restoreCommitPath, maximumSize: 64)) ?? [], as: UTF8.self)
         // The database is renamed last: while the restored file waits, the attachments path is brought in line.
         if Self.exists(restoredPath) {
             if marker != "no attachments\n" {

@@ -33,6 +33,7 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package static let invalidArgument = Errno(rawValue: EINVAL)
     package static let badFileDescriptor = Errno(rawValue: EBADF)
     package static let directoryNotEmpty = Errno(rawValue: ENOTEMPTY)
+    package static let fileTooLarge = Errno(rawValue: EFBIG)
 
     /// Whether the error means that the disk or the quota is full.
     package var isDiskFull: Bool { self == .noSpace || self == .diskQuotaExceeded }

@@ -44,9 +44,26 @@ package func fileStatus(_ path: String, followingLinks: Bool = true) throws(Errn
     return FileStatus(status)
 }
 
-/// Whether anything (a symbolic link too, even a dangling one) is at `path`. The corresponding C function is `lstat`.
-package func fileExists(_ path: String) -> Bool {
-    (try? fileStatus(path, followingLinks: false)) != nil
+/// Whether anything (a symbolic link too, even a dangling one) is at `path`; with `followingLinks`, whether a
+/// symbolic link there leads to something (as FileManager's `fileExists` answers). The corresponding C functions
+/// are `lstat` and `stat`.
+package func fileExists(_ path: String, followingLinks: Bool = false) -> Bool {
+    (try? fileStatus(path, followingLinks: followingLinks)) != nil
+}
+
+/// The whole of the regular file at `path` (a symbolic link to one is followed), at most `maximumSize` bytes:
+/// ``Errno/noSuchFileOrDirectory`` when nothing is there, ``Errno/invalidArgument`` for what is not a regular file
+/// (a FIFO is never waited on), ``Errno/fileTooLarge`` beyond `maximumSize`.
+package func readFile(_ path: String, maximumSize: Int = 64 << 20) throws(Errno) -> [UInt8] {
+    switch try FileDescriptor.openRegularFile(path, followingLinks: true) {
+    case .missing: throw .noSuchFileOrDirectory
+    case .notRegular: throw .invalidArgument
+    case .opened(let descriptor, let status):
+        return try descriptor.closeAfter { () throws(Errno) in
+            guard Int(status.st_size) <= maximumSize else { throw .fileTooLarge }
+            return try descriptor.read(upTo: Int(status.st_size))
+        }
+    }
 }
 
 /// Removes the file (or symbolic link) at `path`. The corresponding C function is `unlink`.
