@@ -371,25 +371,12 @@ public final class KeyFile: Sendable {
         let bytes = Sealed.seal(items, salt: salt, key: key)
         // What a writer killed by kill -9 left (under this exclusive lock, no live writer has one).
         ScratchFiles.sweep(directory)
-        let temporary = ScratchFiles.path(near: path)
-        ScratchFiles.register(temporary)
-        defer {
-            try? removeFile(temporary)
-            ScratchFiles.unregister(temporary)
-        }
-        do throws(Errno) {
-            let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
-            try descriptor.closeAfter { () throws(Errno) in
-                try descriptor.setMode(0o600)
-                try descriptor.writeAll(bytes)
-                try descriptor.sync()
-            }
-            try renameFile(temporary, to: path)
-            try syncDirectory(directory.isEmpty ? "." : directory)
+        do {
+            try replaceFile(path, with: bytes)
         } catch {
             throw KeychainError(
-                error == .noSpace || error == .diskQuotaExceeded ? KeychainError.Code.storeFull : KeychainError.Code.serviceUnavailable,
-                "cannot write the key file '\(path)': \(error); it is unchanged")
+                error.errno.isDiskFull ? KeychainError.Code.storeFull : KeychainError.Code.serviceUnavailable,
+                "cannot write the key file '\(path)': \(error.errno); it is unchanged")
         }
     }
 

@@ -251,8 +251,7 @@ public final class Preferences: Sendable {
         }
 
         let bytes = try FormatWriter.document(values)
-        let identity = try FileSystem.replace(
-            location.filePath, in: location.directoryPath, with: bytes)
+        let identity = try FileSystem.replace(location.filePath, with: bytes)
         state.withLock {
             $0.snapshot = Snapshot(values: values, identity: identity, sizes: newSizes)
             $0.fileProblem = nil

@@ -171,3 +171,73 @@ package enum ScratchFiles {
         entry.split(separator: ".").contains { $0.hasPrefix("check-") }
     }
 }
+
+/// Where ``replaceFile(_:with:)`` failed, with the path of that step and the `Errno`.
+package struct ReplaceFileError: Error, Sendable {
+    /// The steps of a replacement, in order.
+    package enum Step: Sendable {
+        /// Creating the new file (``path`` is the new file's).
+        case create
+        /// Writing and flushing it (``path`` is the new file's).
+        case write
+        /// Renaming it over the old one (``path`` is the destination).
+        case rename
+        /// Reading its status after the rename (``path`` is the destination).
+        case status
+        /// Flushing the directory (``path`` is the directory).
+        case syncDirectory
+    }
+
+    /// The step that failed.
+    package let step: Step
+    /// The file or directory of that step.
+    package let path: String
+    /// Why.
+    package let errno: Errno
+}
+
+/// Replaces the file at `path` with `bytes`, atomically: a new file beside it, named by ``ScratchFiles`` and
+/// registered for removal on a signal, mode 0600 whatever the umask, written and flushed, renamed over `path`,
+/// then the directory flushed. A failure before the rename leaves `path` as it was and removes the new file.
+/// Returns the status of the new file, read after the rename (which changes its ctime).
+@discardableResult
+package func replaceFile(_ path: String, with bytes: [UInt8]) throws(ReplaceFileError) -> FileStatus {
+    let temporary = ScratchFiles.path(near: path)
+    ScratchFiles.register(temporary)
+    defer { ScratchFiles.unregister(temporary) }
+    let descriptor: FileDescriptor
+    do {
+        descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+    } catch {
+        throw ReplaceFileError(step: .create, path: temporary, errno: error)
+    }
+    defer { descriptor.close() }
+    var renamed = false
+    defer { if !renamed { try? removeFile(temporary) } }
+    do {
+        try descriptor.setMode(0o600)
+        try descriptor.writeAll(bytes)
+        try descriptor.sync()
+    } catch {
+        throw ReplaceFileError(step: .write, path: temporary, errno: error)
+    }
+    do {
+        try renameFile(temporary, to: path)
+    } catch {
+        throw ReplaceFileError(step: .rename, path: path, errno: error)
+    }
+    renamed = true
+    let status: FileStatus
+    do {
+        status = try descriptor.fileStatus()
+    } catch {
+        throw ReplaceFileError(step: .status, path: path, errno: error)
+    }
+    let directory = directoryPart(path).isEmpty ? "." : directoryPart(path)
+    do {
+        try syncDirectory(directory)
+    } catch {
+        throw ReplaceFileError(step: .syncDirectory, path: directory, errno: error)
+    }
+    return status
+}

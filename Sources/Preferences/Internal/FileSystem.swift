@@ -127,44 +127,23 @@ enum FileSystem {
         return lock
     }
 
-    /// Writes `bytes` to a new file in `directory`, fsyncs it, renames it over `path`, fsyncs the directory.
+    /// Writes `bytes` to a new file beside `path`, fsyncs it, renames it over `path`, fsyncs the directory.
     /// The new file has mode 0600 whatever the umask. Returns the identity of the new file.
-    static func replace(
-        _ path: String, in directory: String, with bytes: [UInt8]
-    ) throws(PreferencesError) -> FileIdentity {
-        // `.<domain>.json.tmp-<pid>-<random>`: the product's one name for a temporary file (ScratchFiles).
-        let temporary = ScratchFiles.path(near: path)
-        let descriptor: SecureStoreCore.FileDescriptor
+    static func replace(_ path: String, with bytes: [UInt8]) throws(PreferencesError) -> FileIdentity {
+        // Core's one atomic replacement: `.<domain>.json.tmp-<pid>-<random>`, fsync, rename, directory fsync.
         do {
-            descriptor = try .open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+            return FileIdentity(try replaceFile(path, with: bytes).raw)
         } catch {
-            throw .system("create", path: temporary, error: error)
+            let operation =
+                switch error.step {
+                case .create: "create"
+                case .write: "write"
+                case .rename: "rename a new version over"
+                case .status: "read the status of"
+                case .syncDirectory: "flush the directory"
+                }
+            throw .system(operation, path: error.path, error: error.errno)
         }
-        defer { descriptor.close() }
-        var renamed = false
-        defer { if !renamed { try? removeFile(temporary) } }
-        do {
-            try descriptor.setMode(0o600)
-            try descriptor.writeAll(bytes)
-            try descriptor.sync()
-        } catch {
-            throw .system("write", path: temporary, error: error)
-        }
-        do {
-            try renameFile(temporary, to: path)
-        } catch {
-            throw .system("rename a new version over", path: path, error: error)
-        }
-        renamed = true
-        // After the rename: a rename changes the inode's ctime, which is part of the identity.
-        let status: stat
-        do {
-            status = try descriptor.status()
-        } catch {
-            throw .system("read the status of", path: path, error: error)
-        }
-        try syncDirectory(directory)
-        return FileIdentity(status)
     }
 
     /// fsyncs a directory, making a rename in it durable.
