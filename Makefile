@@ -96,6 +96,8 @@ build-tests: deps
 # SECURESTORE_PROMPT=always lets the processes the tests start answer KeePassXC's approval prompts.
 test: build-tests
 	Tests/DocExamples/check-doc-examples
+	@# SecureStoreCore is the one system layer: no C library file call elsewhere in Sources (Docs/architecture.md).
+	Tests/check-libc-calls
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
 	@echo "test: git's own credential-helper test (t0303) on the Secret Service"
 	$(HARNESS) Tests/Harness/git-credential-suite .build/debug/securestore

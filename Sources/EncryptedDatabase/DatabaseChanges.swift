@@ -3,11 +3,7 @@
 // observers whose tables were touched. Other processes' commits are found by polling (DatabaseObservation.swift).
 internal import CSQLCipher
 internal import Synchronization
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// What one access to a connection committed: the tables the update hook named, and whether some changed rows
 /// were not named (a `WITHOUT ROWID` table, a `DELETE` without `WHERE`: the update hook does not see those).

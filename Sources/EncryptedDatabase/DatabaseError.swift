@@ -1,8 +1,6 @@
 // The one error type of the module.
 internal import CSQLCipher
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// An error from an encrypted database: a code to match on and a message a person can act on.
 ///

@@ -3,11 +3,7 @@ internal import CSQLCipher
 internal import Dispatch
 internal import SecureStoreCore
 internal import Synchronization
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// A `Sendable` handle on one encrypted database file with one writing connection and several reading ones:
 /// reads run at the same time as each other and as a write, each in its own snapshot (SQLite's WAL mode).

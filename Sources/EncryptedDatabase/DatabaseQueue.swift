@@ -3,11 +3,7 @@ internal import CSQLCipher
 internal import Foundation
 internal import SecureStoreCore
 internal import Synchronization
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// Options for opening a database. The cipher settings are not options: they are fixed by the file format
 /// (see Docs/database.md).

@@ -4,11 +4,7 @@ internal import CSQLCipher
 internal import Foundation
 internal import SecureStoreCore
 internal import Synchronization
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// The settings every connection uses besides the file format (``CipherFormat/secureStore``).
 enum CipherSettings {
@@ -76,7 +72,7 @@ enum Opening {
         do {
             try SecureStoreCore.makeDirectories(directory)
         } catch {
-            if error.errno == .notADirectory {
+            if error.errno == .notDirectory {
                 throw DatabaseError(.permissionDenied, "'\(error.path)' exists and is not a directory")
             }
             throw errnoError(error.errno, "cannot create the directory '\(error.path)'")
@@ -105,21 +101,20 @@ enum Opening {
     }
 
     /// Removes a database file and its `-wal`, `-shm` and `-journal` companions, ignoring errors.
-    static func removeDatabaseFiles(_ path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
-    }
+    static func removeDatabaseFiles(_ path: String) { SecureStoreCore.removeDatabaseFiles(path) }
 
     /// Links the finished file `temporary` to `path` (failing if `path` exists, so nothing is ever replaced),
     /// removes the temporary name and syncs the directory.
     static func publish(_ temporary: String, as path: String) throws {
-        if link(temporary, path) != 0 {
-            let error = Errno.current
-            if error == .exists {
+        do {
+            try linkFile(temporary, to: path)
+        } catch {
+            if error == .fileExists {
                 throw DatabaseError(.misuse, "'\(path)' already exists; it was not replaced")
             }
             throw errnoError(error, "cannot create '\(path)'")
         }
-        unlink(temporary)
+        try? removeFile(temporary)
         syncDirectory(of: path)
     }
 
@@ -158,7 +153,7 @@ enum Opening {
             return DatabaseError(.readOnly, "\(what): \(reason)")
         case _ where error.isDiskFull:
             return DatabaseError(.diskFull, "\(what): \(reason); free some space and try again")
-        case .noSuchFile:
+        case .noSuchFileOrDirectory:
             return DatabaseError(.notFound, "\(what): \(reason)")
         default:
             return DatabaseError(.io, "\(what): \(reason)")
@@ -386,7 +381,7 @@ enum Opening {
                 UInt8(ascii: "_"), UInt8(ascii: "~"):
                 encoded.unicodeScalars.append(Unicode.Scalar(byte))
             default:
-                encoded += "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+                encoded += "%" + hexString([byte]).uppercased()
             }
         }
         return "file:" + encoded + (readOnly ? "?mode=ro" : "")
@@ -401,7 +396,7 @@ enum Opening {
     static func export(
         from source: OpaquePointer, to destination: String, key: DatabaseKey, format: CipherFormat = .secureStore
     ) throws {
-        if FileManager.default.fileExists(atPath: destination) {
+        if fileExists(destination, followingLinks: true) {
             throw DatabaseError(.misuse, "'\(destination)' already exists; export writes only a new file")
         }
         try makeDirectories((destination as NSString).deletingLastPathComponent)

@@ -5,11 +5,6 @@
 internal import CSQLCipher
 internal import Foundation
 internal import SecureStoreCore
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// A private directory (mode 0700) beside the database, removed when done. Copies made here are encrypted
 /// files, as the originals are.
@@ -24,35 +19,19 @@ struct Sandbox {
     init(near path: String, temporaryOnly: Bool = false) throws {
         let parent = directoryPart(path).isEmpty ? "." : directoryPart(path)
         let name = namePart(path)
-        Sandbox.removeStale(in: parent, name: name)
-        let prefix = ".\(name).check-\(getpid())-"
-        var failure = Errno.current
-        for base in temporaryOnly ? [NSTemporaryDirectory()] : [parent, NSTemporaryDirectory()] {
-            var template = Array((base.hasSuffix("/") ? base : base + "/").utf8CString.dropLast())
-            template += Array((prefix + "XXXXXX").utf8CString)
-            if let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) {
-                directory = String(cString: made)
+        // What killed processes left: `.NAME.check-PID-*` folders (and temporary files) whose process is gone.
+        ScratchFiles.sweep(parent, name: name)
+        var failure = Errno.noSuchFileOrDirectory
+        for base in temporaryOnly ? [temporaryDirectory()] : [parent, temporaryDirectory()] {
+            do {
+                directory = try ScratchFiles.makeDirectory(near: base + "/" + name)
                 return
+            } catch {
+                failure = error
             }
-            failure = Errno.current
         }
         throw Opening.errnoError(failure, "cannot make a private directory to check '\(path)' in")
     }
-
-    /// Removes what a killed process left: `.NAME.check-PID-*` directories whose process is gone.
-    static func removeStale(in parent: String, name: String) {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: parent) else { return }
-        let prefix = ".\(name).check-"
-        for entry in entries where entry.hasPrefix(prefix) {
-            let rest = entry.dropFirst(prefix.count)
-            guard let pid = Int32(rest.prefix { $0.isNumber }), pid != getpid(),
-                kill(pid, 0) != 0, Errno.current == .noProcess
-            else { continue }
-            Sandbox(directory: parent + "/" + entry).remove()
-        }
-    }
-
-    private init(directory: String) { self.directory = directory }
 
     /// Copies the file at `source` into the sandbox as `name`. With `prefix`, only that many bytes are copied
     /// and the copy is extended (sparse) to the original size, so page 1 can be read and the size still
@@ -69,12 +48,7 @@ struct Sandbox {
     }
 
     /// Removes the directory and everything in it.
-    func remove() {
-        if let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) {
-            for entry in entries { unlink(directory + "/" + entry) }
-        }
-        rmdir(directory)
-    }
+    func remove() { removeDirectoryAndFiles(directory) }
 }
 
 enum Preflight {
@@ -135,7 +109,7 @@ enum Preflight {
             "the disk is full: '\(path)' has \(side.existing.map { "'\($0)'" }.joined(separator: " and ")) beside it, "
                 + "left by a process that stopped before closing it, and checking that it belongs to the database "
                 + "before it is replayed needs a copy of \(megabytes) MiB; free \(megabytes) MiB in '\(parent)' or in "
-                + "the temporary directory '\(NSTemporaryDirectory())' (TMPDIR) and try again; nothing was changed")
+                + "the temporary directory '\(temporaryDirectory())' (TMPDIR) and try again; nothing was changed")
     }
 
     /// The checks of ``check(_:keying:configuration:)``, with their copies in `sandbox`.

@@ -8,11 +8,6 @@
 internal import Foundation
 internal import SecureStoreCore
 internal import Synchronization
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// What a `-wal` file holds, read with SQLite's own rules (https://sqlite.org/fileformat2.html#walformat):
 /// frames count only while their salts match the header's and their running checksum is right; only frames up
@@ -121,13 +116,10 @@ struct SideFiles {
     var journal: String { path + "-journal" }
 
     /// The side files that exist.
-    var existing: [String] { [wal, shm, journal].filter { access($0, F_OK) == 0 } }
+    var existing: [String] { [wal, shm, journal].filter { (try? fileStatus($0)) != nil } }
 
     /// The size of the rollback journal, 0 when there is none.
-    var journalSize: Int {
-        var info = stat()
-        return stat(journal, &info) == 0 ? Int(info.st_size) : 0
-    }
+    var journalSize: Int { (try? fileStatus(journal).size) ?? 0 }
 
     /// Whether another connection has the database open right now: one in this process (see `OpenFiles`),
     /// or one in another process, which holds a read lock on SQLite's shared-lock range of the file for as
@@ -135,17 +127,9 @@ struct SideFiles {
     func isInUse() -> Bool {
         guard let identity = FileIdentity(path) else { return false }
         if OpenFiles.contains(identity) { return true }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
+        guard let descriptor = try? FileDescriptor.open(path, [.readOnly, .noFollow]) else { return false }
         // SQLite's unix locking: PENDING at 0x40000000, RESERVED at +1, SHARED over the 510 bytes after.
-        var lock = flock()
-        lock.l_type = Int16(F_WRLCK)
-        lock.l_whence = Int16(SEEK_SET)
-        lock.l_start = 0x4000_0000
-        lock.l_len = 512
-        guard fcntl(descriptor, F_GETLK, &lock) == 0 else { return false }
-        return lock.l_type != Int16(F_UNLCK)
+        return descriptor.closeAfter { descriptor.isRangeLockedByOthers(offset: 0x4000_0000, length: 512) }
     }
 }
 
@@ -155,10 +139,9 @@ struct FileIdentity: Hashable, Sendable {
     let inode: UInt64
 
     init?(_ path: String) {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        guard let status = try? fileStatus(path) else { return nil }
+        device = status.device
+        inode = status.inode
     }
 }
 

@@ -6,9 +6,7 @@ internal import CLinuxKeyring
 internal import Foundation
 internal import SecureStoreCore
 internal import Synchronization
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// Where the key file gets its passphrase: asked on the terminal without echo, read from a file descriptor (for
 /// scripts), or given by the program. Never from argv or the environment.
@@ -107,10 +105,7 @@ public final class KeyFile: Sendable {
     }
 
     /// Whether the file exists.
-    public var exists: Bool {
-        var status = stat()
-        return lstat(path, &status) == 0
-    }
+    public var exists: Bool { fileExists(path) }
 
     /// Forgets the unsealed key: in this process and in the kernel's session keyring. The next access asks for
     /// the passphrase again. Returns whether the session keyring held it.
@@ -192,21 +187,18 @@ public final class KeyFile: Sendable {
 
     /// The file's bytes, or nil when it does not exist. Refuses what is not a plain, reasonably sized file.
     private func readFile() throws(KeychainError) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        if fd < 0 {
-            let error = Errno.current
-            if error == .noSuchFile { return nil }
-            if error == .tooManySymbolicLinks {
-                throw refused("is a symbolic link; the key file must be a regular file")
-            }
+        let found: FileDescriptor.RegularFile
+        do {
+            found = try FileDescriptor.openRegularFile(path)
+        } catch {
+            if error == .tooManySymbolicLinkLevels { throw refused("is a symbolic link; the key file must be a regular file") }
             throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot open the key file '\(path)': \(error)")
         }
-        let descriptor = FileDescriptor(rawValue: fd)
+        guard case .opened(let descriptor, let status) = found else {
+            if case .missing = found { return nil }
+            throw refused("is not a regular file")
+        }
         return try descriptor.closeAfter { () throws(KeychainError) -> [UInt8] in
-            guard let status = try? descriptor.status() else {
-                throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot read the key file '\(path)'")
-            }
-            guard status.st_mode & S_IFMT == S_IFREG else { throw refused("is not a regular file") }
             guard status.st_size <= Self.maximumSize else {
                 throw refused("is \(status.st_size) bytes, more than a key file's \(Self.maximumSize)")
             }
@@ -305,14 +297,13 @@ public final class KeyFile: Sendable {
                 "the key file '\(path)' is locked and may not ask its passphrase here (prompts are off); give it with "
                     + "--passphrase-fd N (SECURESTORE_PASSPHRASE_FD), or unlock it once in this session")
         case .terminal:
-            let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
-            guard tty >= 0 else {
+            guard let tty = try? FileDescriptor.open("/dev/tty", [.readWrite, .noControllingTerminal]) else {
                 throw KeychainError(
                     KeychainError.Code.locked,
                     "the key file '\(path)' is locked and there is no terminal to ask its passphrase on; give it with "
                         + "--passphrase-fd N (SECURESTORE_PASSPHRASE_FD), or unlock it once in this session")
             }
-            defer { close(tty) }
+            defer { tty.close() }
             let first = try Self.prompt(tty, creating ? "New passphrase for the key file \(path): " : "Passphrase for the key file \(path): ")
             guard first.count > 0 else {
                 throw KeychainError(KeychainError.Code.invalidSecret, "the passphrase is empty; nothing was changed")
@@ -338,10 +329,11 @@ public final class KeyFile: Sendable {
         }
         var count = 0
         while count < capacity {
-            let n = read(fd, buffer.baseAddress! + count, 1)
-            if n < 0 {
-                if Errno.current == .interrupted { continue }
-                throw KeychainError(KeychainError.Code.locked, "cannot read the passphrase from \(what): \(Errno.current)")
+            let n: Int
+            do {
+                n = try FileDescriptor(rawValue: fd).readSome(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count..<(count + 1)]))
+            } catch {
+                throw KeychainError(KeychainError.Code.locked, "cannot read the passphrase from \(what): \(error)")
             }
             if n == 0 || buffer[count] == UInt8(ascii: "\n") { break }
             count += 1
@@ -350,20 +342,20 @@ public final class KeyFile: Sendable {
         return SecureBytes(count: count) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
     }
 
-    private static func prompt(_ tty: Int32, _ text: String) throws(KeychainError) -> SecureBytes {
+    private static func prompt(_ tty: FileDescriptor, _ text: String) throws(KeychainError) -> SecureBytes {
         var saved = termios()
-        let isTerminal = tcgetattr(tty, &saved) == 0
+        let isTerminal = tcgetattr(tty.rawValue, &saved) == 0
         if isTerminal {
             var silent = saved
             silent.c_lflag &= ~tcflag_t(ECHO)
-            tcsetattr(tty, TCSAFLUSH, &silent)
+            tcsetattr(tty.rawValue, TCSAFLUSH, &silent)
         }
         defer {
-            if isTerminal { tcsetattr(tty, TCSAFLUSH, &saved) }
-            _ = "\n".withCString { Glibc.write(tty, $0, 1) }
+            if isTerminal { tcsetattr(tty.rawValue, TCSAFLUSH, &saved) }
+            try? tty.writeAll(Array("\n".utf8))
         }
-        _ = text.withCString { Glibc.write(tty, $0, strlen($0)) }
-        return try readLine(from: tty, what: "the terminal")
+        try? tty.writeAll(Array(text.utf8))
+        return try readLine(from: tty.rawValue, what: "the terminal")
     }
 
     /// Writes `items` sealed under `key` (whose salt is `salt`): a temporary file, fsynced, renamed over the file,
@@ -379,25 +371,12 @@ public final class KeyFile: Sendable {
         let bytes = Sealed.seal(items, salt: salt, key: key)
         // What a writer killed by kill -9 left (under this exclusive lock, no live writer has one).
         ScratchFiles.sweep(directory)
-        let temporary = ScratchFiles.path(near: path)
-        ScratchFiles.register(temporary)
-        defer {
-            unlink(temporary)
-            ScratchFiles.unregister(temporary)
-        }
-        do throws(Errno) {
-            let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
-            try descriptor.closeAfter { () throws(Errno) in
-                try descriptor.setMode(0o600)
-                try descriptor.writeAll(bytes)
-                try descriptor.sync()
-            }
-            guard rename(temporary, path) == 0 else { throw Errno.current }
-            try syncDirectory(directory.isEmpty ? "." : directory)
+        do {
+            try replaceFile(path, with: bytes)
         } catch {
             throw KeychainError(
-                error == .noSpace || error == .quotaExceeded ? KeychainError.Code.storeFull : KeychainError.Code.serviceUnavailable,
-                "cannot write the key file '\(path)': \(error); it is unchanged")
+                error.errno.isDiskFull ? KeychainError.Code.storeFull : KeychainError.Code.serviceUnavailable,
+                "cannot write the key file '\(path)': \(error.errno); it is unchanged")
         }
     }
 
@@ -417,17 +396,19 @@ public final class KeyFile: Sendable {
                     KeychainError.Code.serviceUnavailable, "cannot make the folder '\(error.path)' of the key file: \(error.errno)")
             }
         }
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        if fd < 0 {
+        let lock: FileLock
+        do {
+            lock = try FileLock.open(lockPath)
+        } catch {
             // A reader of a store that does not exist yet (no folder) needs no lock: there is nothing to read.
-            if !exclusive && Errno.current == .noSuchFile { return try body() }
-            throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot open '\(lockPath)': \(Errno.current)")
+            if !exclusive && error == .noSuchFileOrDirectory { return try body() }
+            throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot open '\(lockPath)': \(error)")
         }
-        defer { close(fd) }
-        while flock(fd, exclusive ? LOCK_EX : LOCK_SH) != 0 {
-            guard Errno.current == .interrupted else {
-                throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot lock '\(lockPath)': \(Errno.current)")
-            }
+        defer { lock.close() }
+        do {
+            try lock.lock(exclusive ? .exclusive : .shared)
+        } catch {
+            throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot lock '\(lockPath)': \(error)")
         }
         return try body()
     }

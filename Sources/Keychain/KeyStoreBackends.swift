@@ -2,9 +2,7 @@
 // systemd's credentials.
 internal import Foundation
 internal import SecureStoreCore
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// What a store other than the Secret Service does for a ``Keychain``; names and sizes are checked before.
 protocol KeyStoreBackend: Sendable {
@@ -94,12 +92,13 @@ struct SystemdCredentialsBackend: KeyStoreBackend {
 
     func secret(service: String, account: String) throws(KeychainError) -> Secret? {
         let path = directory + "/" + Self.name(service: service, account: account)
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        if fd < 0 {
-            if Errno.current == .noSuchFile { return nil }
-            throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot read the credential '\(path)': \(Errno.current)")
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(path, [.readOnly, .noFollow])
+        } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot read the credential '\(path)': \(error)")
         }
-        let descriptor = FileDescriptor(rawValue: fd)
         return try descriptor.closeAfter { () throws(KeychainError) -> Secret in
             do {
                 var bytes = try descriptor.read(upTo: Keychain.maximumSecretSize + 1)
@@ -117,8 +116,7 @@ struct SystemdCredentialsBackend: KeyStoreBackend {
     }
 
     func exists(service: String, account: String) throws(KeychainError) -> Bool {
-        var status = stat()
-        return lstat(directory + "/" + Self.name(service: service, account: account), &status) == 0
+        fileExists(directory + "/" + Self.name(service: service, account: account))
     }
 
     func items(service: String) throws(KeychainError) -> [KeychainItem] {

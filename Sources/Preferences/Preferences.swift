@@ -1,6 +1,7 @@
 // The preferences handle: typed reads, limit-checked durable writes shared between processes.
 public import Foundation
 import Glibc
+import SecureStoreCore
 import Synchronization
 
 /// A preferences domain: small typed settings in a human-readable file with enforced size limits.
@@ -194,7 +195,7 @@ public final class Preferences: Sendable {
     ) throws -> PreferencesWarning? {
         try FileSystem.makeDirectory(location.directoryPath)
         let lock = try FileSystem.lock(location.lockPath)
-        defer { close(lock) }
+        defer { lock.close() }
 
         if state.withLock({ state in
             defer { state.removedStaleTemporaries = true }
@@ -250,8 +251,7 @@ public final class Preferences: Sendable {
         }
 
         let bytes = try FormatWriter.document(values)
-        let identity = try FileSystem.replace(
-            location.filePath, in: location.directoryPath, with: bytes, temporaryPrefix: location.temporaryPrefix)
+        let identity = try FileSystem.replace(location.filePath, with: bytes)
         state.withLock {
             $0.snapshot = Snapshot(values: values, identity: identity, sizes: newSizes)
             $0.fileProblem = nil
@@ -283,7 +283,7 @@ public final class Preferences: Sendable {
     public static func reset(_ location: PreferencesLocation) throws -> URL? {
         try FileSystem.makeDirectory(location.directoryPath)
         let lock = try FileSystem.lock(location.lockPath)
-        defer { close(lock) }
+        defer { lock.close() }
         guard FileSystem.exists(location.filePath) else { return nil }
         let stamp = Self.timestamp()
         var name = location.domain + ".json.reset-" + stamp

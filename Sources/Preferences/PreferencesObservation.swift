@@ -1,5 +1,6 @@
 public import Dispatch
 import Glibc
+import SecureStoreCore
 import Synchronization
 
 extension Preferences {
@@ -55,7 +56,7 @@ public final class PreferencesObservation: Sendable {
         let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
         guard inotify_add_watch(descriptor, preferences.location.directoryPath, mask) >= 0 else {
             let code = errno
-            close(descriptor)
+            FileDescriptor(rawValue: descriptor).close()
             throw PreferencesError(
                 code: .io, message: "cannot watch \(preferences.location.directoryPath) for changes: errno \(code)")
         }
@@ -65,7 +66,7 @@ public final class PreferencesObservation: Sendable {
             // Drain the events; which file changed does not matter: the handle knows whether the domain
             // file is a new one, and reads it only then.
             var buffer = [UInt8](repeating: 0, count: 4096)
-            while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
+            while buffer.withUnsafeMutableBytes({ (try? FileDescriptor(rawValue: descriptor).readSome(into: $0)) ?? 0 }) > 0 {}
             let now = preferences.storedValues
             let changed: Set<String> = seen.values.withLock { last in
                 var keys = Set<String>()
@@ -76,7 +77,7 @@ public final class PreferencesObservation: Sendable {
             }
             if !changed.isEmpty { handler(changed) }
         }
-        source.setCancelHandler { close(descriptor) }
+        source.setCancelHandler { FileDescriptor(rawValue: descriptor).close() }
         source.resume()
         self.source = Source(source: source)
     }

@@ -1,6 +1,7 @@
 // SHA-256 of attachments, computed by libcrypto (OpenSSL's EVP interface): the library SQLCipher already links
 // for its own encryption. No digest is written by hand here.
 internal import CLibCrypto
+internal import SecureStoreCore
 
 /// A running SHA-256 digest: feed it bytes with ``update(_:)``, read the 32-byte result with ``finish()``.
 ///
@@ -44,18 +45,6 @@ package final class SHA256Digest {
     static func hex(of bytes: UnsafeRawBufferPointer) -> String? {
         guard let digest = SHA256Digest() else { return nil }
         digest.update(bytes)
-        return hexDigits(digest.finish())
-    }
-
-    /// `bytes` as lowercase hexadecimal digits.
-    static func hexDigits(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text = [UInt8]()
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        return hexString(digest.finish())
     }
 }

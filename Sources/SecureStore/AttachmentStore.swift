@@ -5,11 +5,7 @@ public import EncryptedDatabase
 public import Foundation
 internal import SecureStoreCore
 internal import Synchronization
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// The row an attachment belongs to: a table of the record database and the row's key, as bytes.
 ///
@@ -82,7 +78,7 @@ public struct Attachment: Sendable, Hashable, Identifiable {
 
     /// The identifier as 32 lowercase hexadecimal digits (what the command line shows and resolves by prefix).
     public var hexID: String {
-        withUnsafeBytes(of: id.uuid) { SHA256Digest.hexDigits(Array($0)) }
+        hexString(uuid: id)
     }
 }
 
@@ -413,12 +409,11 @@ public final class AttachmentStore: Sendable {
             return (key, try db.scalar("SELECT count(*) FROM securestore_attachments WHERE chunk_count > 0", as: Int.self) ?? 0)
         }
         guard let (key, count) = found else { return nil }
-        var status = stat()
-        if lstat(path, &status) != 0 {
-            guard errno == ENOENT else {
-                throw SecureStoreError(
-                    SecureStoreError.Code.fileSystem,
-                    "cannot reach the attachments file '\(path)': \(String(cString: strerror(errno)))")
+        do {
+            _ = try fileStatus(path, followingLinks: false)
+        } catch {
+            guard error == .noSuchFileOrDirectory else {
+                throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot reach the attachments file '\(path)': \(error)")
             }
             if count > 0 {
                 throw SecureStoreError(
@@ -554,7 +549,7 @@ public final class AttachmentStore: Sendable {
                 for (attachment, inline) in written {
                     try statement.execute([
                         attachment.id, owner.table, owner.key, attachment.name, attachment.mediaType, attachment.size,
-                        Data(Self.bytes(fromHex: attachment.sha256)), attachment.chunkSize, attachment.chunkCount,
+                        Data(try Self.digestBytes(attachment.sha256)), attachment.chunkSize, attachment.chunkCount,
                         microsecondsSince1970(attachment.createdAt),
                     ])
                     if let inline, !inline.isEmpty {
@@ -620,7 +615,7 @@ public final class AttachmentStore: Sendable {
         func described(size: Int64, chunks: Int) -> Attachment {
             Attachment(
                 id: id, owner: owner, name: source.name, mediaType: source.mediaType ?? Self.mediaType(forName: source.name),
-                size: size, sha256: SHA256Digest.hexDigits(digest.finish()), chunkSize: chunkSize, chunkCount: chunks,
+                size: size, sha256: hexString(digest.finish()), chunkSize: chunkSize, chunkCount: chunks,
                 createdAt: dateFromMicroseconds(microsecondsSince1970(Date())))
         }
         progress(AttachmentProgress(name: source.name, bytes: 0, total: reader.expectedSize))
@@ -716,21 +711,14 @@ public final class AttachmentStore: Sendable {
     /// - Throws: ``SecureStoreError/Code/notFound``, ``SecureStoreError/Code/ambiguous``, or
     ///   ``SecureStoreError/Code/invalidArgument`` when `prefix` is not 1–32 hexadecimal digits.
     public func resolve(prefix: String) throws -> Attachment {
-        let digits = prefix.lowercased().filter { $0 != "-" }
-        guard (1...32).contains(digits.count), digits.allSatisfy(\.isHexDigit) else {
+        let range: HexPrefixRange
+        do {
+            range = try HexPrefixRange(prefix)
+        } catch {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument, "an attachment ID is 1 to 32 hexadecimal digits")
         }
-        let lower = Self.bytes(fromHex: digits.count % 2 == 0 ? digits : digits + "0")
-        var upper: [UInt8]? = Self.bytes(fromHex: digits.count % 2 == 0 ? digits : digits + "f")
-        // The smallest key above every key with this prefix: increment the prefix bytes, dropping trailing 0xff.
-        while var bytes = upper {
-            if bytes.isEmpty { upper = nil; break }
-            if bytes[bytes.count - 1] == 0xff { bytes.removeLast(); upper = bytes; continue }
-            bytes[bytes.count - 1] += 1
-            upper = bytes
-            break
-        }
+        let (lower, upper, digits) = (range.lower, range.upper, range.digits)
         var arguments: [any DatabaseValueConvertible] = [Data(lower)]
         let condition: String
         if let upper {
@@ -857,7 +845,7 @@ public final class AttachmentStore: Sendable {
             }
             throw damaged(what, reason, delivered: done)
         }
-        let actual = SHA256Digest.hexDigits(digest.finish())
+        let actual = hexString(digest.finish())
         guard actual == attachment.sha256 else {
             throw SecureStoreError(
                 SecureStoreError.Code.verificationFailed,
@@ -901,7 +889,7 @@ public final class AttachmentStore: Sendable {
             throw SecureStoreError(SecureStoreError.Code.fileSystem, "libcrypto could not start a SHA-256 digest")
         }
         data.withUnsafeBytes { digest.update($0) }
-        guard SHA256Digest.hexDigits(digest.finish()) == attachment.sha256 else {
+        guard hexString(digest.finish()) == attachment.sha256 else {
             throw damaged(what, "its bytes do not match its SHA-256 digest")
         }
         try data.withUnsafeBytes { try body($0) }
@@ -1197,7 +1185,7 @@ public final class AttachmentStore: Sendable {
         Attachment(
             id: try row.uuid(at: 0), owner: try AttachmentOwner(table: try row.string(at: 1), key: try row.data(at: 2)),
             name: try row.string(at: 3), mediaType: try row.string(at: 4), size: try row.int64(at: 5),
-            sha256: SHA256Digest.hexDigits(Array(try row.data(at: 6))), chunkSize: try row.int(at: 7),
+            sha256: hexString(Array(try row.data(at: 6))), chunkSize: try row.int(at: 7),
             chunkCount: try row.int(at: 8), createdAt: dateFromMicroseconds(try row.int64(at: 9)))
     }
 
@@ -1223,34 +1211,28 @@ public final class AttachmentStore: Sendable {
                     : "its first \(delivered) bytes were delivered, each authenticated, and nothing after them"))
     }
 
-
-    static func bytes(fromHex text: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var high: UInt8?
-        for digit in text.utf8 {
-            guard let value = hexValue(digit) else { continue }
-            if let h = high {
-                bytes.append(h << 4 | value)
-                high = nil
-            } else {
-                high = value
-            }
+    /// Checks an attachment name: 1–255 characters, one line, no control characters, no `/`.
+    /// The 32 bytes of a SHA-256 digest written as 64 hexadecimal digits (strictly: an attachment's `sha256` is
+    /// always made by ``hexString(_:)``; anything else is refused, never skipped over).
+    static func digestBytes(_ hex: String) throws -> [UInt8] {
+        guard hex.utf8.count == 64, let bytes = bytes(fromHex: hex) else {
+            throw SecureStoreError(SecureStoreError.Code.invalidData, "'\(hex.prefix(70))' is not a SHA-256 digest (64 hexadecimal digits)")
         }
         return bytes
     }
 
-    /// Checks an attachment name: 1–255 characters, one line, no control characters, no `/`.
-    static func checkName(_ name: String) throws {
+    /// Refuses a name that is not one line of 1 to 255 characters fit to show (Core's `textProblem`), or holds '/'.
+    package static func checkName(_ name: String) throws {
         guard !name.isEmpty, name.count <= 255 else {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument, "an attachment name must be 1 to 255 characters (\(name.count))")
         }
-        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "/" || $0 == "\u{2028}" || $0 == "\u{2029}" }),
-            name != ".", name != ".."
-        else {
+        // Core's one rule for names and titles (``textProblem(_:allowingTab:)``), and no '/'.
+        guard textProblem(name, allowingTab: false) == nil, !name.contains("/"), name != ".", name != ".." else {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument,
-                "an attachment name must be one line without control characters or '/'")
+                "an attachment name must be one line without control characters, invisible formatting characters "
+                    + "(such as bidirectional overrides) or '/'")
         }
     }
     /// `size` bytes for a person (the core's one rule: `512 bytes`, `1.5 MiB`).
@@ -1295,12 +1277,11 @@ struct SourceReader {
         case .descriptor(let fd):
             descriptor = fd
             ownsDescriptor = false
-            var status = stat()
-            if fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG {
-                initial = status
+            if let status = try? FileDescriptor(rawValue: fd).fileStatus(), status.isRegularFile {
+                initial = status.raw
                 // Standard input redirected from a file is read from its current offset.
-                let offset = lseek(fd, 0, SEEK_CUR)
-                expectedSize = Int64(status.st_size) - Int64(max(0, offset))
+                let offset = (try? FileDescriptor(rawValue: fd).currentOffset()) ?? 0
+                expectedSize = Int64(status.size) - Int64(max(0, offset))
             } else {
                 expectedSize = nil
             }
@@ -1328,7 +1309,7 @@ struct SourceReader {
     }
 
     mutating func close() {
-        if ownsDescriptor, descriptor >= 0 { _ = Glibc.close(descriptor) }
+        if ownsDescriptor, descriptor >= 0 { FileDescriptor(rawValue: descriptor).close() }
         descriptor = -1
     }
 
@@ -1342,12 +1323,11 @@ struct SourceReader {
         }
         var filled = 0
         while filled < buffer.count {
-            let result = Glibc.read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw SecureStoreError(
-                    SecureStoreError.Code.fileSystem,
-                    "cannot read \(label): \(String(cString: strerror(errno))); nothing was attached")
+            let result: Int
+            do {
+                result = try FileDescriptor(rawValue: descriptor).readSome(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+            } catch {
+                throw SecureStoreError(SecureStoreError.Code.fileSystem, "cannot read \(label): \(error); nothing was attached")
             }
             if result == 0 { break }
             filled += result
@@ -1358,8 +1338,7 @@ struct SourceReader {
     /// Checks, at the end, that a regular file was not changed, truncated or deleted while it was read.
     func checkUnchanged(bytesRead: Int64) throws {
         guard let initial, descriptor >= 0 else { return }
-        var now = stat()
-        guard fstat(descriptor, &now) == 0 else { return }
+        guard let now = try? FileDescriptor(rawValue: descriptor).status() else { return }
         let expected = expectedSize ?? Int64(initial.st_size)
         if bytesRead < expected {
             throw SecureStoreError(

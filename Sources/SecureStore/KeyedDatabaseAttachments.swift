@@ -1,5 +1,6 @@
 // The keyed database's attachments: its AttachmentStore, and the attachments' part of backup and verification.
 internal import EncryptedDatabase
+internal import SecureStoreCore
 public import Foundation
 
 extension KeyedDatabase {
@@ -32,14 +33,14 @@ extension KeyedDatabase {
             guard try store.export(to: destination) else { return false }
             let missing = try missingChunks(backup: backup.path, attachments: destination, store: store)
             if missing.isEmpty { return true }
-            unlink(destination)
+            try? removeFile(destination)
             guard attempt < 3 else {
                 throw SecureStoreError(
                     SecureStoreError.Code.verificationFailed,
                     "the attachments changed during the backup three times (\(missing.count) attachment(s) incomplete in "
                         + "the copy); the backup was removed. Try again when nothing is being attached or detached")
             }
-            unlink(backup.path)
+            try? removeFile(backup.path)
             try redoDatabaseBackup()
         }
         return true

@@ -1,12 +1,7 @@
 // File-system steps of the key lifecycle: the lock file, fsync, rename, directory sync, leftovers.
-// Every C call the keyed database makes goes through this file.
+// Every file operation of the keyed database goes through this file, on SecureStoreCore's system layer.
 internal import Foundation
 internal import SecureStoreCore
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// The files of one keyed database: `<dir>/<name>.db`, its `-wal`/`-shm`, the lock file and the
 /// rotation's temporary file.
@@ -35,16 +30,9 @@ struct KeyedDatabaseFiles: Sendable {
 
     // MARK: Inspecting
 
-    static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0
-    }
+    static func exists(_ path: String) -> Bool { fileExists(path) }
 
-    static func size(_ path: String) -> Int? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return Int(info.st_size)
-    }
+    static func size(_ path: String) -> Int? { try? fileStatus(path).size }
 
     /// The first 16 bytes of the file, or nil when it cannot be read (or is not a regular file: never blocks).
     static func header(_ path: String) -> [UInt8]? {
@@ -59,7 +47,7 @@ struct KeyedDatabaseFiles: Sendable {
     func rotationLeftovers() -> [String] {
         let rotatingName = (rotatingPath as NSString).lastPathComponent
         let exportPrefix = "." + rotatingName + ".tmp-"
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let names = (try? listDirectory(directory)) ?? []
         return names.filter { $0 == rotatingName || $0.hasPrefix(rotatingName + "-") || $0.hasPrefix(exportPrefix) }
             .sorted().map { directory + "/" + $0 }
     }
@@ -67,8 +55,8 @@ struct KeyedDatabaseFiles: Sendable {
     /// Removes every leftover of an interrupted rotation. They never hold the only copy of anything:
     /// the database file is replaced only by a finished, verified rotating file (a rename).
     func removeRotationLeftovers() throws {
-        for leftover in rotationLeftovers() where unlink(leftover) != 0 && Errno.current != .noSuchFile {
-            throw Self.errnoError(.current, "cannot remove the leftover of an interrupted key rotation '\(leftover)'")
+        for leftover in rotationLeftovers() {
+            try Self.removeIfPresent(leftover, "cannot remove the leftover of an interrupted key rotation '\(leftover)'")
         }
         if !rotationLeftovers().isEmpty { Self.syncDirectory(directory) }
     }
@@ -77,12 +65,10 @@ struct KeyedDatabaseFiles: Sendable {
     /// companions). Called only when the database file does not exist, under the exclusive lock.
     func removeCreationLeftovers() throws {
         let prefix = "." + (path as NSString).lastPathComponent + ".tmp-"
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let names = (try? listDirectory(directory)) ?? []
         for name in names where name.hasPrefix(prefix) {
             let leftover = directory + "/" + name
-            if unlink(leftover) != 0 && Errno.current != .noSuchFile {
-                throw Self.errnoError(.current, "cannot remove the leftover of an interrupted creation '\(leftover)'")
-            }
+            try Self.removeIfPresent(leftover, "cannot remove the leftover of an interrupted creation '\(leftover)'")
         }
     }
 
@@ -91,13 +77,13 @@ struct KeyedDatabaseFiles: Sendable {
     /// and the database is replaced only by a rename of a finished file.
     func removeRestoreLeftovers() throws {
         for base in [restoredPath, restoredAttachmentsPath] {
-            for suffix in ["", "-wal", "-shm", "-journal"] where unlink(base + suffix) != 0 && Errno.current != .noSuchFile {
-                throw Self.errnoError(.current, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                try Self.removeIfPresent(base + suffix, "cannot remove the leftover of an interrupted restore '\(base + suffix)'")
             }
         }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let names = (try? listDirectory(directory)) ?? []
         let prefix = "." + (restoredPath as NSString).lastPathComponent + ".tmp-"
-        for name in names where name.hasPrefix(prefix) { unlink(directory + "/" + name) }
+        for name in names where name.hasPrefix(prefix) { try? removeFile(directory + "/" + name) }
     }
 
     /// The attachments file of the database (``AttachmentStore/filePath(forDatabase:)``).
@@ -115,7 +101,7 @@ struct KeyedDatabaseFiles: Sendable {
     /// attachments file replaces the attachments file, or the attachments file goes (the backup had none).
     func writeRestoreCommit(withAttachments: Bool) throws {
         let temporary = restoreCommitPath + ".tmp"
-        unlink(temporary)
+        try? removeFile(temporary)
         do {
             let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
             try descriptor.closeAfter { () throws(Errno) in
@@ -123,7 +109,7 @@ struct KeyedDatabaseFiles: Sendable {
                 try descriptor.sync()
             }
         } catch {
-            unlink(temporary)
+            try? removeFile(temporary)
             throw Self.errnoError(error, "cannot write the restore's marker '\(temporary)'")
         }
         try Self.rename(temporary, over: restoreCommitPath)
@@ -137,13 +123,13 @@ struct KeyedDatabaseFiles: Sendable {
     @discardableResult
     func finishCommittedRestore(progress: (KeyedDatabase.RestoreStep) -> Void = { _ in }) throws -> Bool {
         guard Self.exists(restoreCommitPath) else { return false }
-        let marker = (try? String(contentsOfFile: restoreCommitPath, encoding: .utf8)) ?? ""
+        let marker = String(decoding: (try? readFile(restoreCommitPath, maximumSize: 64)) ?? [], as: UTF8.self)
         // The database is renamed last: while the restored file waits, the attachments path is brought in line.
         if Self.exists(restoredPath) {
             if marker != "no attachments\n" {
                 if Self.exists(restoredAttachmentsPath) { try Self.rename(restoredAttachmentsPath, over: attachmentsPath) }
-            } else if unlink(attachmentsPath) != 0 && Errno.current != .noSuchFile {
-                throw Self.errnoError(.current, "cannot remove '\(attachmentsPath)' to finish a restore")
+            } else {
+                try Self.removeIfPresent(attachmentsPath, "cannot remove '\(attachmentsPath)' to finish a restore")
             }
             Self.syncDirectory(directory)
             progress(.attachmentsInstalled)
@@ -151,9 +137,7 @@ struct KeyedDatabaseFiles: Sendable {
             Self.syncDirectory(directory)
         }
         progress(.installed)
-        if unlink(restoreCommitPath) != 0 && Errno.current != .noSuchFile {
-            throw Self.errnoError(.current, "cannot remove the restore's marker '\(restoreCommitPath)'")
-        }
+        try Self.removeIfPresent(restoreCommitPath, "cannot remove the restore's marker '\(restoreCommitPath)'")
         Self.syncDirectory(directory)
         try removeRestoreLeftovers()
         return true
@@ -161,17 +145,14 @@ struct KeyedDatabaseFiles: Sendable {
 
     /// Removes `path` (a file found empty); a missing file is fine.
     func removeEmptyFile(_ path: String) throws {
-        if unlink(path) != 0 && Errno.current != .noSuchFile {
-            throw Self.errnoError(.current, "cannot remove the empty file '\(path)'")
-        }
+        try Self.removeIfPresent(path, "cannot remove the empty file '\(path)'")
     }
 
     /// A new name for the database kept aside by a restore: `<name>.before-restore-<UTC time>.db`, with
     /// `-2`, `-3`… when taken.
     func asidePath(name: String) throws -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
-        let stamp = formatter.string(from: Date()).replacingOccurrences(of: ":", with: "")
+        // ISO 8601's basic format, `20261123T161502Z`: no ':' (not allowed in some file systems' names).
+        let stamp = timestampTextInSeconds(Date()).filter { $0 != "-" && $0 != ":" }
         var candidate = directory + "/\(name).before-restore-\(stamp).db"
         var serial = 2
         while Self.exists(candidate) {
@@ -181,44 +162,40 @@ struct KeyedDatabaseFiles: Sendable {
         return candidate
     }
 
-    /// A new private directory (0700) under `$TMPDIR` (or `/tmp`): `securestore-restore.<pid>.<random>`.
-    /// Directories of this kind left by a process that no longer runs (killed during a restore) and owned
-    /// by this user are removed first: they hold only an encrypted copy of a backup.
+    /// A new private directory (0700) in the temporary directory (`$TMPDIR`, else `/tmp`), named as every scratch
+    /// folder of the product: `.securestore-restore.check-<pid>-<random>`. Those of this user left by a process
+    /// that no longer runs (killed during a restore) are removed first: they hold only an encrypted copy of a backup.
     static func makeScratchDirectory() throws -> String {
-        var base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
-        if !base.hasPrefix("/") { base = "/tmp" }
-        let prefix = "securestore-restore."
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? [] where name.hasPrefix(prefix) {
-            let parts = name.dropFirst(prefix.count).split(separator: ".")
-            var info = stat()
-            guard parts.count == 2, let pid = Int32(parts[0]), lstat(base + "/" + name, &info) == 0,
-                (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid(), kill(pid, 0) != 0, Errno.current == .noProcess
-            else { continue }
-            removeScratchDirectory(base + "/" + name)
+        let near = temporaryDirectory() + "/securestore-restore"
+        ScratchFiles.sweep(directoryPart(near), name: namePart(near))
+        do {
+            return try ScratchFiles.makeDirectory(near: near)
+        } catch {
+            throw errnoError(error, "cannot create a temporary directory in '\(directoryPart(near))'")
         }
-        var template = Array((base + "/" + prefix + "\(getpid()).XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw errnoError(.current, "cannot create a temporary directory in '\(base)'") }
-        return String(cString: made)
     }
 
     /// Removes a directory made by ``makeScratchDirectory()`` and the files in it.
-    static func removeScratchDirectory(_ directory: String) {
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
-            unlink(directory + "/" + name)
+    static func removeScratchDirectory(_ directory: String) { removeDirectoryAndFiles(directory) }
+
+    /// Removes `path` when it is there; any failure but "not there" is the error `message` (and why).
+    static func removeIfPresent(_ path: String, _ message: @autoclosure () -> String) throws {
+        do {
+            try removeFileIfPresent(path)
+        } catch {
+            throw errnoError(error, message())
         }
-        rmdir(directory)
     }
 
     /// Whether `path` is a regular file (symbolic links followed).
-    static func isRegularFile(_ path: String) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
-    }
+    static func isRegularFile(_ path: String) -> Bool { (try? fileStatus(path))?.isRegularFile ?? false }
 
     /// Makes `destination` a new hard link to `source` (link(2): fails if `destination` exists).
     static func link(_ source: String, to destination: String) throws {
-        guard Glibc.link(source, destination) == 0 else {
-            throw errnoError(.current, "cannot link '\(source)' to '\(destination)'")
+        do {
+            try linkFile(source, to: destination)
+        } catch {
+            throw errnoError(error, "cannot link '\(source)' to '\(destination)'")
         }
     }
 
@@ -229,7 +206,7 @@ struct KeyedDatabaseFiles: Sendable {
         do {
             try SecureStoreCore.makeDirectories(directory)
         } catch {
-            if error.errno == .notADirectory {
+            if error.errno == .notDirectory {
                 throw SecureStoreError(SecureStoreError.Code.fileSystem, "'\(error.path)' exists and is not a directory")
             }
             throw errnoError(error.errno, "cannot create the directory '\(error.path)'")
@@ -254,22 +231,25 @@ struct KeyedDatabaseFiles: Sendable {
     /// Links the finished file `temporary` to the new name `path` (failing if `path` exists: nothing is ever
     /// replaced), removes the temporary name and flushes the directory.
     static func publish(_ temporary: String, as path: String) throws {
-        guard Glibc.link(temporary, path) == 0 else {
-            let error = Errno.current
-            if error == .exists {
+        do {
+            try linkFile(temporary, to: path)
+        } catch {
+            if error == .fileExists {
                 throw SecureStoreError(
                     SecureStoreError.Code.alreadyExists, "'\(path)' already exists; a backup never replaces a file. Choose a new name")
             }
             throw errnoError(error, "cannot create '\(path)'")
         }
-        unlink(temporary)
+        try? removeFile(temporary)
         syncDirectory(directoryPart(path).isEmpty ? "." : directoryPart(path))
     }
 
     /// Atomically replaces `destination` with `source` (rename(2)).
     static func rename(_ source: String, over destination: String) throws {
-        guard Glibc.rename(source, destination) == 0 else {
-            throw errnoError(.current, "cannot rename '\(source)' to '\(destination)'")
+        do {
+            try renameFile(source, to: destination)
+        } catch {
+            throw errnoError(error, "cannot rename '\(source)' to '\(destination)'")
         }
     }
 
@@ -288,17 +268,17 @@ struct KeyedDatabaseFiles: Sendable {
     /// Opens (creating, 0600) the lock file and takes a `flock` lock on it, waiting up to `timeout`
     /// milliseconds. Returns the descriptor, which holds the lock until closed.
     func lock(exclusive: Bool, timeoutMilliseconds: Int) throws -> Int32 {
-        let opened: FileDescriptor
+        let opened: FileLock
         do {
-            opened = try FileDescriptor.open(lockPath, [.readWrite, .create, .noFollow])
+            opened = try FileLock.open(lockPath)
         } catch where error == .readOnlyFileSystem {
             // A read-only file system: nothing can write the database, so readers need no lock from writers.
             // The lock file is still taken (shared) when it is there; without one, no lock (``noLockFile``).
-            guard let readOnly = try? FileDescriptor.open(lockPath, [.readOnly, .noFollow]) else { return Self.noLockFile }
-            _ = flock(readOnly.rawValue, LOCK_SH | LOCK_NB)
-            return readOnly.rawValue
+            guard let readOnly = try? FileLock.open(lockPath, create: false, readOnly: true) else { return Self.noLockFile }
+            _ = try? readOnly.tryLock(.shared)
+            return readOnly.descriptor.rawValue
         } catch {
-            if error == .tooManySymbolicLinks {
+            if error == .tooManySymbolicLinkLevels {
                 throw SecureStoreError(
                     SecureStoreError.Code.fileSystem,
                     "the lock file '\(lockPath)' is a symbolic link; SecureStore never follows links for its lock "
@@ -306,12 +286,11 @@ struct KeyedDatabaseFiles: Sendable {
             }
             throw Self.errnoError(error, "cannot open the lock file '\(lockPath)'")
         }
-        let descriptor = opened.rawValue
         do {
-            try Self.relock(descriptor, exclusive: exclusive, timeoutMilliseconds: timeoutMilliseconds, path: path)
-            return descriptor
+            try Self.relock(opened.descriptor.rawValue, exclusive: exclusive, timeoutMilliseconds: timeoutMilliseconds, path: path)
+            return opened.descriptor.rawValue
         } catch {
-            close(descriptor)
+            opened.close()
             throw error
         }
     }
@@ -326,29 +305,16 @@ struct KeyedDatabaseFiles: Sendable {
     /// that gap; the mark is held across both conversions and tells it that a SecureStore process is rotating.
     /// Released by ``endRotation(_:)`` or when the descriptor closes.
     static func beginRotation(_ descriptor: Int32, path: String) throws -> Bool {
-        try rotationMark(descriptor, type: Int16(F_WRLCK), path: path)
+        do {
+            return try FileDescriptor(rawValue: descriptor).tryLockRange(offset: 1 << 30, length: 1, exclusive: true)
+        } catch {
+            throw errnoError(error, "cannot lock '\(path)'")
+        }
     }
 
     /// Releases the mark of ``beginRotation(_:path:)``.
     static func endRotation(_ descriptor: Int32) {
-        _ = try? rotationMark(descriptor, type: Int16(F_UNLCK), path: "")
-    }
-
-    /// The corresponding C call is `fcntl(F_OFD_SETLK)`.
-    private static func rotationMark(_ descriptor: Int32, type: Int16, path: String) throws -> Bool {
-        var mark = flock()
-        mark.l_type = type
-        mark.l_whence = Int16(SEEK_SET)
-        mark.l_start = 1 << 30
-        mark.l_len = 1
-        let setOpenFileDescriptionLock: Int32 = 37  // F_OFD_SETLK (Linux 3.15), not exported to Swift by Glibc
-        while fcntl(descriptor, setOpenFileDescriptionLock, &mark) != 0 {
-            let error = Errno.current
-            if error == .interrupted { continue }
-            if error == .wouldBlock || error == .permissionDenied { return false }
-            throw errnoError(error, "cannot lock '\(path)'")
-        }
-        return true
+        _ = try? FileDescriptor(rawValue: descriptor).tryLockRange(offset: 1 << 30, length: 1, exclusive: false)
     }
 
     /// Changes the lock held through `descriptor` to shared or exclusive, waiting up to `timeout`.
@@ -356,29 +322,28 @@ struct KeyedDatabaseFiles: Sendable {
         // No lock file on a read-only file system (see ``lock(exclusive:timeoutMilliseconds:)``): the writes that
         // an exclusive lock would guard fail there on their own, with the read-only error.
         guard descriptor >= 0 else { return }
-        let operation = (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB
         let deadline = ContinuousClock.now + .milliseconds(max(timeoutMilliseconds, 0))
-        while flock(descriptor, operation) != 0 {
-            let error = Errno.current
-            if error == .interrupted { continue }
-            guard error == .wouldBlock else { throw errnoError(error, "cannot lock '\(path)'") }
-            if ContinuousClock.now >= deadline {
+        let locked: Bool
+        do {
+            locked = try FileLock(FileDescriptor(rawValue: descriptor)).lock(exclusive ? .exclusive : .shared, until: deadline)
+        } catch {
+            throw errnoError(error, "cannot lock '\(path)'")
+        }
+        if !locked {
                 throw SecureStoreError(
                     SecureStoreError.Code.inUse,
                     exclusive
                         ? "the database '\(path)' is open in another process (or another handle); close it there and try again"
                         : "the database '\(path)' is busy with a key rotation, recovery or creation in another process; try again")
-            }
-            usleep(5_000)
         }
     }
 
     /// The database id the lock file remembers (written by ``writeIDHint(_:to:)``), or nil. A hint only:
     /// the lock file is not encrypted and anyone may write it; the id inside the database decides.
     static func readIDHint(_ descriptor: Int32) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 64)
-        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 64, 0) }
-        guard count >= KeyedDatabaseKeyItem.idLength else { return nil }
+        guard let buffer = try? FileDescriptor(rawValue: descriptor).read(upTo: 64, at: 0),
+            buffer.count >= KeyedDatabaseKeyItem.idLength
+        else { return nil }
         let text = String(decoding: buffer.prefix(KeyedDatabaseKeyItem.idLength), as: UTF8.self)
         return KeyedDatabaseKeyItem.isID(Substring(text)) ? text : nil
     }
@@ -387,9 +352,9 @@ struct KeyedDatabaseFiles: Sendable {
     /// item without listing every key. Failures are ignored: it is only a hint.
     static func writeIDHint(_ id: String, to descriptor: Int32) {
         guard readIDHint(descriptor) != id else { return }
-        let bytes = Array((id + "\n").utf8)
-        guard ftruncate(descriptor, 0) == 0 else { return }
-        _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        let file = FileDescriptor(rawValue: descriptor)
+        guard (try? file.resize(to: 0)) != nil else { return }
+        try? file.writeAll(Array((id + "\n").utf8), at: 0)
     }
 
     /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never
@@ -400,20 +365,19 @@ struct KeyedDatabaseFiles: Sendable {
     static func lockIfPresent(forDatabase path: String) throws -> Int32 {
         let directory = (path as NSString).deletingLastPathComponent
         let lockPath = directory + "/." + (path as NSString).lastPathComponent + ".lock"
-        let descriptor = open(lockPath, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return -1 }
+        guard let lock = try? FileLock.open(lockPath, create: false) else { return -1 }
         do {
-            try relock(descriptor, exclusive: false, timeoutMilliseconds: 1_000, path: path)
-            return descriptor
+            try relock(lock.descriptor.rawValue, exclusive: false, timeoutMilliseconds: 1_000, path: path)
+            return lock.descriptor.rawValue
         } catch {
-            close(descriptor)
+            lock.close()
             throw error
         }
     }
 
     static func unlock(_ descriptor: Int32) {
         guard descriptor >= 0 else { return }
-        close(descriptor)
+        FileDescriptor(rawValue: descriptor).close()
     }
 
     // MARK: Errors

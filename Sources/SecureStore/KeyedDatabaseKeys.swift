@@ -3,11 +3,8 @@
 internal import EncryptedDatabase
 internal import Foundation
 internal import Keychain
-#if canImport(Glibc)
+internal import SecureStoreCore
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// One database key item of an application, as its account names it (Keys/README.md):
 ///
@@ -107,16 +104,14 @@ struct KeyedDatabaseKeyItems: Sendable {
     static func canonicalPath(_ path: String) -> String {
         let directory = (path as NSString).deletingLastPathComponent
         let file = (path as NSString).lastPathComponent
-        guard let resolved = realpath(directory, nil) else { return (URL(fileURLWithPath: path).standardizedFileURL.path) }
-        defer { free(resolved) }
-        let base = String(cString: resolved)
+        guard let base = resolvedPath(directory) else { return (URL(fileURLWithPath: path).standardizedFileURL.path) }
         return (base == "/" ? "" : base) + "/" + file
     }
 
     /// A new random database id: 32 lowercase hexadecimal digits (128 bits from the system CSPRNG).
     static func newDatabaseID() -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        return hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
     /// Where the keys live, for messages: service and collection. Never a key.
@@ -176,19 +171,10 @@ struct KeyedDatabaseKeyItems: Sendable {
     }
 
     /// A retirement date as accounts carry it: `2026-11-23T16:15:02Z`.
-    static func retiredDate(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: date)
-    }
+    static func retiredDate(_ date: Date) -> String { timestampTextInSeconds(date) }
 
     /// The date of a retired item's date text (its first 20 characters), or nil.
-    static func parseRetiredDate(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: String(text.prefix(20)))
-    }
+    static func parseRetiredDate(_ text: String) -> Date? { dateFromRFC3339(String(text.prefix(20))) }
 
     private func store(_ key: DatabaseKey, account: String, label: String) throws {
         if account.utf8.count > Keychain.maximumNameLength {
@@ -227,14 +213,7 @@ struct KeyedDatabaseKeyItems: Sendable {
     /// The key as 64 lowercase hexadecimal digits, written straight into a `Secret`.
     static func hexSecret(_ key: DatabaseKey) -> Secret {
         Secret(count: 2 * DatabaseKey.byteCount) { output in
-            key.withUnsafeBytes { bytes in
-                let digits: StaticString = "0123456789abcdef"
-                let hex = digits.utf8Start
-                for index in 0..<bytes.count {
-                    output[2 * index] = hex[Int(bytes[index] >> 4)]
-                    output[2 * index + 1] = hex[Int(bytes[index] & 0x0f)]
-                }
-            }
+            _ = key.withUnsafeBytes { bytes in writeHex(bytes, into: output) }
         }
     }
 
@@ -248,11 +227,7 @@ struct KeyedDatabaseKeyItems: Sendable {
             while end > start, isSpace(text[end - 1]) { end -= 1 }
             guard end - start == 2 * DatabaseKey.byteCount else { return nil }
             return withZeroedBuffer(count: DatabaseKey.byteCount) { bytes -> DatabaseKey? in
-                for index in 0..<DatabaseKey.byteCount {
-                    guard let high = nibble(text[start + 2 * index]), let low = nibble(text[start + 2 * index + 1])
-                    else { return nil }
-                    bytes[index] = high << 4 | low
-                }
+                guard readHex(UnsafeRawBufferPointer(rebasing: text[start..<end]), into: bytes) else { return nil }
                 return try? DatabaseKey(bytes: bytes)
             }
         }
@@ -261,27 +236,4 @@ struct KeyedDatabaseKeyItems: Sendable {
     private static func isSpace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0a || byte == 0x0d || byte == 0x09
     }
-
-    private static func nibble(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-}
-
-/// Calls `body` with a zero-filled heap buffer of `count` bytes that is wiped (`explicit_bzero`) and
-/// freed when `body` returns.
-func withZeroedBuffer<R, E: Error>(
-    count: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
-) throws(E) -> R {
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
-    buffer.initializeMemory(as: UInt8.self, repeating: 0)
-    defer {
-        explicit_bzero(buffer.baseAddress!, buffer.count)
-        buffer.deallocate()
-    }
-    return try body(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
 }

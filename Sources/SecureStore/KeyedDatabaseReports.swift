@@ -3,9 +3,7 @@ public import EncryptedDatabase
 public import Foundation
 public import Keychain
 internal import SecureStoreCore
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// Where a keyed database and its key live. Never contains the key.
 public struct KeyedDatabaseInfo: Sendable, Hashable, CustomStringConvertible {
@@ -173,7 +171,7 @@ extension KeyedDatabase {
         for path in [staging.path, stagingAttachments] { ScratchFiles.register(path) }
         defer {
             for path in [staging.path, stagingAttachments] {
-                for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
+                removeDatabaseFiles(path)
                 ScratchFiles.unregister(path)
             }
         }
@@ -217,7 +215,7 @@ extension KeyedDatabase {
             try KeyedDatabaseFiles.publish(staging.path, as: destination.path)
             ScratchFiles.unregister(attachmentsDestination)
         } catch {
-            if hasAttachments { unlink(attachmentsDestination) }
+            if hasAttachments { try? removeFile(attachmentsDestination) }
             ScratchFiles.unregister(attachmentsDestination)
             throw error
         }

@@ -5,9 +5,7 @@ internal import CLibCrypto
 internal import EncryptedDatabase
 internal import Foundation
 internal import SecureStoreCore
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 enum PageAuthentication {
     /// The 1-based numbers of the pages of the file at `path` whose HMAC does not match (at most `limit`), for a file
@@ -20,9 +18,9 @@ enum PageAuthentication {
     /// the page's ciphertext (page 1 without the salt) and the IV, then the page number as 4 little-endian bytes;
     /// its key is PBKDF2-HMAC-SHA1(key, salt XOR 0x3a, 2 iterations).
     static func failingPages(path: String, key: DatabaseKey, pageSize: Int, limit: Int = 8) -> [Int]? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        guard let first = try? handle.read(upToCount: pageSize), first.count >= 16 else { return nil }
+        guard let file = try? FileDescriptor.open(path, .readOnly) else { return nil }
+        defer { file.close() }
+        guard let first = try? file.read(upTo: pageSize), first.count >= 16 else { return nil }
         let salt = Array(first.prefix(16)).map { $0 ^ 0x3a }
         var hmacKey = [UInt8](repeating: 0, count: 32)
         defer { hmacKey.withUnsafeMutableBytes { secureZero($0) } }
@@ -47,7 +45,7 @@ enum PageAuthentication {
             let stored = page[(pageSize - reserve + 16)..<(pageSize - reserve + 36)]
             if !zip(mac, stored).allSatisfy({ $0 == $1 }) || page.allSatisfy({ $0 == 0 }) { failing.append(number) }
             number += 1
-            guard let next = try? handle.read(upToCount: pageSize) else { break }
+            guard let next = try? file.read(upTo: pageSize) else { break }
             page = next
         }
         return failing

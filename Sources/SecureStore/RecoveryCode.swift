@@ -1,6 +1,7 @@
 // The recovery code: a database key a person can write down and type back in.
 public import EncryptedDatabase
 public import Keychain
+internal import SecureStoreCore
 
 /// A human-typeable form of a database key, for getting a database back after the keyring is lost.
 ///

@@ -227,8 +227,8 @@ struct AttachmentJSON: Encodable {
 func attachmentInfoLines(_ database: KeyedDatabase) throws -> [String] {
     let store = database.attachmentStore()
     let (count, total) = try store.summary()
-    guard count > 0 || FileManager.default.fileExists(atPath: store.path) else { return [] }
-    let fileSize = (try? FileManager.default.attributesOfItem(atPath: store.path)[.size] as? Int64) ?? nil
+    guard count > 0 || fileExists(store.path, followingLinks: true) else { return [] }
+    let fileSize = (try? fileStatus(store.path, followingLinks: false)).map { Int64($0.size) }
     // The format is reported when the file opens read-only (a hot journal left by a crash needs a writer first).
     let format = (try? store.cipherInfo())?.flatMap { $0 }.map { ", format \($0.format.name)" } ?? ""
     let storage = try store.storage()
@@ -254,7 +254,7 @@ func verifyAttachments(_ database: KeyedDatabase, _ invocation: Invocation) thro
     let store = database.attachmentStore()
     defer { try? store.close() }
     let (count, _) = try store.summary()
-    guard count > 0 || FileManager.default.fileExists(atPath: store.path) else { return }
+    guard count > 0 || fileExists(store.path, followingLinks: true) else { return }
     let report = try store.verify()
     if !invocation.global.json {
         Console.out(

@@ -670,7 +670,7 @@ let completeCommand = Command(
                 // Keys only, never a value; no file, no directory is made when there are no preferences.
                 let context = try Context(invocation, allowsPrompts: false)
                 let location = try PreferencesLocation(directory: context.paths.configDirectory)
-                guard FileManager.default.fileExists(atPath: location.fileURL.path) else { break }
+                guard fileExists(location.fileURL.path, followingLinks: true) else { break }
                 words = try Preferences(location: location).storedValues.keys.sorted()
             default:
                 break

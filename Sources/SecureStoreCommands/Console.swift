@@ -238,14 +238,13 @@ func readSecret(prompt: String, raw: Bool) throws -> Secret {
         Console.err(prompt)
         // One line, without echo.
         while count < capacity {
-            let n = read(0, buffer.baseAddress! + count, 1)
+            let n = (try? FileDescriptor(rawValue: 0).readSome(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count..<(count + 1)]))) ?? -1
             if n <= 0 || buffer[count] == UInt8(ascii: "\n") { break }
             count += 1
         }
     } else {
         while count < capacity {
-            let n = read(0, buffer.baseAddress! + count, capacity - count)
-            if n < 0 && errno == EINTR { continue }
+            let n = (try? FileDescriptor(rawValue: 0).readSome(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count..<capacity]))) ?? -1
             if n <= 0 { break }
             count += n
         }

@@ -20,7 +20,7 @@ func openDatabase(_ invocation: Invocation, _ context: Context, create: Bool = f
     do {
         return try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
     } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound && !create
-        && !FileManager.default.fileExists(atPath: context.paths.databaseURL(name: name).path)
+        && !fileExists(context.paths.databaseURL(name: name).path, followingLinks: true)
     {
         throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(name))
     }
@@ -129,7 +129,7 @@ let dbCommand = Command(
             run: { invocation in
                 let context = try Context(invocation)
                 let source = URL(fileURLWithPath: invocation.argument(0) ?? "")
-                guard FileManager.default.fileExists(atPath: source.path) else {
+                guard fileExists(source.path, followingLinks: true) else {
                     throw CLIError(status: ExitStatus.notFound, message: "there is no file \(UsageError.quoted(source.path)) to import")
                 }
                 Console.progress("importing", done: 0, total: 1)
@@ -234,11 +234,7 @@ let dbCommand = Command(
     ])
 
 /// A date as key listings show it: `2026-11-23T16:15:02Z`.
-private func keyDate(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime]
-    return formatter.string(from: date)
-}
+private func keyDate(_ date: Date) -> String { timestampTextInSeconds(date) }
 
 /// `--before DATE`: the tool's one date grammar (``parseDate(_:)``).
 private let beforeOption = Option<Date>(

@@ -1,5 +1,6 @@
 // One date grammar for every option that takes a date (`prefs set --date`, `db keys prune --before`).
 import Foundation
+import SecureStoreCore
 
 /// What a date option accepts, for help texts and usage errors.
 let dateGrammar = "a date such as 2026-11-23 (midnight UTC), 2026-11-23T16:15:02Z or 2026-11-23T16:15:02.250+01:00"
@@ -10,12 +11,7 @@ let dateGrammar = "a date such as 2026-11-23 (midnight UTC), 2026-11-23T16:15:02
 func parseDate(_ text: String) -> Date? {
     let day = #/[0-9]{4}-[0-9]{2}-[0-9]{2}/#
     let dateTime = #/[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})/#
-    let formatter = ISO8601DateFormatter()
-    if text.wholeMatch(of: day) != nil {
-        formatter.formatOptions = [.withFullDate]
-        return formatter.date(from: text)
-    }
-    guard let match = text.wholeMatch(of: dateTime) else { return nil }
-    formatter.formatOptions = match.1 == nil ? [.withInternetDateTime] : [.withInternetDateTime, .withFractionalSeconds]
-    return formatter.date(from: text)
+    if text.wholeMatch(of: day) != nil { return dateFromRFC3339(text + "T00:00:00Z") }
+    guard text.wholeMatch(of: dateTime) != nil else { return nil }
+    return dateFromRFC3339(text)
 }

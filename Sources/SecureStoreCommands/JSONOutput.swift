@@ -7,6 +7,7 @@ import EncryptedDatabase
 import Foundation
 import Preferences
 import SecureStore
+import SecureStoreCore
 import Tasks
 
 /// A task as every `tasks` command prints it, with TaskItem's own keys (`id`, `title`, `done`, `createdAt`):

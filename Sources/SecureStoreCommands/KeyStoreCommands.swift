@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import Keychain
 import SecureStore
+import SecureStoreCore
 
 /// The store a command uses.
 enum KeyStoreChoice {
@@ -49,8 +50,7 @@ enum KeyStoreChoice {
     static func hasSessionBus(_ environment: [String: String]) -> Bool {
         if let bus = environment["DBUS_SESSION_BUS_ADDRESS"], !bus.isEmpty { return true }
         guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return false }
-        var status = stat()
-        return stat(runtime + "/bus", &status) == 0 && (status.st_mode & S_IFMT) == S_IFSOCK
+        return (try? fileStatus(runtime + "/bus"))?.isSocket ?? false
     }
 
     /// The key file, its passphrase from `--passphrase-fd`/SECURESTORE_PASSPHRASE_FD or the terminal.
@@ -61,7 +61,7 @@ enum KeyStoreChoice {
         var passphrase = Passphrase.terminal
         var fromDescriptor = false
         if let text = global.passphraseFD ?? environment["SECURESTORE_PASSPHRASE_FD"].flatMap({ $0.isEmpty ? nil : $0 }) {
-            guard let fd = Int32(text), fd >= 0, fcntl(fd, F_GETFD) != -1 else {
+            guard let fd = Int32(text), FileDescriptor.isOpen(fd) else {
                 throw UsageError(
                     "--passphrase-fd must name an open file descriptor (\(UsageError.quoted(text)) is not one)", path: path)
             }
@@ -192,7 +192,7 @@ let keystorePassphraseCommand = Command(
         }
         let newPassphrase: Secret
         if let fd = try invocation[newPassphraseFDOption] {
-            guard fcntl(fd, F_GETFD) != -1 else {
+            guard FileDescriptor.isOpen(fd) else {
                 throw UsageError("--new-passphrase-fd must name an open file descriptor", path: invocation.path)
             }
             newPassphrase = try KeyFile.readPassphraseLine(from: fd)

@@ -153,7 +153,7 @@ let prefsCommand = Command(
             run: { invocation in
                 let context = try Context(invocation)
                 let location = try PreferencesLocation(directory: context.paths.configDirectory)
-                if !invocation[forceResetFlag], FileManager.default.fileExists(atPath: location.fileURL.path),
+                if !invocation[forceResetFlag], fileExists(location.fileURL.path, followingLinks: true),
                     let healthy = try? Preferences(location: location)
                 {
                     let count = healthy.storedValues.count
@@ -215,7 +215,7 @@ private func readValueFromStandardInput() throws -> String {
 private func openPreferences(_ invocation: Invocation, create: Bool = true) throws -> Preferences {
     let context = try Context(invocation)
     let location = try PreferencesLocation(directory: context.paths.configDirectory)
-    if !create, !FileManager.default.fileExists(atPath: location.fileURL.path) {
+    if !create, !fileExists(location.fileURL.path, followingLinks: true) {
         throw CLIError(
             status: ExitStatus.notFound,
             message: "there are no preferences for application '\(context.paths.app)' (no file '\(location.fileURL.path)')",
@@ -292,7 +292,7 @@ private func render(_ value: PreferenceValue) -> String {
     case .bool(let bool): return bool ? "true" : "false"
     case .int(let int): return String(int)
     case .double(let double): return String(double)
-    case .date(let date): return ISO8601DateFormatter().string(from: date)
+    case .date(let date): return timestampTextInSeconds(date)
     case .data(let data): return data.base64EncodedString()
     case .array, .dictionary:
         let data = (try? textEncoder.encode(PreferenceValueJSON(value))) ?? Data()

@@ -13,7 +13,7 @@ let prefsExportCommand = Command(
     run: { invocation in
         let context = try Context(invocation)
         let location = try PreferencesLocation(directory: context.paths.configDirectory)
-        guard FileManager.default.fileExists(atPath: location.fileURL.path) else {
+        guard fileExists(location.fileURL.path, followingLinks: true) else {
             throw CLIError(
                 status: ExitStatus.notFound,
                 message: "there are no preferences for application '\(context.paths.app)' (no file '\(location.fileURL.path)')",
@@ -43,10 +43,10 @@ let prefsImportCommand = Command(
         let context = try Context(invocation)
         let document: Data
         if let file = invocation.argument(0) {
-            guard let data = FileManager.default.contents(atPath: file) else {
+            guard let bytes = try? readFile(file) else {
                 throw CLIError(status: ExitStatus.notFound, message: "cannot read \(UsageError.quoted(file))")
             }
-            document = data
+            document = Data(bytes)
         } else {
             document = FileHandle.standardInput.readDataToEndOfFile()
         }

@@ -115,15 +115,12 @@ private func streamText(
     }
 }
 
-private let hexDigits = Array("0123456789abcdef".utf8)
-
 /// ``line(_:)`` and its line break, appended as bytes: a title of printable ASCII as it is, anything else
 /// through ``escapedForTerminal(_:limit:)``.
 private func appendLine(_ task: TaskItem, to out: inout [UInt8]) {
     withUnsafeBytes(of: task.id.uuid) { bytes in
         for byte in bytes.prefix(4) {
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0xF)])
+            appendHex(byte, to: &out)
         }
     }
     out.append(contentsOf: task.done ? doneMark : openMark)

@@ -46,28 +46,31 @@ final class AtomicOutputFile {
         ScratchFiles.sweep(directory)
         temporaryPath = ScratchFiles.path(near: (directory.isEmpty ? "." : directory) + "/" + base)
         ScratchFiles.register(temporaryPath)
-        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            let reason = String(cString: strerror(errno))
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(temporaryPath, [.writeOnly, .create, .exclusive, .noFollow])
+        } catch {
             ScratchFiles.unregister(temporaryPath)
             throw CLIError(
-                status: ExitStatus.cannotCreate, message: "cannot create the file \(UsageError.quoted(path)): \(reason)")
+                status: ExitStatus.cannotCreate, message: "cannot create the file \(UsageError.quoted(path)): \(error)")
         }
-        fchmod(fd, 0o600)  // said again whatever the umask: it is the promise
-        self.fd = fd
+        try? file.setMode(0o600)  // said again whatever the umask: it is the promise
+        self.fd = file.rawValue
     }
 
     func commit() throws {
-        guard fsync(fd) == 0, rename(temporaryPath, path) == 0 else {
-            let message = String(cString: strerror(errno))
-            throw CLIError(status: ExitStatus.ioError, message: "cannot write the file \(UsageError.quoted(path)): \(message)")
+        do {
+            try FileDescriptor(rawValue: fd).sync()
+            try renameFile(temporaryPath, to: path)
+        } catch {
+            throw CLIError(status: ExitStatus.ioError, message: "cannot write the file \(UsageError.quoted(path)): \(error)")
         }
         committed = true
     }
 
     deinit {
-        close(fd)
-        if !committed { unlink(temporaryPath) }
+        FileDescriptor(rawValue: fd).close()
+        if !committed { try? removeFile(temporaryPath) }
         ScratchFiles.unregister(temporaryPath)
     }
 }
@@ -131,18 +134,19 @@ let tasksImportCommand = Command(
         // Another tool's file is read again and again as people move over: what is there already stays.
         let policy = try invocation[duplicateOption] ?? (source == nil ? .fail : .skip)
         let path = invocation.argument(0).flatMap { $0 == "-" ? nil : $0 }
-        var fd: Int32 = 0
+        var file = FileDescriptor(rawValue: 0)
         var size = 0
         if let path {
-            fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                let status = errno == ENOENT ? ExitStatus.notFound : ExitStatus.ioError
-                throw CLIError(status: status, message: "cannot read \(UsageError.quoted(path)): \(String(cString: strerror(errno)))")
+            do throws(Errno) {
+                file = try FileDescriptor.open(path, .readOnly)
+            } catch {
+                let status = error == .noSuchFileOrDirectory ? ExitStatus.notFound : ExitStatus.ioError
+                throw CLIError(status: status, message: "cannot read \(UsageError.quoted(path)): \(error)")
             }
-            var info = stat()
-            if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { size = Int(info.st_size) }
+            if let status = try? file.fileStatus(), status.isRegularFile { size = status.size }
         }
-        defer { if path != nil { close(fd) } }
+        defer { if path != nil { file.close() } }
+        let fd = file.rawValue
         let inputName = path.map(UsageError.quoted) ?? "standard input"
         let decoder = TaskStreamReader(format: format, fileDescriptor: fd, name: inputName)
         let foreign = source.map { ForeignTaskReader(source: $0, fileDescriptor: fd, name: inputName) }

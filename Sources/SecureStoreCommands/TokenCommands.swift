@@ -220,16 +220,7 @@ private func printJSON(name: String, secret: Secret) throws {
     var output = [UInt8](head.dropLast()) + Array(",\"secret\":\"".utf8)
     defer { output.withUnsafeMutableBytes { secureZero($0) } }
     output.reserveCapacity(output.count + secret.count * 6 + 3)
-    secret.withUnsafeBytes { bytes in
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), byte]
-            case 0..<0x20, 0x7F:
-                output += Array("\\u00".utf8) + Array(hexString([byte]).utf8)
-            default: output.append(byte)
-            }
-        }
-    }
+    secret.withUnsafeBytes { bytes in appendJSONEscaped(bytes, to: &output) }
     output += Array("\"}\n".utf8)
     output.withUnsafeBytes { Console.write($0) }
 }

@@ -252,20 +252,16 @@ final class WipedBytes {
             if count == buffer.count {
                 // Full: one more byte says whether there is more.
                 var probe: UInt8 = 0
-                let n = Glibc.read(fd, &probe, 1)
-                if n < 0 && errno == EINTR { continue }
-                if n < 0 { throw Errno.current }
+                let n = try withUnsafeMutableBytes(of: &probe) { (byte) throws(Errno) in
+                    try FileDescriptor(rawValue: fd).readSome(into: byte)
+                }
                 if n == 0 { return true }
                 probe = 0
                 secureZero(buffer)
                 count = 0
                 return false
             }
-            let n = Glibc.read(fd, buffer.baseAddress! + count, buffer.count - count)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Errno.current
-            }
+            let n = try FileDescriptor(rawValue: fd).readSome(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
             if n == 0 { return true }
             count += n
         }
@@ -279,15 +275,18 @@ final class WipedBytes {
 /// The whole of `path` (standard input when nil), at most ``maximumSourceSize`` bytes.
 private func readWiped(_ path: String?) throws -> WipedBytes {
     let name = path.map(UsageError.quoted) ?? "standard input"
-    var fd: Int32 = 0
+    var file = FileDescriptor(rawValue: 0)
     if let path {
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            let status = errno == ENOENT ? ExitStatus.notFound : errno == EACCES ? ExitStatus.denied : ExitStatus.ioError
-            throw CLIError(status: status, message: "cannot read \(name): \(String(cString: strerror(errno)))")
+        do throws(Errno) {
+            file = try FileDescriptor.open(path, .readOnly)
+        } catch {
+            let status =
+                error == .noSuchFileOrDirectory ? ExitStatus.notFound : error == .permissionDenied ? ExitStatus.denied : ExitStatus.ioError
+            throw CLIError(status: status, message: "cannot read \(name): \(error)")
         }
     }
-    defer { if path != nil { close(fd) } }
+    defer { if path != nil { file.close() } }
+    let fd = file.rawValue
     let input = WipedBytes(capacity: maximumSourceSize)
     do {
         guard try input.read(from: fd) else {
@@ -372,15 +371,6 @@ func parseGitCredentials(_ bytes: UnsafeRawBufferPointer, name source: String) t
         }
     }
     return found
-}
-
-private func hexValue(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-    default: nil
-    }
 }
 
 /// The length of `bytes[range]` once `%XX` escapes are decoded, or nil for a bad escape.
@@ -557,23 +547,25 @@ func parseNetrc(_ bytes: UnsafeRawBufferPointer, name source: String) throws -> 
 /// first line of each (the password, what `pass -c` copies) or, with `allLines`, the whole entry less one final
 /// line break.
 private func passEntries(store: String, allLines: Bool) throws -> TokenSourceEntries {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: store, isDirectory: &isDirectory), isDirectory.boolValue else {
+    guard (try? fileStatus(store))?.isDirectory == true else {
         throw CLIError(
             status: ExitStatus.notFound, message: "no password store at \(UsageError.quoted(store))",
             hint: "give its directory, or set PASSWORD_STORE_DIR")
     }
+    // Every `*.gpg` below the store, hidden files and folders (.git, .gpg-id) left out, links to folders not followed.
     var names: [String] = []
-    let root = URL(fileURLWithPath: store, isDirectory: true).standardizedFileURL
-    if let walker = FileManager.default.enumerator(
-        at: root, includingPropertiesForKeys: [.isRegularFileKey], options: [.skipsHiddenFiles])
-    {
-        for case let url as URL in walker where url.pathExtension == "gpg" {
-            let full = url.standardizedFileURL.path
-            guard full.hasPrefix(root.path + "/") else { continue }
-            names.append(String(full.dropFirst(root.path.count + 1).dropLast(4)))
+    func walk(_ relative: String) {
+        for name in (try? listDirectory(relative.isEmpty ? store : store + "/" + relative)) ?? [] where !name.hasPrefix(".") {
+            let child = relative.isEmpty ? name : relative + "/" + name
+            guard let status = try? fileStatus(store + "/" + child, followingLinks: false) else { continue }
+            if status.isDirectory {
+                walk(child)
+            } else if name.hasSuffix(".gpg") {
+                names.append(String(child.dropLast(4)))
+            }
         }
     }
+    walk("")
     names.sort()
     var found = TokenSourceEntries()
     for name in names {
@@ -604,21 +596,27 @@ private func passEntries(store: String, allLines: Bool) throws -> TokenSourceEnt
 /// PASSWORD_STORE_DIR (never a secret), /dev/null as standard input; what it says on standard error (gpg's
 /// reasons) is kept for the message.
 private func passShow(_ name: String, store: String) throws -> WipedBytes {
-    var output: [Int32] = [-1, -1]
-    var errors: [Int32] = [-1, -1]
-    guard pipe(&output) == 0 else { throw CLIError(status: ExitStatus.ioError, message: "cannot make a pipe: \(Errno.current)") }
-    guard pipe(&errors) == 0 else {
-        close(output[0]); close(output[1])
-        throw CLIError(status: ExitStatus.ioError, message: "cannot make a pipe: \(Errno.current)")
+    // Both pipes close-on-exec: not inherited by pass (dup2 onto 1 and 2 makes the descriptors it needs).
+    let output: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
+    let errors: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
+    do throws(Errno) {
+        output = try FileDescriptor.pipe()
+        do throws(Errno) {
+            errors = try FileDescriptor.pipe()
+        } catch {
+            output.readEnd.close()
+            output.writeEnd.close()
+            throw error
+        }
+    } catch {
+        throw CLIError(status: ExitStatus.ioError, message: "cannot make a pipe: \(error)")
     }
-    // Not inherited by pass (dup2 onto 0, 1 and 2 makes the descriptors it needs).
-    for fd in output + errors { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-    posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+    posix_spawn_file_actions_adddup2(&actions, output.writeEnd.rawValue, 1)
+    posix_spawn_file_actions_adddup2(&actions, errors.writeEnd.rawValue, 2)
     var environment = ProcessInfo.processInfo.environment
     environment["PASSWORD_STORE_DIR"] = store
     let arguments = ["pass", "show", name]
@@ -629,10 +627,11 @@ private func passShow(_ name: String, store: String) throws -> WipedBytes {
     }
     var pid: pid_t = 0
     let spawned = posix_spawnp(&pid, "pass", &actions, nil, argv, envp)
-    close(output[1])
-    close(errors[1])
+    output.writeEnd.close()
+    errors.writeEnd.close()
     guard spawned == 0 else {
-        close(output[0]); close(errors[0])
+        output.readEnd.close()
+        errors.readEnd.close()
         if spawned == ENOENT {
             throw CLIError(
                 status: ExitStatus.unavailable, message: "the 'pass' command is not installed; nothing was imported",
@@ -641,27 +640,19 @@ private func passShow(_ name: String, store: String) throws -> WipedBytes {
         throw CLIError(status: ExitStatus.unavailable, message: "cannot run pass: \(Errno(rawValue: spawned)); nothing was imported")
     }
     // Standard error is drained by a thread of its own so that neither pipe can fill up and block pass.
-    let messages = StderrCollector(fd: errors[0])
+    let messages = StderrCollector(errors.readEnd)
     let secret = WipedBytes(capacity: Keychain.maximumSecretSize)
     let fits: Bool
     do {
-        fits = try secret.read(from: output[0])
+        fits = try secret.read(from: output.readEnd.rawValue)
     } catch {
         fits = false
     }
-    if !fits {
-        // Drained (and wiped) so that pass can finish writing and exit.
-        var scratch = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(output[0], &scratch, scratch.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-        }
-        scratch.withUnsafeMutableBytes { secureZero($0) }
-    }
-    close(output[0])
+    // Drained (and wiped) so that pass can finish writing and exit.
+    if !fits { output.readEnd.drain() }
+    output.readEnd.close()
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    _ = try? retryingInterrupts { waitpid(pid, &status, 0) }
     let said = messages.finish()
     let exited = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     guard exited == 0 else {
@@ -686,16 +677,15 @@ private final class StderrCollector: @unchecked Sendable {
     private var text: [UInt8] = []
     private let done = DispatchSemaphore(value: 0)
 
-    init(fd: Int32) {
+    init(_ descriptor: FileDescriptor) {
         Thread.detachNewThread { [self] in
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n < 0 && errno == EINTR { continue }
+                let n = buffer.withUnsafeMutableBytes { (try? descriptor.readSome(into: $0)) ?? 0 }
                 if n <= 0 { break }
                 if text.count < 65_536 { text += buffer[0..<n] }
             }
-            close(fd)
+            descriptor.close()
             done.signal()
         }
     }

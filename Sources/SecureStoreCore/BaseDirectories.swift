@@ -1,9 +1,5 @@
 // Where an app's files go: the XDG Base Directory rules, in one place.
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// An XDG base directory.
 package enum BaseDirectory: Sendable {

@@ -1,9 +1,5 @@
 // Directories the product makes and the renames it makes durable.
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// A system call's error together with the path it failed on.
 package struct PathError: Error, Sendable {
@@ -22,18 +18,18 @@ package struct PathError: Error, Sendable {
 package func makeDirectories(_ path: String) throws(PathError) {
     var status = stat()
     if stat(path, &status) == 0 {
-        guard (status.st_mode & S_IFMT) == S_IFDIR else { throw PathError(path: path, errno: .notADirectory) }
+        guard (status.st_mode & S_IFMT) == S_IFDIR else { throw PathError(path: path, errno: .notDirectory) }
         return
     }
     let error = Errno.current
     // ENOTDIR: a parent is not a directory; the parent's own check names it.
-    guard error == .noSuchFile || error == .notADirectory else { throw PathError(path: path, errno: error) }
+    guard error == .noSuchFileOrDirectory || error == .notDirectory else { throw PathError(path: path, errno: error) }
     if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
         try makeDirectories(String(path[..<slash]))
     }
     if mkdir(path, 0o700) != 0 {
         let error = Errno.current
-        guard error == .exists else { throw PathError(path: path, errno: error) }
+        guard error == .fileExists else { throw PathError(path: path, errno: error) }
         return try makeDirectories(path)  // another process made it first: check what it is
     }
     // mkdir applied the umask, which can only remove bits; set exactly 0700.
@@ -43,7 +39,7 @@ package func makeDirectories(_ path: String) throws(PathError) {
         throw PathError(path: path, errno: error)
     }
     guard lstat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR else {
-        throw PathError(path: path, errno: .notADirectory)
+        throw PathError(path: path, errno: .notDirectory)
     }
 }
 
@@ -77,7 +73,7 @@ package func copyFile(_ source: String, to destination: String, prefix: Int? = n
         case .opened(let descriptor, let found):
             input = descriptor
             status = found
-        case .missing: throw Errno.noSuchFile
+        case .missing: throw Errno.noSuchFileOrDirectory
         case .notRegular: throw Errno(rawValue: EINVAL)
         }
     } catch {

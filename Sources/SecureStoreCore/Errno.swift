@@ -1,9 +1,5 @@
 // An error number from a system call, in swift-system's `Errno` shape.
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// A POSIX error number, as a system call left it in `errno`. Each module turns it into its own error with
 /// the file and the action in the message; this type only names the number.
@@ -19,27 +15,32 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     /// The C library's sentence for the number (`strerror`), e.g. "No such file or directory".
     package var description: String { String(cString: strerror(rawValue)) }
 
-    package static let noSuchFile = Errno(rawValue: ENOENT)
-    package static let exists = Errno(rawValue: EEXIST)
+    // The names swift-system gives them (System/Errno.swift), so that code moves between the two unchanged.
+    package static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
+    package static let fileExists = Errno(rawValue: EEXIST)
     package static let interrupted = Errno(rawValue: EINTR)
     package static let permissionDenied = Errno(rawValue: EACCES)
     package static let notPermitted = Errno(rawValue: EPERM)
     package static let readOnlyFileSystem = Errno(rawValue: EROFS)
     package static let noSpace = Errno(rawValue: ENOSPC)
-    package static let quotaExceeded = Errno(rawValue: EDQUOT)
-    package static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
-    package static let notADirectory = Errno(rawValue: ENOTDIR)
-    package static let isADirectory = Errno(rawValue: EISDIR)
-    package static let wouldBlock = Errno(rawValue: EAGAIN)
-    package static let noProcess = Errno(rawValue: ESRCH)
+    package static let diskQuotaExceeded = Errno(rawValue: EDQUOT)
+    package static let tooManySymbolicLinkLevels = Errno(rawValue: ELOOP)
+    package static let notDirectory = Errno(rawValue: ENOTDIR)
+    package static let isDirectory = Errno(rawValue: EISDIR)
+    package static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
+    package static let noSuchProcess = Errno(rawValue: ESRCH)
     package static let brokenPipe = Errno(rawValue: EPIPE)
+    package static let invalidArgument = Errno(rawValue: EINVAL)
+    package static let badFileDescriptor = Errno(rawValue: EBADF)
+    package static let directoryNotEmpty = Errno(rawValue: ENOTEMPTY)
+    package static let fileTooLarge = Errno(rawValue: EFBIG)
 
     /// Whether the error means that the disk or the quota is full.
-    package var isDiskFull: Bool { self == .noSpace || self == .quotaExceeded }
+    package var isDiskFull: Bool { self == .noSpace || self == .diskQuotaExceeded }
     /// Whether the error means that this user may not do it.
     package var isPermission: Bool { self == .permissionDenied || self == .notPermitted }
 
-    /// Matches an error against an error number, so that `catch Errno.noSuchFile { … }` works.
+    /// Matches an error against an error number, so that `catch Errno.noSuchFileOrDirectory { … }` works.
     package static func ~= (pattern: Errno, value: any Error) -> Bool {
         (value as? Errno) == pattern
     }

@@ -1,10 +1,6 @@
 // File descriptors with scoped closing, in swift-system's `FileDescriptor` shape: every file operation of the
 // product goes through here, so EINTR, O_NOFOLLOW and "is it a regular file" are handled in one place.
-#if canImport(Glibc)
 package import Glibc
-#elseif canImport(Musl)
-package import Musl
-#endif
 
 /// An open file descriptor. Not closed automatically: use ``closeAfter(_:)``.
 package struct FileDescriptor: Sendable {
@@ -27,6 +23,8 @@ package struct FileDescriptor: Sendable {
         package static let directory = Options(rawValue: O_DIRECTORY)
         /// A symbolic link in the last component is refused with `ELOOP` instead of followed.
         package static let noFollow = Options(rawValue: O_NOFOLLOW)
+        /// A terminal opened does not become the process's controlling terminal.
+        package static let noControllingTerminal = Options(rawValue: O_NOCTTY)
     }
 
     /// Opens `path` (always close-on-exec), retrying on `EINTR`. A new file gets `mode`.
@@ -58,7 +56,7 @@ package struct FileDescriptor: Sendable {
             let flags = options.union(Options(rawValue: O_NONBLOCK)).union(followingLinks ? [] : .noFollow)
             descriptor = try open(path, flags)
         } catch {
-            if error == .noSuchFile { return .missing }
+            if error == .noSuchFileOrDirectory { return .missing }
             throw error
         }
         let status: stat
@@ -110,7 +108,7 @@ package struct FileDescriptor: Sendable {
         return bytes
     }
 
-    /// Reads exactly `count` bytes at `offset`; nil when the file ends first.
+    /// Reads exactly `count` bytes at `offset`; nil when the file ends first. The corresponding C function is `pread`.
     package func read(exactly count: Int, at offset: Int) throws(Errno) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var filled = 0
@@ -136,16 +134,70 @@ package struct FileDescriptor: Sendable {
 
     /// Writes all of `bytes` at the current offset.
     package func writeAll(_ bytes: [UInt8]) throws(Errno) {
+        var failure: Errno?
+        bytes.withUnsafeBytes { buffer in
+            do throws(Errno) { try writeAll(buffer) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Writes all of `bytes` at `offset` (the current offset is left as it is).
+    /// The corresponding C function is `pwrite`.
+    package func writeAll(_ bytes: [UInt8], at offset: Int) throws(Errno) {
         var written = 0
         while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(rawValue, $0.baseAddress! + written, bytes.count - written) }
-            if count < 0 {
-                let error = Errno.current
-                if error == .interrupted { continue }
-                throw error
+            written += try retryingInterrupts {
+                bytes.withUnsafeBytes { pwrite(rawValue, $0.baseAddress! + written, bytes.count - written, off_t(offset + written)) }
             }
-            written += count
         }
+    }
+
+    /// Reads up to `count` bytes at `offset` (fewer at the end of the file). The corresponding C function is `pread`.
+    package func read(upTo count: Int, at offset: Int) throws(Errno) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = try retryingInterrupts {
+                bytes.withUnsafeMutableBytes { pread(rawValue, $0.baseAddress! + filled, count - filled, off_t(offset + filled)) }
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        if filled < count { bytes.removeLast(count - filled) }
+        return bytes
+    }
+
+    /// One `read` into `buffer` (retried on `EINTR`): the number of bytes read, 0 at the end of the file. For a
+    /// pipe or a terminal, which hand over what they have.
+    package func readSome(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        guard buffer.count > 0 else { return 0 }
+        return try retryingInterrupts { Glibc.read(rawValue, buffer.baseAddress!, buffer.count) }
+    }
+
+    /// The current offset. The corresponding C function is `lseek(fd, 0, SEEK_CUR)`.
+    package func currentOffset() throws(Errno) -> Int {
+        Int(try retryingInterrupts { lseek(rawValue, 0, SEEK_CUR) })
+    }
+
+    /// A new pipe, both ends close-on-exec (a child gets an end only through a `dup2` of its spawn actions).
+    /// The corresponding C calls are `pipe` and `fcntl(F_SETFD, FD_CLOEXEC)` (`pipe2` is not exported to Swift).
+    package static func pipe() throws(Errno) -> (readEnd: FileDescriptor, writeEnd: FileDescriptor) {
+        var ends: [Int32] = [-1, -1]
+        try retryingInterrupts { Glibc.pipe(&ends) }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return (FileDescriptor(rawValue: ends[0]), FileDescriptor(rawValue: ends[1]))
+    }
+
+    /// Reads until the end of the file (a pipe's writer closed it) or an error, keeping nothing: for draining.
+    package func drain() {
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while (scratch.withUnsafeMutableBytes { (try? readSome(into: $0)) ?? 0 }) > 0 {}
+        secureZero(&scratch, scratch.count)
+    }
+
+    /// Whether `rawValue` is an open descriptor of this process. The corresponding C call is `fcntl(F_GETFD)`.
+    package static func isOpen(_ rawValue: Int32) -> Bool {
+        rawValue >= 0 && fcntl(rawValue, F_GETFD) != -1
     }
 
     /// `fsync`.

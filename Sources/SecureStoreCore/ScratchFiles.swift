@@ -1,9 +1,7 @@
 // Temporary files the product makes beside real ones (a backup being written, an export, a copy being checked):
 // one naming rule, `.<name>.tmp-<pid>-<random>`, so that what a killed process left can be told from what a live
 // one is writing; removal on SIGINT, SIGTERM and SIGHUP; and the sweep of a dead process's leftovers.
-#if canImport(Glibc)
 internal import Glibc
-#endif
 internal import Synchronization
 
 /// Temporary files of this process: named by one rule, removed when a signal ends it, swept when left by a
@@ -51,6 +49,19 @@ package enum ScratchFiles {
         }
     }
 
+    /// A new private directory (mode 0700) beside `path`, `.<name of path>.check-<pid>-<random>`: for copies
+    /// being checked or restored, removed with ``removeDirectoryAndFiles(_:)`` when done, and by ``sweep(_:name:)``
+    /// when its process died. The corresponding C function is `mkdtemp`.
+    package static func makeDirectory(near path: String) throws(Errno) -> String {
+        let directory = directoryPart(path)
+        var template = Array(
+            ((directory.isEmpty ? "" : directory + "/") + ".\(namePart(path)).check-\(getpid())-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) else {
+            throw Errno.current
+        }
+        return String(cString: made)
+    }
+
     /// Removes the registered files now (best effort).
     package static func removeRegistered() {
         for index in 0..<capacity {
@@ -87,22 +98,27 @@ package enum ScratchFiles {
     /// Removes from `directory` the temporary files (`.<name>.tmp-<pid>-…`, with their side files) and check
     /// folders (`.<name>.check-<pid>-…`) of processes that no longer run, and returns the paths it could not
     /// remove. Those of live processes are left alone.
+    /// With `name`, only those made near `<directory>/<name>` (`.<name>.tmp-…`, `.<name>.check-…`): for a shared
+    /// folder such as the temporary directory.
     @discardableResult
-    package static func sweep(_ directory: String) -> [String] {
+    package static func sweep(_ directory: String, name: String? = nil) -> [String] {
         guard let entries = try? listDirectory(directory.isEmpty ? "." : directory) else { return [] }
         var kept: [String] = []
-        for entry in entries {
+        for entry in entries where name.map({ entry.hasPrefix(".\($0).") }) ?? true {
             guard let pid = ownerPID(entry), pid != getpid(), !isRunning(pid) else { continue }
             let path = (directory.isEmpty ? "." : directory) + "/" + entry
             // Only this user's (root sweeping /tmp must not take another user's file of the same shape).
-            var status = stat()
-            guard lstat(path, &status) == 0, status.st_uid == geteuid() else { continue }
-            if isCheckFolder(entry) {
-                for inner in (try? listDirectory(path)) ?? [] { unlink(path + "/" + inner) }
-                if rmdir(path) != 0 && Errno.current != .noSuchFile { kept.append(path) }
-            } else if unlink(path) != 0 && Errno.current != .noSuchFile {
+            guard let status = try? fileStatus(path, followingLinks: false), status.owner == geteuid() else { continue }
+            do throws(Errno) {
+                if isCheckFolder(entry) {
+                    for inner in (try? listDirectory(path)) ?? [] { try? removeFile(path + "/" + inner) }
+                    try removeDirectory(path)
+                } else {
+                    try removeFile(path)
+                }
+            } catch where error != .noSuchFileOrDirectory {
                 kept.append(path)
-            }
+            } catch {}
         }
         return kept
     }
@@ -156,16 +172,72 @@ package enum ScratchFiles {
     }
 }
 
-/// The names in `directory`, without `.` and `..`.
-package func listDirectory(_ directory: String) throws(Errno) -> [String] {
-    guard let stream = opendir(directory) else { throw Errno.current }
-    defer { closedir(stream) }
-    var names: [String] = []
-    while let entry = readdir(stream) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-        }
-        if name != "." && name != ".." { names.append(name) }
+/// Where ``replaceFile(_:with:)`` failed, with the path of that step and the `Errno`.
+package struct ReplaceFileError: Error, Sendable {
+    /// The steps of a replacement, in order.
+    package enum Step: Sendable {
+        /// Creating the new file (``path`` is the new file's).
+        case create
+        /// Writing and flushing it (``path`` is the new file's).
+        case write
+        /// Renaming it over the old one (``path`` is the destination).
+        case rename
+        /// Reading its status after the rename (``path`` is the destination).
+        case status
+        /// Flushing the directory (``path`` is the directory).
+        case syncDirectory
     }
-    return names
+
+    /// The step that failed.
+    package let step: Step
+    /// The file or directory of that step.
+    package let path: String
+    /// Why.
+    package let errno: Errno
+}
+
+/// Replaces the file at `path` with `bytes`, atomically: a new file beside it, named by ``ScratchFiles`` and
+/// registered for removal on a signal, mode 0600 whatever the umask, written and flushed, renamed over `path`,
+/// then the directory flushed. A failure before the rename leaves `path` as it was and removes the new file.
+/// Returns the status of the new file, read after the rename (which changes its ctime).
+@discardableResult
+package func replaceFile(_ path: String, with bytes: [UInt8]) throws(ReplaceFileError) -> FileStatus {
+    let temporary = ScratchFiles.path(near: path)
+    ScratchFiles.register(temporary)
+    defer { ScratchFiles.unregister(temporary) }
+    let descriptor: FileDescriptor
+    do {
+        descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+    } catch {
+        throw ReplaceFileError(step: .create, path: temporary, errno: error)
+    }
+    defer { descriptor.close() }
+    var renamed = false
+    defer { if !renamed { try? removeFile(temporary) } }
+    do {
+        try descriptor.setMode(0o600)
+        try descriptor.writeAll(bytes)
+        try descriptor.sync()
+    } catch {
+        throw ReplaceFileError(step: .write, path: temporary, errno: error)
+    }
+    do {
+        try renameFile(temporary, to: path)
+    } catch {
+        throw ReplaceFileError(step: .rename, path: path, errno: error)
+    }
+    renamed = true
+    let status: FileStatus
+    do {
+        status = try descriptor.fileStatus()
+    } catch {
+        throw ReplaceFileError(step: .status, path: path, errno: error)
+    }
+    let directory = directoryPart(path).isEmpty ? "." : directoryPart(path)
+    do {
+        try syncDirectory(directory)
+    } catch {
+        throw ReplaceFileError(step: .syncDirectory, path: directory, errno: error)
+    }
+    return status
 }

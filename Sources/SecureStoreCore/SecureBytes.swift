@@ -1,9 +1,5 @@
 // One byte buffer that wipes itself, in swift-crypto's `SecureBytes` shape: the storage of every secret type.
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// Overwrites `count` bytes at `pointer` with zeros in a way the optimizer may not remove (`explicit_bzero`).
 package func secureZero(_ pointer: UnsafeMutableRawPointer?, _ count: Int) {
@@ -16,10 +12,26 @@ package func secureZero(_ buffer: UnsafeMutableRawBufferPointer) {
     secureZero(buffer.baseAddress, buffer.count)
 }
 
+/// Calls `body` with a zero-filled heap buffer of `count` bytes that is wiped (``secureZero(_:)``) and freed when
+/// `body` returns or throws: for a secret's temporary form (decoded hex, a recovery code's payload).
+package func withZeroedBuffer<R, E: Error>(
+    count: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
+) throws(E) -> R {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+    buffer.initializeMemory(as: UInt8.self, repeating: 0)
+    defer {
+        secureZero(buffer)
+        buffer.deallocate()
+    }
+    return try body(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
+}
+
 /// A heap buffer of bytes that is wiped with `explicit_bzero` — its whole capacity — when the last reference
-/// goes away. The bytes are reached only through ``withUnsafeBytes(_:)`` and ``withUnsafeMutableBytes(_:)``;
-/// `==` runs in constant time for equal lengths. Shared by reference: a type that wraps it is a value whose
-/// copies share one buffer, as `Secret` and `DatabaseKey` do.
+/// goes away. The bytes are written only while it is built (``init(count:build:)``), then reached only through
+/// ``withUnsafeBytes(_:)``: there is no mutable access afterwards, because copies of a wrapping value share the
+/// buffer. ``constantTimeEquals(_:)`` compares in time that depends only on the length (there is no `==`, so that
+/// a comparison that leaks timing cannot be written by accident). Shared by reference: a type that wraps it is a
+/// value whose copies share one buffer, as `Secret` and `DatabaseKey` do.
 package final class SecureBytes: @unchecked Sendable {
     // @unchecked: the buffer is written only while the instance is being built (the initializers and the
     // `build` closure), then only read; it is freed once, in deinit.

@@ -2,6 +2,7 @@
 internal import EncryptedDatabase
 public import Foundation
 public import SecureStore
+internal import SecureStoreCore
 
 extension TaskList {
     /// The attachments of this list's tasks (Docs/attachments.md).
@@ -46,6 +47,8 @@ public struct TaskAttachments: Sendable {
         _ sources: [AttachmentSource], to taskID: UUID, progress: (AttachmentProgress) -> Void = { _ in }
     ) throws -> [Attachment] {
         guard try tasks.task(id: taskID) != nil else { throw Self.noTask(taskID) }
+        // Bad names are refused before the first attach makes the attachments' tables: a refusal writes nothing.
+        for source in sources { try AttachmentStore.checkName(source.name) }
         try store.prepare(owners: [(table: "tasks", keyColumn: "id")])
         do {
             return try store.add(
@@ -85,7 +88,7 @@ public struct TaskAttachments: Sendable {
     }
 
     private static func noTask(_ id: UUID, meanwhile: Bool = false) -> SecureStoreError {
-        let hex = id.uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let hex = hexString(uuid: id)
         return SecureStoreError(
             SecureStoreError.Code.notFound,
             meanwhile

@@ -43,7 +43,7 @@ public struct TaskItem: Sendable, Hashable, Identifiable {
     /// The ID as 32 lowercase hexadecimal digits without dashes, the form ``TaskList/resolve(prefix:)`` matches
     /// prefixes of.
     public var hexID: String {
-        withUnsafeBytes(of: id.uuid) { hexString($0) }
+        hexString(uuid: id)
     }
 
     /// Whole microseconds since 1970 (the core's one rule, the same as EncryptedDatabase's `Date` storage).

@@ -1,6 +1,7 @@
 // Checks of what a person types: task titles and ID prefixes.
 internal import Foundation
 internal import SecureStore
+internal import SecureStoreCore
 
 extension TaskList {
     /// The longest title, in characters (grapheme clusters), after trimming.
@@ -9,8 +10,9 @@ extension TaskList {
     /// `title` trimmed of white space and line breaks at both ends, or an error that says what is wrong.
     ///
     /// A title is one line of text of 1 to ``maximumTitleLength`` characters: it may not be empty (or only
-    /// white space), and may not contain NUL, line breaks or other control characters (a tab is allowed),
-    /// so that it prints safely on one line of a terminal.
+    /// white space), and may not contain NUL, line breaks, other control characters (a tab is allowed) or
+    /// invisible format characters such as bidi overrides (the zero-width joiner of emoji sequences is allowed),
+    /// so that it prints safely, and as it reads, on one line of a terminal.
     ///
     /// - Throws: ``SecureStoreError/invalidArgument``.
     public static func validatedTitle(_ title: String) throws -> String {
@@ -27,22 +29,21 @@ extension TaskList {
                 title.isEmpty ? "a task title cannot be empty" : "a task title cannot be only white space")
         }
         let trimmed = start == scalars.startIndex && end == scalars.endIndex ? title : String(scalars[start..<end])
-        for scalar in trimmed.unicodeScalars {
-            switch scalar.value {
-            case 0x09, 0x20...0x7E:
-                continue
-            case 0x00:
-                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title cannot contain a NUL character")
-            case 0x0A...0x0D, 0x85, 0x2028, 0x2029:
-                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title must be one line: it contains a line break")
-            case 0x01...0x1F, 0x7F...0x9F:
-                throw SecureStoreError(
-                    SecureStoreError.Code.invalidArgument,
-                    "a task title cannot contain control characters (found U+"
-                        + String(scalar.value, radix: 16, uppercase: true).leftPadded(to: 4) + ")")
-            default:
-                continue
+        // Core's one rule for names and titles (``textProblem(_:allowingTab:)``).
+        switch textProblem(trimmed, allowingTab: true) {
+        case nil: break
+        case .nul:
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title cannot contain a NUL character")
+        case .lineBreak:
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task title must be one line: it contains a line break")
+        case let problem?:
+            let kind = if case .format = problem {
+                "invisible formatting characters such as bidirectional overrides, which reorder what a terminal shows"
+            } else {
+                "control characters"
             }
+            throw SecureStoreError(
+                SecureStoreError.Code.invalidArgument, "a task title cannot contain \(kind) (found \(problem.codePoint ?? ""))")
         }
         // Characters are at most as many as UTF-8 bytes: count them only when the bytes exceed the limit.
         if trimmed.utf8.count > maximumTitleLength {
@@ -60,47 +61,18 @@ extension TaskList {
     /// either case); `upper` is `nil` when the prefix is all `f`. Throws for anything that is not 1–32 hex
     /// digits.
     static func idRange(prefix: String) throws -> (lower: [UInt8], upper: [UInt8]?, digits: String) {
-        var nibbles: [UInt8] = []
-        for unit in prefix.utf8 {
-            switch unit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibbles.append(unit - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibbles.append(unit - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibbles.append(unit - UInt8(ascii: "A") + 10)
-            case UInt8(ascii: "-"): continue
-            default:
-                throw SecureStoreError(
-                    SecureStoreError.Code.invalidArgument,
-                    "'\(prefix.prefix(40))' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
-            }
-        }
-        guard !nibbles.isEmpty else {
+        do throws(HexPrefixRange.Problem) {
+            let range = try HexPrefixRange(prefix)
+            return (range.lower, range.upper, range.digits)
+        } catch .notHex {
+            throw SecureStoreError(
+                SecureStoreError.Code.invalidArgument,
+                "'\(prefix.prefix(40))' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
+        } catch .empty {
             throw SecureStoreError(SecureStoreError.Code.invalidArgument, "a task ID prefix needs at least one hexadecimal digit")
-        }
-        guard nibbles.count <= 32 else {
+        } catch {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument, "'\(prefix.prefix(40))…' is too long for a task ID: an ID has 32 hexadecimal digits")
         }
-        let digits = String(decoding: nibbles.map { Array("0123456789abcdef".utf8)[Int($0)] }, as: UTF8.self)
-        func bytes(_ nibbles: [UInt8]) -> [UInt8] {
-            var padded = nibbles
-            if padded.count % 2 == 1 { padded.append(0) }
-            return stride(from: 0, to: padded.count, by: 2).map { padded[$0] << 4 | padded[$0 + 1] }
-        }
-        // The upper bound is the prefix plus one in its last digit, carrying; all f has no upper bound.
-        var next = nibbles
-        var index = next.count - 1
-        while index >= 0, next[index] == 0xF {
-            next[index] = 0
-            index -= 1
-        }
-        guard index >= 0 else { return (bytes(nibbles), nil, digits) }
-        next[index] += 1
-        return (bytes(nibbles), bytes(Array(next[...index])), digits)
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -33,6 +33,24 @@ import Testing
         return String(added.stdout.prefix(8))
     }
 
+    @Test func anIDPrefixIsASCIIHexadecimalDigitsAndNothingElse() throws {
+        let app = uniqueApp()
+        let task = try newTask(app)
+        let attached = try tool(["tasks", "attach", task, "--as", "note.txt"], app: app, input: "hello\n")
+        try #require(attached.status == 0, "\(attached.stderr)")
+        let id = String(attached.stdout.prefix(8))
+        #expect(try tool(["tasks", "attachment", "get", id, "--output", work.path + "/ok.txt"], app: app).status == 0)
+        // Fullwidth digits are "hexadecimal" to Swift's Character.isHexDigit: they were skipped when decoded, so a
+        // prefix of them matched every attachment. An ID prefix is ASCII 0-9, a-f, A-F (and dashes).
+        for prefix in ["\u{FF41}\u{FF42}", "\u{FF10}", id + "\u{FF41}", "g1"] {
+            let got = try tool(["tasks", "attachment", "get", prefix, "--output", work.path + "/bad.txt"], app: app)
+            #expect(got.status == 64, "\(prefix): \(got.stderr)")
+            #expect(got.stderr == "securestore: an attachment ID is 1 to 32 hexadecimal digits\n", "\(prefix)")
+            #expect(!FileManager.default.fileExists(atPath: work.path + "/bad.txt"))
+        }
+        #expect(try tool(["tasks", "attachment", "get", id.uppercased(), "--output", work.path + "/upper.txt"], app: app).status == 0)
+    }
+
     @Test func filesAndStandardInputAreAttachedListedAndReadBackByteForByte() throws {
         let app = uniqueApp()
         let task = try newTask(app)

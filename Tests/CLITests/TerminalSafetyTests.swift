@@ -14,15 +14,61 @@ import Testing
         for scalar in Self.raw { #expect(!text.contains(scalar), "raw control in: \(text)", sourceLocation: sourceLocation) }
     }
 
-    @Test func taskTitlesAreEscapedInTheListing() throws {
+    /// Every file of `directory` (the lock file aside: it holds only a hint) and its bytes.
+    private func files(_ directory: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) where !name.hasSuffix(".lock") {
+            files[name] = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+        }
+        return files
+    }
+
+    @Test func aTitleOrAnAttachmentNameWithABidiOverrideIsRefusedAndNothingIsStored() throws {
+        let scratch = try TemporaryDirectory()
         let app = uniqueApp()
-        #expect(try securestore(["tasks", "add", "invoice\u{202E}fdp.exe"], app: app).status == 0)
-        // (Titles with controls are refused when added; a bidi override is a printable title character.)
+        let data = scratch.path + "/data"
+        let added = try securestore(["--data-dir", data, "tasks", "add", "Receipts"], app: app)
+        try #require(added.status == 0, "\(added.stderr)")
+        let task = String(added.stdout.prefix(8))
+        let before = try files(data)
+
+        // `invoice‮exe.pdf` shows as "invoicefdp.exe" reversed: the one rule for names and titles refuses it.
+        let title = try securestore(["--data-dir", data, "tasks", "add", "invoice\u{202E}fdp.exe"], app: app)
+        #expect(title.status == 64)
+        #expect(
+            title.stderr == "securestore: a task title cannot contain invisible formatting characters such as bidirectional "
+                + "overrides, which reorder what a terminal shows (found U+202E)\n")
+        // Other format characters too (an isolate, a zero-width space); the zero-width joiner of emoji is a character.
+        for scalar in ["\u{2066}", "\u{200B}", "\u{FEFF}"] {
+            #expect(try securestore(["--data-dir", data, "tasks", "add", "a\(scalar)b"], app: app).status == 64, "\(scalar)")
+        }
+        let name = try securestore(
+            ["--data-dir", data, "tasks", "attach", task, "--as", "invoice\u{202E}fdp.exe"], app: app, input: "%PDF")
+        #expect(name.status == 64)
+        #expect(
+            name.stderr == "securestore: an attachment name must be one line without control characters, invisible "
+                + "formatting characters (such as bidirectional overrides) or '/'\n")
+        let after = try files(data)
+        #expect(after == before, "a refused title or name changes no file: \(after.keys.filter { after[$0] != before[$0] })")
+        #expect(try securestore(["--data-dir", data, "tasks", "list"], app: app).stdout.hasSuffix("  [ ]  Receipts\n"))
+
+        let family = try securestore(["--data-dir", data, "tasks", "add", "family \u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}"], app: app)
+        #expect(family.status == 0, "\(family.stderr)")
+    }
+
+    @Test func taskTitlesFromElsewhereAreEscapedInTheListing() throws {
+        let app = uniqueApp()
+        // A title stored by another program (an import keeps an existing task's title as it was): listed escaped.
+        let id = UUID().uuidString
+        let imported = try securestore(
+            ["tasks", "import"], app: app,
+            input: "{\"createdAt\":\"2026-11-23T17:19:34.123456Z\",\"done\":false,\"id\":\"\(id)\",\"title\":\"invoice\\u202efdp.exe\"}\n")
+        #expect(imported.status == 0, "\(imported.stderr)")
         let list = try securestore(["tasks", "list"], app: app)
         #expect(list.status == 0)
         expectNoRawControls(list.stdout)
         #expect(list.stdout.contains("invoice\\u{202E}fdp.exe"))
-        // The data is unchanged: JSON carries the title as it was typed.
+        // The data is unchanged: JSON carries the title as it was.
         let json = try securestore(["--json", "tasks", "list"], app: app)
         #expect(json.stdout.contains("\\u202e") || json.stdout.contains("\u{202E}"))
     }

@@ -1,7 +1,6 @@
 // Every file operation of the module goes through here, on the core's system-call layer: one place that turns
 // an Errno into a PreferencesError.
 import Foundation
-import Glibc
 import SecureStoreCore
 
 /// What identifies one version of the domain file: a save renames a new inode over the old one, so any
@@ -31,12 +30,13 @@ struct FileIdentity: Equatable, Sendable {
 enum FileSystem {
     /// The identity of the file at `path`, `nil` if there is none.
     static func identity(of path: String) throws(PreferencesError) -> FileIdentity? {
-        var status = stat()
-        if lstat(path, &status) != 0 {
-            if errno == ENOENT { return nil }
-            throw .system("read the status of", path: path, error: Errno.current)
+        do {
+            return FileIdentity(try fileStatus(path, followingLinks: false).raw)
+        } catch where error == .noSuchFileOrDirectory {
+            return nil
+        } catch {
+            throw .system("read the status of", path: path, error: error)
         }
-        return FileIdentity(status)
     }
 
     /// The whole contents of the file at `path` and the identity of exactly that version, or `nil` if
@@ -48,7 +48,7 @@ enum FileSystem {
         do {
             found = try SecureStoreCore.FileDescriptor.openRegularFile(path)
         } catch {
-            if error == .tooManySymbolicLinks { throw symbolicLink(path) }
+            if error == .tooManySymbolicLinkLevels { throw symbolicLink(path) }
             throw .system("open", path: path, error: error)
         }
         let descriptor: SecureStoreCore.FileDescriptor
@@ -84,7 +84,7 @@ enum FileSystem {
         do {
             try makeDirectories(path)
         } catch {
-            if error.errno == .notADirectory {
+            if error.errno == .notDirectory {
                 throw PreferencesError(code: .invalidLocation, message: "\(error.path) exists and is not a directory")
             }
             throw .system("create the directory", path: error.path, error: error.errno)
@@ -104,64 +104,46 @@ enum FileSystem {
 
     /// Opens (creating with mode 0600) the lock file and takes an exclusive `flock` on it.
     /// Returns the descriptor; closing it releases the lock.
-    static func lock(_ path: String) throws(PreferencesError) -> Int32 {
+    static func lock(_ path: String) throws(PreferencesError) -> FileLock {
         // O_NOFOLLOW: through a planted symbolic link, O_CREAT would create a file wherever it points and
         // the fchmod below would change the mode of whatever file it names.
-        let descriptor: SecureStoreCore.FileDescriptor
+        let lock: FileLock
         do {
-            descriptor = try .open(path, [.readWrite, .create, .noFollow])
+            lock = try FileLock.open(path)
         } catch {
-            if error == .tooManySymbolicLinks { throw symbolicLink(path) }
+            if error == .tooManySymbolicLinkLevels { throw symbolicLink(path) }
             throw .system("open the lock file", path: path, error: error)
         }
         // O_CREAT applied the umask; make the mode exactly 0600 (harmless if someone else owns it).
-        if let status = try? descriptor.status(), status.st_mode & 0o777 != 0o600, status.st_uid == getuid() {
-            try? descriptor.setMode(0o600)
+        if let status = try? lock.descriptor.fileStatus(), status.permissions & 0o777 != 0o600, status.owner == getuid() {
+            try? lock.descriptor.setMode(0o600)
         }
         do {
-            try retryingInterrupts { flock(descriptor.rawValue, LOCK_EX) }
+            try lock.lock(.exclusive)
         } catch {
-            descriptor.close()
+            lock.close()
             throw .system("lock", path: path, error: error)
         }
-        return descriptor.rawValue
+        return lock
     }
 
-    /// Writes `bytes` to a new file in `directory`, fsyncs it, renames it over `path`, fsyncs the directory.
+    /// Writes `bytes` to a new file beside `path`, fsyncs it, renames it over `path`, fsyncs the directory.
     /// The new file has mode 0600 whatever the umask. Returns the identity of the new file.
-    static func replace(
-        _ path: String, in directory: String, with bytes: [UInt8], temporaryPrefix: String
-    ) throws(PreferencesError) -> FileIdentity {
-        let temporary = directory + "/" + temporaryPrefix + String(getpid()) + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        let descriptor: SecureStoreCore.FileDescriptor
+    static func replace(_ path: String, with bytes: [UInt8]) throws(PreferencesError) -> FileIdentity {
+        // Core's one atomic replacement: `.<domain>.json.tmp-<pid>-<random>`, fsync, rename, directory fsync.
         do {
-            descriptor = try .open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
+            return FileIdentity(try replaceFile(path, with: bytes).raw)
         } catch {
-            throw .system("create", path: temporary, error: error)
+            let operation =
+                switch error.step {
+                case .create: "create"
+                case .write: "write"
+                case .rename: "rename a new version over"
+                case .status: "read the status of"
+                case .syncDirectory: "flush the directory"
+                }
+            throw .system(operation, path: error.path, error: error.errno)
         }
-        defer { descriptor.close() }
-        var renamed = false
-        defer { if !renamed { unlink(temporary) } }
-        do {
-            try descriptor.setMode(0o600)
-            try descriptor.writeAll(bytes)
-            try descriptor.sync()
-        } catch {
-            throw .system("write", path: temporary, error: error)
-        }
-        guard rename(temporary, path) == 0 else {
-            throw .system("rename a new version over", path: path, error: Errno.current)
-        }
-        renamed = true
-        // After the rename: a rename changes the inode's ctime, which is part of the identity.
-        let status: stat
-        do {
-            status = try descriptor.status()
-        } catch {
-            throw .system("read the status of", path: path, error: error)
-        }
-        try syncDirectory(directory)
-        return FileIdentity(status)
     }
 
     /// fsyncs a directory, making a rename in it durable.
@@ -175,31 +157,24 @@ enum FileSystem {
 
     /// Renames `path` to `newPath`; `false` if `path` does not exist.
     static func move(_ path: String, to newPath: String) throws(PreferencesError) -> Bool {
-        if rename(path, newPath) != 0 {
-            if errno == ENOENT { return false }
-            throw .system("move aside", path: path, error: Errno.current)
+        do {
+            try renameFile(path, to: newPath)
+            return true
+        } catch where error == .noSuchFileOrDirectory {
+            return false
+        } catch {
+            throw .system("move aside", path: path, error: error)
         }
-        return true
     }
 
     /// Whether anything exists at `path`.
-    static func exists(_ path: String) -> Bool {
-        var status = stat()
-        return lstat(path, &status) == 0
-    }
+    static func exists(_ path: String) -> Bool { fileExists(path) }
 
     /// Removes files in `directory` whose names begin with `prefix` (left by a writer killed mid-save).
     /// Call only while holding the domain's lock: then no live writer owns such a file.
     static func removeStale(in directory: String, prefix: String) {
-        guard let dir = opendir(directory) else { return }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name.hasPrefix(prefix) { names.append(name) }
+        for name in (try? listDirectory(directory)) ?? [] where name.hasPrefix(prefix) {
+            try? removeFile(directory + "/" + name)
         }
-        for name in names { unlink(directory + "/" + name) }
     }
 }

@@ -1,5 +1,6 @@
 // Writes preference values as the strict JSON of the file format (see Docs/preferences.md).
 import Foundation
+import SecureStoreCore
 
 /// The file format's constants.
 enum FileFormat {
@@ -164,33 +165,5 @@ struct FormatWriter {
         bytes.append(UInt8(ascii: "}"))
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    mutating func writeString(_ text: String) {
-        bytes.append(UInt8(ascii: "\""))
-        let needsEscape =
-            text.utf8.withContiguousStorageIfAvailable { buffer in
-                buffer.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }
-            } ?? true
-        if !needsEscape {
-            bytes.append(contentsOf: text.utf8)
-            bytes.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0x00..<0x20, 0x7F:
-                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
-                bytes.append(Self.hexDigits[Int(byte >> 4)])
-                bytes.append(Self.hexDigits[Int(byte & 0x0F)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
-    }
+    mutating func writeString(_ text: String) { appendJSONString(text, to: &bytes) }
 }

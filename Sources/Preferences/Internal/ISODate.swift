@@ -1,5 +1,7 @@
-// ISO-8601 UTC dates that round-trip a `Date` exactly: "2026-11-21T05:35:49.25Z".
+// ISO-8601 UTC dates that round-trip a `Date` exactly: "2026-11-21T05:35:49.25Z". The calendar is Core's
+// (Timestamps.swift); the shortest exact fraction is this file's own, as preferences keep a `Date` bit for bit.
 import Foundation
+import SecureStoreCore
 
 enum ISODate {
     /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.
@@ -30,8 +32,8 @@ enum ISODate {
         }
         let days = floorDiv(unix, 86_400)
         let secondsOfDay = unix - days * 86_400
-        let (year, month, day) = civil(fromDays: days)
-        var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T"
+        let (year, month, day) = civilDate(fromDays: Int64(days))
+        var text = pad(Int(year), 4) + "-" + pad(Int(month), 2) + "-" + pad(Int(day), 2) + "T"
         text += pad(secondsOfDay / 3600, 2) + ":" + pad(secondsOfDay / 60 % 60, 2) + ":" + pad(secondsOfDay % 60, 2)
         if let fraction { text += "." + fraction }
         return text + "Z"
@@ -44,7 +46,7 @@ enum ISODate {
             b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"), b.last == UInt8(ascii: "Z"),
             let year = number(b, 0, 4), let month = number(b, 5, 2), let day = number(b, 8, 2),
             let hour = number(b, 11, 2), let minute = number(b, 14, 2), let second = number(b, 17, 2),
-            year >= 0, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+            year >= 0, (1...12).contains(month), day >= 1, day <= daysIn(month: Int64(month), year: Int64(year)),
             hour < 24, minute < 60, second < 60
         else { return nil }
         var digits = ""
@@ -59,7 +61,7 @@ enum ISODate {
         } else if b.count != 20 {
             return nil
         }
-        let unix = days(fromYear: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+        let unix = Int(days(fromYear: Int64(year), month: Int64(month), day: Int64(day))) * 86_400 + hour * 3600 + minute * 60 + second
         let whole = unix - referenceOffset
         let interval: Double
         if whole == -1 && fraction > 0 {
@@ -104,38 +106,6 @@ enum ISODate {
 
     private static func floorDiv(_ a: Int, _ b: Int) -> Int {
         a >= 0 ? a / b : -((-a + b - 1) / b)
-    }
-
-    private static func daysIn(month: Int, year: Int) -> Int {
-        switch month {
-        case 2: (year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)) ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    // Howard Hinnant's civil-from-days and days-from-civil (proleptic Gregorian, days since 1970-01-01).
-    private static func civil(fromDays z0: Int) -> (Int, Int, Int) {
-        let z = z0 + 719_468
-        let era = floorDiv(z, 146_097)
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        return (year, month, day)
-    }
-
-    private static func days(fromYear y0: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? y0 - 1 : y0
-        let era = floorDiv(y, 400)
-        let yoe = y - era * 400
-        let mp = month > 2 ? month - 3 : month + 9
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
     }
 
     /// The digits after "0." of 1 − 0.`digits`, computed in decimal, without trailing zeros: "25" → "75",

@@ -7,11 +7,7 @@
 //   INFO <name> <value> <unit> <free text>
 public import Foundation
 
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 // MARK: Options
 

@@ -15,9 +15,7 @@ import EncryptedDatabase
 import Foundation
 import SecureStore
 import Tasks
-#if canImport(Glibc)
 import Glibc
-#endif
 
 func benchKey() -> DatabaseKey {
     do { return try DatabaseKey(bytes: [UInt8](repeating: 0x42, count: 32)) } catch { fail("\(error)") }

@@ -14,9 +14,7 @@ import BenchSupport
 import EncryptedDatabase
 import Foundation
 import SecureStore
-#if canImport(Glibc)
 import Glibc
-#endif
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count == 4, let size = Int(arguments[2]), let count = Int(arguments[3]) else {

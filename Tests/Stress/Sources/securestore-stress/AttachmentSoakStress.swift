@@ -22,9 +22,7 @@ import Keychain
 import SecureStore
 import Tasks
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Deterministic bytes from a seed (xorshift64*): the checker makes the same bytes again to compare.
 struct SoakBytes {

@@ -24,9 +24,7 @@ import EncryptedDatabase
 import Foundation
 import Keychain
 @_spi(Testing) import SecureStore
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Runs one keyed-database scenario and returns the process exit status.
 func runKeyedDatabaseStress(_ arguments: [String]) -> Int32 {

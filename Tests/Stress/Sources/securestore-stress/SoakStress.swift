@@ -65,11 +65,7 @@ import Preferences
 import SecureStore
 import Tasks
 
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Runs one soak scenario and returns the process exit status.
 func runSoakStress(_ arguments: [String]) -> Int32 {

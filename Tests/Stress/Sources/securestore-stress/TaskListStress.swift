@@ -24,11 +24,7 @@ import Foundation
 import SecureStore
 import Tasks
 
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Runs one task list scenario and returns the process exit status.
 func runTaskListStress(_ arguments: [String]) -> Int32 {
