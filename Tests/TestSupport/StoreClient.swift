@@ -1,7 +1,7 @@
 // Another client of the store the tools under test use: `secret-tool` on the Secret Service of the harness, or —
 // with no D-Bus at all (Tests/Harness/with-keyfile) — the Keychain library on the key file, unlocked from the session
 // keyring the harness left its key in. Tests read, plant and remove items through it to check what the tool stored.
-public import Foundation
+import Foundation
 public import Keychain
 
 /// Reads and writes items of the run's key store from outside the tool under test (see the file's comment).
