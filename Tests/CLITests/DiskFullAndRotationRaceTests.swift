@@ -126,7 +126,7 @@ struct DiskFullAndRotationRaceTests {
         let refused = try securestore(["--data-dir", data, "tasks", "count"], app: app, environment: environment)
         #expect(refused.status == 74, "\(refused.stderr)")
         #expect(refused.stderr.hasPrefix("securestore: the disk is full: '\(data)/tasks.db' has '\(data)/tasks.db-wal'"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("in '\(data)' or in the temporary directory '\(fullTemporary)/' (TMPDIR) and try again; nothing was changed"),
+        #expect(refused.stderr.contains("in '\(data)' or in the temporary directory '\(fullTemporary)' (TMPDIR) and try again; nothing was changed"),
             "\(refused.stderr)")
         #expect(names.map { rlContents(data + "/" + $0) } == unchecked, "no file changed")
         // With the temporary directory usable again, the check runs there and the count is read (the close may then
