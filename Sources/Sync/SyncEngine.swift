@@ -1,0 +1,549 @@
+// The sync engine: set up, join, and one round of sync (pull, verify, apply, seal, publish).
+public import EncryptedDatabase
+public import Foundation
+public import Keychain
+public import SecureStore
+internal import SecureStoreCore
+
+/// Where a sync group's bundles travel.
+public enum SyncRemote: Sendable, Equatable, CustomStringConvertible {
+    /// A git remote (any URL the system `git` reaches), cloned beside the database.
+    case git(String)
+    /// A folder that Syncthing, Nextcloud, rclone or a shared disk replicates.
+    case folder(String)
+
+    /// `git URL` or `folder PATH`.
+    public var description: String {
+        switch self {
+        case .git(let url): "git \(url)"
+        case .folder(let path): "folder \(path)"
+        }
+    }
+}
+
+/// What one round of ``SyncEngine/sync()`` did.
+public struct SyncReport: Sendable, Equatable {
+    /// Bundles of other devices applied.
+    public var appliedBundles = 0
+    /// Rows inserted, changed or deleted by them.
+    public var changedRows = 0
+    /// Values that lost a concurrent edit and went to the conflict log.
+    public var newConflicts = 0
+    /// Bundles this device sealed and published.
+    public var sentBundles = 0
+    /// Row changes in them.
+    public var sentRows = 0
+    /// Bundles kept pending: written by a newer version (a newer bundle format, or tables or columns this
+    /// database does not have yet). They are applied once this device has been upgraded.
+    public var pendingBundles: [String] = []
+}
+
+/// A device of the sync group as this device knows it.
+public struct SyncDevice: Sendable, Equatable {
+    /// The device id (32 hexadecimal digits).
+    public let id: String
+    /// Its host name, as its last bundle said.
+    public let name: String
+    /// The last of its bundles applied here (0: none).
+    public let sequence: Int64
+    /// When that bundle was applied here (for this device itself: its last sync).
+    public let appliedAt: Date?
+    /// Whether this is the device itself.
+    public let isThisDevice: Bool
+}
+
+/// A value that lost a concurrent edit (or a delete), kept in the encrypted conflict log.
+public struct SyncConflict: Sendable, Equatable {
+    /// The log entry's number (what ``SyncEngine/restoreConflict(_:)`` takes).
+    public let id: Int64
+    /// The table and column.
+    public let table: String
+    /// The column.
+    public let column: String
+    /// The row's key (a UUID for the task list).
+    public let key: DatabaseValue
+    /// The value that lost.
+    public let lostValue: DatabaseValue
+    /// The device that wrote it, and when (its hybrid clock's time).
+    public let lostDevice: String
+    /// When the losing value was written.
+    public let lostAt: Date
+    /// The device whose value won, and when.
+    public let wonDevice: String
+    /// When the winning value (or the delete) was written.
+    public let wonAt: Date
+    /// Whether it has been restored.
+    public let restored: Bool
+}
+
+/// The state of sync on one database.
+public struct SyncStatus: Sendable, Equatable {
+    /// This device's id.
+    public let device: String
+    /// The remote.
+    public let remote: SyncRemote
+    /// Rows changed here and not yet sent.
+    public let unsentRows: Int
+    /// When this device last synced, if ever.
+    public let lastSync: Date?
+    /// The bundles this device has published.
+    public let sequence: Int64
+    /// The synced tables.
+    public let tables: [String]
+    /// Entries in the conflict log not restored.
+    public let conflicts: Int
+}
+
+/// End-to-end-encrypted sync of a keyed database's tables through a git remote or a replicated folder.
+///
+/// ```swift
+/// let database = try KeyedDatabase(paths: paths, name: "tasks", keychain: Keychain())
+/// let (engine, code) = try SyncEngine.initialize(database: database, remote: .folder("/srv/sync"), tables: ["tasks"])
+/// // …on the other machine: SyncEngine.join(database: other, remote: …, tables: ["tasks"], pairingCode: code)
+/// let report = try engine.sync()
+/// ```
+///
+/// Changes are captured by triggers in the same transaction as the change (`sync_*` tables and triggers,
+/// created here, never by an application's migrations). Each device appends sealed bundles to its own folder of
+/// the remote; every other device verifies and merges them per column (Docs/sync.md).
+public final class SyncEngine: Sendable {
+    /// The database.
+    public let database: any DatabaseWriter
+    /// This device's id.
+    public let device: String
+    let key: SyncKey
+    let transport: any SyncTransport & Sendable
+    let remote: SyncRemote
+
+    /// The keychain service of sync keys: `<app>.sync-key` (the account is the database id).
+    public static func keyService(_ paths: AppPaths) -> String { "\(paths.app).sync-key" }
+
+    static func isDeviceID(_ text: String) -> Bool {
+        text.utf8.count == 32 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    static func transport(_ remote: SyncRemote, clone: String) -> any SyncTransport & Sendable {
+        switch remote {
+        case .git(let url): GitTransport(url: url, root: clone)
+        case .folder(let path): FolderTransport(root: path)
+        }
+    }
+
+    static func clonePath(_ database: KeyedDatabase) -> String {
+        database.paths.dataDirectory.appendingPathComponent("\(database.name).sync", isDirectory: true).path
+    }
+
+    init(database: any DatabaseWriter, key: SyncKey, clone: String) throws {
+        let state = try database.read { db -> (String, String, String)? in
+            guard try db.tableExists("sync_state") else { return nil }
+            return try db.fetchOne("SELECT device, remote_kind, remote_location FROM sync_state") { row in
+                (try row.string(at: 0), try row.string(at: 1), try row.string(at: 2))
+            }
+        }
+        guard let state else {
+            throw SyncError(SyncError.Code.notEnabled, "sync is not set up on the database '\(database.path)'")
+        }
+        self.database = database
+        self.device = state.0
+        self.key = key
+        self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
+        self.transport = Self.transport(remote, clone: clone)
+    }
+
+    /// The engine of a database on which sync is set up, with its key from the database's key store.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/notEnabled``, ``SyncError/Code-swift.struct/missingKey``, or the
+    ///   key store's error.
+    public convenience init(database: KeyedDatabase) throws {
+        guard let secret = try database.keychain.secret(service: Self.keyService(database.paths), account: database.databaseID)
+        else {
+            if try database.read({ try $0.tableExists("sync_state") }) {
+                throw SyncError(
+                    SyncError.Code.missingKey,
+                    "the sync key of database '\(database.name)' is not in the key store; nothing was synced")
+            }
+            throw SyncError(SyncError.Code.notEnabled, "sync is not set up on database '\(database.name)'")
+        }
+        try self.init(database: database, key: try Self.key(fromHex: secret), clone: Self.clonePath(database))
+    }
+
+    static func key(fromHex secret: Secret) throws -> SyncKey {
+        let bytes = SecureBytes(count: SyncKey.byteCount) { _ in }
+        let ok = secret.withUnsafeBytes { text in
+            bytes.withUnsafeBytes { out in
+                text.count == SyncKey.byteCount * 2 && readHex(text, into: UnsafeMutableRawBufferPointer(mutating: out))
+            }
+        }
+        guard ok else { throw SyncError(SyncError.Code.missingKey, "the stored sync key is damaged (not 64 hexadecimal digits)") }
+        return SyncKey(bytes: bytes)
+    }
+
+    static func hexSecret(_ key: SyncKey) -> Secret {
+        key.bytes.withUnsafeBytes { bytes in
+            Secret(count: bytes.count * 2) { out in _ = writeHex(bytes, into: out) }
+        }
+    }
+
+    /// The pairing code of `key`: the recovery code's form (56 Crockford base32 characters with a CRC-24).
+    static func pairingCode(_ key: SyncKey) -> Secret {
+        let databaseKey = key.bytes.withUnsafeBytes { try! DatabaseKey(bytes: $0) }
+        return RecoveryCode.code(for: databaseKey)
+    }
+
+    static func key(fromPairingCode code: Secret) throws -> SyncKey {
+        do {
+            let databaseKey = try RecoveryCode.key(from: code)
+            return SyncKey(bytes: databaseKey.withUnsafeBytes { SecureBytes($0) })
+        } catch {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                error.message.replacingOccurrences(of: "recovery code", with: "pairing code")
+                    .replacingOccurrences(of: "the code you wrote down", with: "the code 'sync init' printed"))
+        }
+    }
+
+    // MARK: Setting up
+
+    /// Sets sync up on `database` as the first device of a new sync group at `remote`: makes a random sync key,
+    /// stores it in the database's key store, adds the capture triggers for `tables`, and writes the remote's
+    /// marker and key check. Returns the engine and the pairing code other devices join with.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/alreadyEnabled`` when the database syncs already or the remote
+    ///   holds a sync group (join it instead); ``SyncError/Code-swift.struct/invalidArgument`` for a table that
+    ///   cannot sync (a rowid table). Nothing is changed then.
+    public static func initialize(database: KeyedDatabase, remote: SyncRemote, tables: [String]) throws -> (SyncEngine, pairingCode: Secret) {
+        let transport = Self.transport(remote, clone: clonePath(database))
+        try transport.pull()
+        if FileManager.default.fileExists(atPath: transport.root + "/" + SyncLayout.keyCheck) {
+            throw SyncError(
+                SyncError.Code.alreadyEnabled,
+                "the remote \(remote) already holds a sync group; join it with its pairing code instead; nothing was changed")
+        }
+        let key = SyncKey.random()
+        try enable(database, remote: remote, tables: tables, key: key)
+        guard let check = SealedBundle.keyCheck(key: key) else {
+            throw SyncError(SyncError.Code.remote, "libcrypto could not seal the key check")
+        }
+        try SyncLayout.writeAtomically(SyncLayout.markerText, root: transport.root, relative: SyncLayout.marker)
+        try SyncLayout.writeAtomically(check, root: transport.root, relative: SyncLayout.keyCheck)
+        try transport.publish([SyncLayout.marker, SyncLayout.keyCheck], message: "securestore sync: new sync group")
+        return (try SyncEngine(database: database), pairingCode(key))
+    }
+
+    /// Joins the sync group at `remote` with the pairing code another device printed: checks the code against
+    /// the remote's key check, stores the key, and adds the capture triggers for `tables`. Rows already in the
+    /// database are sent with the first sync and merged like any change. Call ``sync()`` next.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/invalidPairingCode`` when the code is malformed or is not the
+    ///   group's; ``SyncError/Code-swift.struct/remote`` when the remote holds no sync group. Nothing is
+    ///   changed then.
+    public static func join(database: KeyedDatabase, remote: SyncRemote, tables: [String], pairingCode: Secret) throws -> SyncEngine {
+        let key = try key(fromPairingCode: pairingCode)
+        let transport = Self.transport(remote, clone: clonePath(database))
+        try transport.pull()
+        let checkPath = transport.root + "/" + SyncLayout.keyCheck
+        guard FileManager.default.fileExists(atPath: checkPath) else {
+            throw SyncError(
+                SyncError.Code.remote,
+                "the remote \(remote) holds no sync group (no key-check file); run 'sync init' on the first device; nothing was changed")
+        }
+        guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                "the pairing code is well formed but is not the key of the sync group at \(remote); nothing was changed")
+        }
+        try enable(database, remote: remote, tables: tables, key: key)
+        return try SyncEngine(database: database)
+    }
+
+    private static func enable(_ database: KeyedDatabase, remote: SyncRemote, tables: [String], key: SyncKey) throws {
+        let already = try database.read { try $0.tableExists("sync_state") }
+        if already {
+            throw SyncError(SyncError.Code.alreadyEnabled, "sync is already set up on database '\(database.name)'; nothing was changed")
+        }
+        // Check the tables before anything is stored.
+        _ = try database.read { db in try tables.map { try SyncSchema.describe(db, table: $0) } }
+        let service = keyService(database.paths)
+        try database.keychain.set(hexSecret(key), service: service, account: database.databaseID, label: "SecureStore sync key of \(database.name)")
+        do {
+            try database.write { db in try enableSchema(db, remote: remote, tables: tables) }
+        } catch {
+            _ = try? database.keychain.delete(service: service, account: database.databaseID)
+            throw error
+        }
+    }
+
+    static func enableSchema(_ db: Database, remote: SyncRemote, tables: [String]) throws {
+        try db.executeScript(SyncSchema.createSQL)
+        let (kind, location): (String, String) =
+            switch remote {
+            case .git(let url): ("git", url)
+            case .folder(let path): ("folder", path)
+            }
+        try db.execute(
+            """
+            INSERT INTO sync_state (singleton, device, hlc, applying, remote_kind, remote_location, sequence, last_hash)
+            VALUES (0, ?, 0, 0, ?, ?, 0, ?)
+            """, [hexString(KeyFile.randomBytes(16)), kind, location, Data(count: 32)])
+        for table in tables { _ = try SyncSchema.add(db, table: table) }
+    }
+
+    // MARK: Syncing
+
+    /// The largest number of row changes in one bundle.
+    static let rowsPerBundle = 2_000
+
+    /// One round: pulls the remote, verifies and applies every other device's new bundles (each in one
+    /// transaction), then seals this device's unsent changes into new bundles and publishes them.
+    ///
+    /// A bundle that fails any check — its name's hash, its sequence, its link to the previous bundle, its
+    /// authentication tag — is refused whole: nothing of it is applied, later bundles of that device wait, and
+    /// the error names it (after this device's own changes are published). A bundle from a newer version is
+    /// kept pending (``SyncReport/pendingBundles``).
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/refusedBundle`` (``SyncError/path`` names the file),
+    ///   ``SyncError/Code-swift.struct/remote``, or a database error.
+    @discardableResult
+    public func sync() throws -> SyncReport {
+        var report = SyncReport()
+        try transport.pull()
+        let refusals = try applyIncoming(&report)
+        try sendOutgoing(&report)
+        let now = microsecondsSince1970(Date())
+        try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
+        if let first = refusals.first {
+            throw SyncError(
+                SyncError.Code.refusedBundle,
+                refusals.map(\.message).joined(separator: "; ") + "; this device's own changes were sent", path: first.path)
+        }
+        return report
+    }
+
+    /// The same as ``sync()``, off the caller's task.
+    @discardableResult
+    public func sync() async throws -> SyncReport {
+        try await Task.detached { try self.sync() }.value
+    }
+
+    private func applyIncoming(_ report: inout SyncReport) throws -> [SyncError] {
+        var refusals: [SyncError] = []
+        let root = transport.root
+        let known = try database.read { db in
+            try db.fetch("SELECT device, sequence, last_hash FROM sync_devices") { row in
+                (try row.string(at: 0), (try row.int64(at: 1), [UInt8](try row.data(at: 2))))
+            }
+        }
+        var devices = Dictionary(uniqueKeysWithValues: known)
+        let tables = try database.read { try SyncSchema.tables($0) }
+        let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        for device in SyncLayout.deviceIDs(root: root) where device != self.device {
+            var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
+            let files = SyncLayout.bundles(root: root, device: device)
+            deviceLoop: for file in files where file.sequence > UInt64(sequence) {
+                let shown = "devices/\(device)/\(SealedBundle.name(sequence: file.sequence, file: []).prefix(10))-\(file.hash)"
+                func refuse(_ why: String) {
+                    refusals.append(
+                        SyncError(SyncError.Code.refusedBundle, "refused the bundle '\(shown)': \(why); nothing of it was applied", path: file.path))
+                }
+                guard file.sequence == UInt64(sequence) + 1 else { break }  // not delivered yet: wait for it
+                if files.filter({ $0.sequence == file.sequence }).count > 1 {
+                    refuse("device \(device.prefix(8)) has two bundles numbered \(file.sequence) (a restored or copied device)")
+                    break
+                }
+                let bytes = try SyncLayout.read(file.path)
+                guard hexString(SealedBundle.sha256(bytes)) == file.hash else {
+                    refuse("its contents do not match the hash in its name (damaged, truncated or tampered with)")
+                    break
+                }
+                guard let header = SealedBundle.parseHeader(bytes) else {
+                    refuse("it is not a sealed bundle (truncated or foreign)")
+                    break
+                }
+                guard header.sequence == file.sequence else {
+                    refuse("its header says it is bundle \(header.sequence) (renamed or reordered)")
+                    break
+                }
+                guard header.previousHash == lastHash else {
+                    refuse("it does not follow the device's bundle \(sequence) (reordered, replayed or forged)")
+                    break
+                }
+                guard let plaintext = SealedBundle.open(bytes, device: device, key: key) else {
+                    refuse("it does not authenticate under the sync key (forged, tampered with, truncated, or moved from another device's folder)")
+                    break
+                }
+                guard header.format <= SealedBundle.format,
+                    let payload = try? JSONDecoder().decode(SyncPayload.self, from: Data(plaintext)),
+                    payload.rows.allSatisfy({ row in
+                        byName[row.table].map { table in row.cells.allSatisfy { table.columns.contains($0.column) } } ?? false
+                    })
+                else {
+                    // Authenticated but written by a newer version: kept, applied after an upgrade.
+                    report.pendingBundles.append(shown)
+                    break deviceLoop
+                }
+                let now = microsecondsSince1970(Date())
+                let maxHLC = payload.rows.flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+                let (changed, conflicts) = try database.write { db -> (Int, Int) in
+                    try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
+                    var changed = 0
+                    var conflicts = 0
+                    for row in payload.rows {
+                        let result = try SyncMerge.apply(db, byName[row.table]!, row, now: now)
+                        if result.changed { changed += 1 }
+                        conflicts += result.conflicts
+                    }
+                    try db.execute(
+                        "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
+                        [device, payload.deviceName, Int64(file.sequence), Data(SealedBundle.sha256(bytes)), now])
+                    try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
+                    return (changed, conflicts)
+                }
+                sequence = Int64(file.sequence)
+                lastHash = SealedBundle.sha256(bytes)
+                devices[device] = (sequence, lastHash)
+                report.appliedBundles += 1
+                report.changedRows += changed
+                report.newConflicts += conflicts
+            }
+        }
+        return refusals
+    }
+
+    private func sendOutgoing(_ report: inout SyncReport) throws {
+        let root = transport.root
+        // A bundle of ours already on the remote beyond what the database recorded (a crash after the write):
+        // continue the chain after it; its changes are still unsent here and go again (merging is idempotent).
+        var (sequence, lastHash) = try database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
+        }
+        for file in SyncLayout.bundles(root: root, device: device) where file.sequence == UInt64(sequence) + 1 {
+            let bytes = try SyncLayout.read(file.path)
+            sequence += 1
+            lastHash = SealedBundle.sha256(bytes)
+        }
+        let host = ProcessInfo.processInfo.hostName
+        var written: [String] = []
+        while true {
+            let (payload, keys, clock) = try database.read { db -> (SyncPayload, [(String, SyncValue)], Int64) in
+                let tables = try SyncSchema.tables(db)
+                let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+                let keys = try db.fetch(
+                    "SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1 LIMIT \(Self.rowsPerBundle)"
+                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
+                let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1) }
+                let clock = try db.scalar("SELECT hlc FROM sync_state", as: Int64.self) ?? 0
+                return (
+                    SyncPayload(deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows),
+                    keys, clock)
+            }
+            if keys.isEmpty { break }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let plaintext = [UInt8](try encoder.encode(payload))
+            let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: lastHash)
+            guard let sealed = SealedBundle.seal(plaintext, header: header, device: device, key: key) else {
+                throw SyncError(SyncError.Code.remote, "libcrypto could not seal a bundle; nothing was sent")
+            }
+            let relative = "\(SyncLayout.devices)/\(device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed))"
+            try SyncLayout.writeAtomically(sealed, root: root, relative: relative)
+            sequence += 1
+            lastHash = SealedBundle.sha256(sealed)
+            try database.write { db in
+                for (table, key) in keys {
+                    try db.execute(
+                        "UPDATE sync_clock SET pending = 0 WHERE tbl = ? AND key = ? AND pending = 1 AND hlc <= ?",
+                        [table, key.databaseValue, clock])
+                }
+                try db.execute(
+                    "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
+            }
+            written.append(relative)
+            report.sentBundles += 1
+            report.sentRows += keys.count
+        }
+        if !written.isEmpty || !((try? listDirectory(root + "/" + SyncLayout.devices + "/" + device)) ?? []).isEmpty {
+            try transport.publish(
+                written.isEmpty ? [SyncLayout.devices + "/" + device] : written,
+                message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
+        }
+    }
+
+    // MARK: Reading the state
+
+    /// Rows changed here and not yet sent, when this device last synced, and the rest of its state.
+    public func status() throws -> SyncStatus {
+        try database.read { db in
+            let state = try db.fetchOne("SELECT sequence, last_sync FROM sync_state") { row in
+                (try row.int64(at: 0), try row.isNull(at: 1) ? nil : try row.int64(at: 1))
+            }!
+            return SyncStatus(
+                device: device, remote: remote,
+                unsentRows: try db.scalar("SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1)", as: Int.self) ?? 0,
+                lastSync: state.1.map(dateFromMicroseconds), sequence: state.0,
+                tables: try SyncSchema.tables(db).map(\.name),
+                conflicts: try db.scalar("SELECT count(*) FROM sync_conflicts WHERE restored = 0", as: Int.self) ?? 0)
+        }
+    }
+
+    /// This device and every device whose bundles were applied here.
+    public func devices() throws -> [SyncDevice] {
+        try database.read { db in
+            let me = try db.fetchOne("SELECT sequence, last_sync FROM sync_state") { row in
+                SyncDevice(
+                    id: device, name: ProcessInfo.processInfo.hostName, sequence: try row.int64(at: 0),
+                    appliedAt: try row.isNull(at: 1) ? nil : dateFromMicroseconds(try row.int64(at: 1)), isThisDevice: true)
+            }!
+            let others = try db.fetch("SELECT device, name, sequence, applied_at FROM sync_devices ORDER BY device") { row in
+                SyncDevice(
+                    id: try row.string(at: 0), name: try row.string(at: 1), sequence: try row.int64(at: 2),
+                    appliedAt: dateFromMicroseconds(try row.int64(at: 3)), isThisDevice: false)
+            }
+            return [me] + others
+        }
+    }
+
+    /// The conflict log, oldest first.
+    public func conflicts(includingRestored: Bool = false) throws -> [SyncConflict] {
+        try database.read { db in
+            try db.fetch(
+                """
+                SELECT id, tbl, col, key, lost_value, lost_device, lost_hlc, won_device, won_hlc, restored
+                FROM sync_conflicts \(includingRestored ? "" : "WHERE restored = 0") ORDER BY id
+                """
+            ) { row in
+                SyncConflict(
+                    id: try row.int64(at: 0), table: try row.string(at: 1), column: try row.string(at: 2),
+                    key: try row.value(at: 3), lostValue: try row.value(at: 4), lostDevice: try row.string(at: 5),
+                    lostAt: Self.date(hlc: try row.int64(at: 6)), wonDevice: try row.string(at: 7),
+                    wonAt: Self.date(hlc: try row.int64(at: 8)), restored: try row.int(at: 9) == 1)
+            }
+        }
+    }
+
+    /// The wall-clock part of a hybrid logical clock.
+    static func date(hlc: Int64) -> Date { Date(timeIntervalSince1970: Double(hlc >> 16) / 1000) }
+
+    /// Puts a conflict's losing value back, as a new local edit (it syncs like any change and now wins).
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/notFound`` when there is no such entry, or its row no longer
+    ///   exists here.
+    public func restoreConflict(_ id: Int64) throws {
+        try database.write { db in
+            guard let (table, column, key, value) = try db.fetchOne(
+                "SELECT tbl, col, key, lost_value FROM sync_conflicts WHERE id = ?", [id], { row in
+                    (try row.string(at: 0), try row.string(at: 1), try row.value(at: 2), try row.value(at: 3))
+                })
+            else { throw SyncError(SyncError.Code.notFound, "there is no conflict \(id) in the log") }
+            guard let synced = try SyncSchema.tables(db).first(where: { $0.name == table }), synced.columns.contains(column) else {
+                throw SyncError(SyncError.Code.notFound, "the conflict \(id) is about a table that no longer syncs")
+            }
+            try db.execute(
+                "UPDATE \(SyncSchema.quoted(table)) SET \(SyncSchema.quoted(column)) = ? WHERE \(SyncSchema.quoted(synced.keyColumn)) = ?",
+                [value, key])
+            guard db.changes == 1 else {
+                throw SyncError(SyncError.Code.notFound, "the row of conflict \(id) has been deleted; nothing was changed")
+            }
+            try db.execute("UPDATE sync_conflicts SET restored = 1 WHERE id = ?", [id])
+        }
+    }
+}
