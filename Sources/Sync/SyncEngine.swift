@@ -213,6 +213,13 @@ public final class SyncEngine: Sendable {
     ///   cannot sync (a rowid table). Nothing is changed then.
     public static func initialize(database: KeyedDatabase, remote: SyncRemote, tables: [String]) throws -> (SyncEngine, pairingCode: Secret) {
         let transport = Self.transport(remote, clone: clonePath(database))
+        if case .folder(let path) = remote, !FileManager.default.fileExists(atPath: path) {
+            do {
+                try makeDirectories(path)
+            } catch {
+                throw SyncError(SyncError.Code.remote, "cannot create the sync folder '\(path)': \(error)")
+            }
+        }
         try transport.pull()
         if FileManager.default.fileExists(atPath: transport.root + "/" + SyncLayout.keyCheck) {
             throw SyncError(
