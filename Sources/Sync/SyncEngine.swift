@@ -316,13 +316,14 @@ public final class SyncEngine: Sendable {
         try transport.pull()
         let refusals = try applyIncoming(&report)
         try sendOutgoing(&report)
-        let now = microsecondsSince1970(Date())
-        try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
         if let first = refusals.first {
             throw SyncError(
                 SyncError.Code.refusedBundle,
-                refusals.map(\.message).joined(separator: "; ") + "; this device's own changes were sent", path: first.path)
+                refusals.map(\.message).joined(separator: "; ") + "; this device's own changes, if any, were sent", path: first.path)
         }
+        // The last sync is the last one that refused nothing (a refusal changes nothing in the database).
+        let now = microsecondsSince1970(Date())
+        try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
         return report
     }
 
