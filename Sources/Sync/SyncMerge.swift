@@ -81,6 +81,11 @@ enum SyncMerge {
         var changedColumns: [String] = []
         var conflicts = 0
         func log(_ column: String, lost: SyncValue, lostVersion: SyncVersion, won: SyncVersion) throws {
+            // A value is logged once, however often the bundles that make it lose are applied (idempotence).
+            let logged = try db.scalar(
+                "SELECT 1 FROM sync_conflicts WHERE tbl = ? AND key = ? AND col = ? AND lost_hlc = ? AND lost_device = ?",
+                [table.name, change.key.databaseValue, column, lostVersion.hlc, lostVersion.device], as: Int.self)
+            if logged != nil { return }
             try db.execute(
                 """
                 INSERT INTO sync_conflicts (tbl, key, col, lost_value, lost_hlc, lost_device, won_hlc, won_device, recorded_at)

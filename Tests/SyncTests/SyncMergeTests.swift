@@ -72,6 +72,8 @@ import Tasks
         try b.join(remote, code)
         try b.sync()
         _ = try a.tasks.rename(id: id, to: "by A")
+        // B's edit is the later one: A's value loses on B, and applying A's bundle again must not log it twice.
+        Thread.sleep(forTimeInterval: 0.005)
         _ = try b.tasks.rename(id: id, to: "by B")
         try a.sync()
         try b.sync()
