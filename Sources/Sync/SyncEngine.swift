@@ -295,6 +295,17 @@ public final class SyncEngine: Sendable {
         for table in tables { _ = try SyncSchema.add(db, table: table) }
     }
 
+    /// Adds tables to sync on this device (an application's new version that syncs more): their capture
+    /// triggers, and their existing rows as changes to send. Bundles that were kept pending because they carry
+    /// these tables apply at the next ``sync()``.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/invalidArgument`` for a table that cannot sync; nothing is changed.
+    public func addTables(_ names: [String]) throws {
+        try database.write { db in
+            for name in names { _ = try SyncSchema.add(db, table: name) }
+        }
+    }
+
     // MARK: Syncing
 
     /// The largest number of row changes in one bundle.
@@ -469,7 +480,7 @@ public final class SyncEngine: Sendable {
             report.sentBundles += 1
             report.sentRows += keys.count
         }
-        if !written.isEmpty || !((try? listDirectory(root + "/" + SyncLayout.devices + "/" + device)) ?? []).isEmpty {
+        if try !written.isEmpty || transport.hasUnpublished() {
             try transport.publish(
                 written.isEmpty ? [SyncLayout.devices + "/" + device] : written,
                 message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")

@@ -14,6 +14,8 @@ protocol SyncTransport {
     func pull() throws
     /// Publishes files written under `root` (`paths` relative to it).
     func publish(_ paths: [String], message: String) throws
+    /// Whether something written earlier has not reached the remote yet (an interrupted publish).
+    func hasUnpublished() throws -> Bool
 }
 
 enum SyncLayout {
@@ -82,6 +84,7 @@ struct FolderTransport: SyncTransport {
         }
     }
     func publish(_ paths: [String], message: String) throws {}
+    func hasUnpublished() throws -> Bool { false }
 }
 
 /// A git remote: a clone of it kept beside the database; bundles are committed and pushed. A push that loses a
@@ -146,8 +149,26 @@ struct GitTransport: SyncTransport {
         return !output.isEmpty
     }
 
+    /// Commits what an interrupted sync wrote or staged and did not commit (only ever our own new files): a
+    /// rebase refuses to run over staged changes.
+    private func commitLeftovers() throws {
+        try Self.check(["add", "-A", "--", "."], in: root)
+        let (clean, _) = try Self.run(["diff", "--cached", "--quiet"], in: root)
+        if clean != 0 { try Self.check(["commit", "--quiet", "-m", "securestore sync: bundles of an interrupted sync"], in: root) }
+    }
+
+    /// Whether local commits are not on the remote yet (a push that failed or was interrupted).
+    func hasUnpublished() throws -> Bool {
+        try commitLeftovers()
+        let (hasHead, _) = try Self.run(["rev-parse", "--verify", "--quiet", "HEAD"], in: root)
+        guard hasHead == 0 else { return false }
+        let (status, output) = try Self.run(["rev-list", "--count", "HEAD", "--not", "--remotes"], in: root)
+        return status != 0 || output.trimmingCharacters(in: .whitespacesAndNewlines) != "0"
+    }
+
     func pull() throws {
         try prepare()
+        try commitLeftovers()
         guard try remoteHasBranch() else { return }
         try Self.check(["fetch", "--quiet", "origin", Self.branch], in: root)
         let (hasHead, _) = try Self.run(["rev-parse", "--verify", "--quiet", "HEAD"], in: root)
@@ -160,7 +181,8 @@ struct GitTransport: SyncTransport {
 
     func publish(_ paths: [String], message: String) throws {
         try prepare()
-        try Self.check(["add", "--"] + paths, in: root)
+        // Only our own new files can be there (the clone is ours; other devices' files come by fetch).
+        try Self.check(["add", "-A", "--", "."], in: root)
         let (clean, _) = try Self.run(["diff", "--cached", "--quiet"], in: root)
         if clean != 0 { try Self.check(["commit", "--quiet", "-m", message], in: root) }
         var lastError: (any Error)?

@@ -190,3 +190,56 @@ import Tasks
         #expect(body == "hello3")
     }
 }
+
+/// Bundles this device cannot read yet are kept, not applied and not lost.
+@Suite(.serialized) struct SyncPendingTests {
+    /// A bundle that carries a table this device does not sync yet waits (with the device's later bundles) and is
+    /// applied once the device syncs that table too; a bundle of a newer format waits likewise.
+    @Test func aBundleFromANewerSchemaIsKeptPendingUntilThisDeviceHasMigrated() throws {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path)
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        for device in [a, b] {
+            try device.database.write { db in
+                try db.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID")
+            }
+        }
+        let (engine, code) = try SyncEngine.initialize(database: a.database, remote: remote, tables: ["tasks", "notes"])
+        a.engine = engine
+        try a.sync()
+        try b.join(remote, code)  // B's version syncs only the task list
+        try b.sync()
+        try a.database.write { db in try db.execute("INSERT INTO notes VALUES ('n1', 'from a newer app')") }
+        _ = try a.tasks.create(title: "same bundle")
+        try a.sync()
+        _ = try a.tasks.create(title: "a later bundle")
+        try a.sync()
+        let before = try b.rows()
+        let report = try b.sync()
+        #expect(report.pendingBundles.count == 1)
+        #expect(report.appliedBundles == 0)
+        #expect(try b.rows() == before)
+        // B is upgraded: it syncs notes too. Both waiting bundles apply, in order.
+        try b.engine.addTables(["notes"])
+        let upgraded = try b.sync()
+        #expect(upgraded.pendingBundles.isEmpty)
+        #expect(upgraded.appliedBundles == 2)
+        #expect(try b.rows() == a.rows())
+        #expect(try b.database.read { db in try db.scalar("SELECT body FROM notes", as: String.self) } == "from a newer app")
+
+        // A bundle of a newer format (sealed with the group's key, so authentic): kept pending and named.
+        let files = SyncLayout.bundles(root: folder.path, device: a.engine.device)
+        let last = try #require(files.last)
+        let header = SealedBundle.Header(
+            format: SealedBundle.format + 1, sequence: last.sequence + 1,
+            previousHash: SealedBundle.sha256(try SyncLayout.read(last.path)))
+        let sealed = try #require(SealedBundle.seal(Array("{\"future\":true}".utf8), header: header, device: a.engine.device, key: a.engine.key))
+        try SyncLayout.writeAtomically(
+            sealed, root: folder.path,
+            relative: "devices/\(a.engine.device)/\(SealedBundle.name(sequence: last.sequence + 1, file: sealed))")
+        let future = try b.sync()
+        #expect(future.pendingBundles.count == 1)
+        #expect(future.pendingBundles.first?.hasSuffix(SealedBundle.name(sequence: last.sequence + 1, file: sealed)) == true)
+        #expect(try b.rows() == a.rows())
+    }
+}
