@@ -233,4 +233,51 @@ private func jsonObject(_ text: String) -> [String: Any] {
         let status = try b.run(["sync", "status"])
         #expect(status.status == 66, "\(status.stderr)")
     }
+
+    /// Two devices pushing to one bare repository at the same moment: the loser fetches, puts its commit on top
+    /// (never a merge of bundle files) and pushes again; both exit 0 and every change reaches the third device.
+    @Test func aGitPushRaceIsResolvedByFetchingAndPushingAgain() throws {
+        let remote = work.path + "/remote.git"
+        #expect(try run(["git", "init", "--quiet", "--bare", remote]).status == 0)
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path), c = SyncCLIDevice("c", under: work.path)
+        let code = try a.ok(["sync", "init", "--git", remote]).stdout.trimmingCharacters(in: .newlines)
+        for device in [b, c] { try device.ok(["sync", "join", "--git", remote], input: code + "\n") }
+        for round in 0..<4 {
+            try b.ok(["tasks", "add", "from b \(round)"])
+            try c.ok(["tasks", "add", "from c \(round)"])
+            let racers = try [b, c].map { device in
+                try ChildProcess(
+                    [product("securestore"), "--app", device.app, "sync", "now"], environment: device.environment)
+            }
+            for racer in racers { #expect(racer.wait() == .exited(0)) }
+        }
+        try a.ok(["sync", "now"])
+        #expect(try a.tasks().count == 8)
+        let merges = try run(["git", "-C", remote, "log", "--merges", "--oneline", "main"]).stdout
+        #expect(merges.isEmpty, "merge commits: \(merges)")
+    }
+
+    /// `sync now` killed with SIGKILL at a different moment each time, then run again: nothing is lost or applied
+    /// twice, and the devices end with the same tasks.
+    @Test func aSyncKilledAtAnyMomentLosesNothing() throws {
+        let folder = work.path + "/shared"
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let code = try a.ok(["sync", "init", "--folder", folder]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--folder", folder], input: code + "\n")
+        for round in 0..<12 {
+            try a.ok(["tasks", "add", "a \(round)"])
+            try b.ok(["tasks", "add", "b \(round)"])
+            for device in [a, b] {
+                let child = try ChildProcess(
+                    [product("securestore"), "--app", device.app, "sync", "now"], environment: device.environment)
+                usleep(UInt32(round * 4_000))
+                child.kill()
+                _ = child.wait()
+            }
+        }
+        for device in [a, b, a] { try device.ok(["sync", "now"]) }
+        let expected = try a.tasks()
+        #expect(expected.count == 24)
+        #expect(try b.tasks() == expected)
+    }
 }
