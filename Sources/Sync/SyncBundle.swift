@@ -173,35 +173,102 @@ struct SyncVersion: Codable, Equatable, Comparable, Sendable {
 
 /// One cell of a row change: the column's value, its version, and the version it replaced on the device that
 /// wrote it (what that device had seen): two edits from the same base are concurrent, a conflict.
-struct SyncCell: Codable, Equatable, Sendable {
+struct SyncCell: Equatable, Sendable {
     var column: String
     var value: SyncValue
     var version: SyncVersion
     var base: SyncVersion
-
-    private enum CodingKeys: String, CodingKey {
-        case column = "c", value = "v", version = "w", base = "b"
-    }
 }
 
 /// Everything a device knows of one row: every column with its version, and the row's tombstone (the
 /// latest delete), if any.
-struct SyncRowChange: Codable, Equatable, Sendable {
+struct SyncRowChange: Equatable, Sendable {
     var table: String
     var key: SyncValue
     var tombstone: SyncVersion?
     var cells: [SyncCell]
-
-    private enum CodingKeys: String, CodingKey {
-        case table = "t", key = "k", tombstone = "d", cells = "c"
-    }
 }
 
 /// The plaintext of a bundle.
-struct SyncPayload: Codable, Sendable {
+struct SyncPayload: Sendable {
     /// The writing device's host name, for `sync devices`.
     var deviceName: String
     /// The tables and their synced columns, as the writer had them.
     var tables: [String: [String]]
     var rows: [SyncRowChange]
+
+    /// The JSON form: device ids, tables and columns written once and referred to by index (a version is
+    /// `[clock, device index]`), so that a row change costs about its values plus a hundred bytes.
+    private struct Wire: Codable {
+        struct Row: Codable {
+            var t: Int
+            var k: SyncValue
+            var d: [Int64]?
+            var c: [Cell]
+        }
+        struct Cell: Codable {
+            var c: Int
+            var v: SyncValue
+            var w: [Int64]
+            var b: [Int64]
+        }
+        var deviceName: String
+        var devices: [String]
+        var tables: [String]
+        var columns: [[String]]
+        var rows: [Row]
+    }
+
+    func encoded() throws -> [UInt8] {
+        var devices: [String] = [""]
+        var deviceIndex: [String: Int64] = ["": 0]
+        func version(_ version: SyncVersion) -> [Int64] {
+            if let index = deviceIndex[version.device] { return [version.hlc, index] }
+            deviceIndex[version.device] = Int64(devices.count)
+            devices.append(version.device)
+            return [version.hlc, Int64(devices.count - 1)]
+        }
+        let tableNames = tables.keys.sorted()
+        let tableIndex = Dictionary(uniqueKeysWithValues: tableNames.enumerated().map { ($1, $0) })
+        let rows = rows.map { row in
+            let columns = tables[row.table] ?? []
+            return Wire.Row(
+                t: tableIndex[row.table] ?? -1, k: row.key, d: row.tombstone.map(version),
+                c: row.cells.map { cell in
+                    Wire.Cell(c: columns.firstIndex(of: cell.column) ?? -1, v: cell.value, w: version(cell.version), b: version(cell.base))
+                })
+        }
+        let wire = Wire(deviceName: deviceName, devices: devices, tables: tableNames, columns: tableNames.map { tables[$0] ?? [] }, rows: rows)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return [UInt8](try encoder.encode(wire))
+    }
+
+    /// The payload of `bytes`, or nil when it is not one this version understands.
+    static func decode(_ bytes: [UInt8]) -> SyncPayload? {
+        guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(bytes)), wire.tables.count == wire.columns.count else { return nil }
+        func version(_ pair: [Int64]) -> SyncVersion? {
+            guard pair.count == 2, pair[1] >= 0, pair[1] < wire.devices.count else { return nil }
+            return SyncVersion(hlc: pair[0], device: wire.devices[Int(pair[1])])
+        }
+        var rows: [SyncRowChange] = []
+        rows.reserveCapacity(wire.rows.count)
+        for row in wire.rows {
+            guard row.t >= 0, row.t < wire.tables.count else { return nil }
+            let columns = wire.columns[row.t]
+            var cells: [SyncCell] = []
+            for cell in row.c {
+                guard cell.c >= 0, cell.c < columns.count, let written = version(cell.w), let base = version(cell.b) else { return nil }
+                cells.append(SyncCell(column: columns[cell.c], value: cell.v, version: written, base: base))
+            }
+            var tombstone: SyncVersion?
+            if let pair = row.d {
+                guard let parsed = version(pair) else { return nil }
+                tombstone = parsed
+            }
+            rows.append(SyncRowChange(table: wire.tables[row.t], key: row.k, tombstone: tombstone, cells: cells))
+        }
+        return SyncPayload(
+            deviceName: wire.deviceName, tables: Dictionary(uniqueKeysWithValues: zip(wire.tables, wire.columns)), rows: rows)
+    }
 }

@@ -391,7 +391,7 @@ public final class SyncEngine: Sendable {
                     break
                 }
                 guard header.format <= SealedBundle.format,
-                    let payload = try? JSONDecoder().decode(SyncPayload.self, from: Data(plaintext)),
+                    let payload = SyncPayload.decode(plaintext),
                     payload.rows.allSatisfy({ row in
                         byName[row.table].map { table in row.cells.allSatisfy { table.columns.contains($0.column) } } ?? false
                     })
@@ -456,9 +456,7 @@ public final class SyncEngine: Sendable {
                     keys, clock)
             }
             if keys.isEmpty { break }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            let plaintext = [UInt8](try encoder.encode(payload))
+            let plaintext = try payload.encoded()
             let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: lastHash)
             guard let sealed = SealedBundle.seal(plaintext, header: header, device: device, key: key) else {
                 throw SyncError(SyncError.Code.remote, "libcrypto could not seal a bundle; nothing was sent")
