@@ -24,6 +24,9 @@ APT_OPTIONAL += python3-keyring
 # gnupg keep the store `token import --from pass` decrypts (TaskImportTests, TokenImportTests; skipped, saying so,
 # without them).
 APT_OPTIONAL += taskwarrior todotxt-cli pass gnupg
+# Syncthing, the replication engine `securestore sync --folder` is tested through: two instances on 127.0.0.1 only
+# (SyncSyncthingTests; skipped, saying so, without it).
+APT_OPTIONAL += syncthing
 KEEPASSXC_HARNESS := Tests/Harness/with-keepassxc
 KEEPASSXC_SUITES := KeychainTests|KeePassXCApprovalTests|KeePassXCCommandTests|KeyedDatabase|GitCredential
 KEEPASSXC_CONFIRM_OFF_SUITES := KeychainTests|KeePassXCCommandTests|KeyRotationApprovalTests
