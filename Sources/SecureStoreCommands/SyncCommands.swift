@@ -67,6 +67,10 @@ private func translatingSyncErrors<T>(_ name: String, _ body: () throws -> T) th
             throw CLIError(status: ExitStatus.notFound, message: error.message)
         case SyncError.Code.alreadyEnabled:
             throw CLIError(status: ExitStatus.cannotCreate, message: error.message)
+        case SyncError.Code.keyRotated:
+            throw CLIError(
+                status: ExitStatus.denied, message: error.message,
+                hint: "if this device stays in the group: 'securestore sync rekey' with the pairing code that 'sync remove-device' printed on the other device")
         case SyncError.Code.remote:
             throw CLIError(status: ExitStatus.unavailable, message: error.message)
         default:
@@ -292,6 +296,42 @@ let syncCommand = Command(
                     }
                     return ExitStatus.success
                 }
+            }),
+        Command(
+            name: "remove-device", abstract: "Remove a device: replace the sync key and print the new pairing code.",
+            discussion: """
+                A new random sync key starts a new generation on the remote, to which this device sends everything it
+                knows. Every device that stays runs 'sync rekey' with the new pairing code; the removed device keeps what
+                it already had and can read nothing that comes after. ID is a device id or a unique prefix ('sync devices').
+                """,
+            arguments: [ArgumentSpec(name: "ID", help: "The device to remove (an id or a unique prefix).")],
+            options: [nameOption],
+            run: { invocation in
+                let id = invocation.argument(0) ?? ""
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let (removed, code) = try translatingSyncErrors(database.name) { try SyncEngine.removeDevice(id, database: database) }
+                if invocation.global.json { Console.out("{\"pairingCode\":\"") }
+                code.withUnsafeBytes { Console.write($0) }
+                Console.out(invocation.global.json ? "\",\"removedDevice\":\"\(removed)\"}\n" : "\n")
+                Console.err(
+                    "removed device \(removed.prefix(8)): the sync key is replaced; it keeps what it already had and reads nothing "
+                        + "that comes after. On every device that stays, run 'securestore sync rekey' and type this pairing code\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "rekey", abstract: "Take the new sync key after a device was removed (pairing code on standard input).",
+            options: [nameOption],
+            readsSecret: true,
+            run: { invocation in
+                let code = try readSecret(prompt: "New pairing code: ", raw: false)
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let report = try translatingSyncErrors(database.name) { try SyncEngine.rekey(database: database, pairingCode: code) }
+                try printReport(report, invocation)
+                return ExitStatus.success
             }),
         Command(
             name: "restore-conflict", abstract: "Put a conflict's losing value back (it syncs as a new edit).",

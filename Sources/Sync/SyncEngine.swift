@@ -112,8 +112,28 @@ public final class SyncEngine: Sendable {
     /// This device's id.
     public let device: String
     let key: SyncKey
+    /// The key's generation: 1 for the group's first key, one more after each `removeDevice` rotation. The
+    /// bundles of generation N > 1 live under `generation-N/` of the remote.
+    let generation: Int
     let transport: any SyncTransport & Sendable
     let remote: SyncRemote
+
+    /// Where this generation's files are: the transport's root, or its `generation-N` folder.
+    var layoutRoot: String { Self.layoutRoot(transport.root, generation: generation) }
+
+    static func layoutRoot(_ root: String, generation: Int) -> String {
+        generation == 1 ? root : root + "/generation-\(generation)"
+    }
+
+    /// The newest key generation the remote holds (the highest `generation-N` folder with a key check, else 1).
+    static func newestGeneration(_ root: String) -> Int {
+        let names = (try? listDirectory(root)) ?? []
+        let numbers = names.compactMap { name -> Int? in
+            guard name.hasPrefix("generation-"), let number = Int(name.dropFirst("generation-".count)), number > 1 else { return nil }
+            return FileManager.default.fileExists(atPath: root + "/" + name + "/" + SyncLayout.keyCheck) ? number : nil
+        }
+        return numbers.max() ?? 1
+    }
 
     /// The keychain service of sync keys: `<app>.sync-key` (the account is the database id).
     public static func keyService(_ paths: AppPaths) -> String { "\(paths.app).sync-key" }
@@ -133,7 +153,7 @@ public final class SyncEngine: Sendable {
         database.paths.dataDirectory.appendingPathComponent("\(database.name).sync", isDirectory: true).path
     }
 
-    init(database: any DatabaseWriter, key: SyncKey, clone: String) throws {
+    init(database: any DatabaseWriter, key: SyncKey, generation: Int = 1, clone: String) throws {
         let state = try database.read { db -> (String, String, String)? in
             guard try db.tableExists("sync_state") else { return nil }
             return try db.fetchOne("SELECT device, remote_kind, remote_location FROM sync_state") { row in
@@ -146,6 +166,7 @@ public final class SyncEngine: Sendable {
         self.database = database
         self.device = state.0
         self.key = key
+        self.generation = generation
         self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
         self.transport = Self.transport(remote, clone: clone)
     }
@@ -164,23 +185,37 @@ public final class SyncEngine: Sendable {
             }
             throw SyncError(SyncError.Code.notEnabled, "sync is not set up on database '\(database.name)'")
         }
-        try self.init(database: database, key: try Self.key(fromHex: secret), clone: Self.clonePath(database))
+        let (generation, key) = try Self.storedKey(secret)
+        try self.init(database: database, key: key, generation: generation, clone: Self.clonePath(database))
     }
 
-    static func key(fromHex secret: Secret) throws -> SyncKey {
+    /// The key item's text: 64 hexadecimal digits (generation 1), or `g<N>:` and 64 hexadecimal digits.
+    static func storedKey(_ secret: Secret) throws -> (generation: Int, key: SyncKey) {
         let bytes = SecureBytes(count: SyncKey.byteCount) { _ in }
-        let ok = secret.withUnsafeBytes { text in
-            bytes.withUnsafeBytes { out in
-                text.count == SyncKey.byteCount * 2 && readHex(text, into: UnsafeMutableRawBufferPointer(mutating: out))
+        var generation = 1
+        let ok = secret.withUnsafeBytes { text -> Bool in
+            var hex = text
+            if let colon = text.firstIndex(of: UInt8(ascii: ":")), text.first == UInt8(ascii: "g"),
+                let number = Int(String(decoding: text[1..<colon], as: UTF8.self)), number > 1
+            {
+                generation = number
+                hex = UnsafeRawBufferPointer(rebasing: text[(colon + 1)...])
+            }
+            return bytes.withUnsafeBytes { out in
+                hex.count == SyncKey.byteCount * 2 && readHex(hex, into: UnsafeMutableRawBufferPointer(mutating: out))
             }
         }
         guard ok else { throw SyncError(SyncError.Code.missingKey, "the stored sync key is damaged (not 64 hexadecimal digits)") }
-        return SyncKey(bytes: bytes)
+        return (generation, SyncKey(bytes: bytes))
     }
 
-    static func hexSecret(_ key: SyncKey) -> Secret {
-        key.bytes.withUnsafeBytes { bytes in
-            Secret(count: bytes.count * 2) { out in _ = writeHex(bytes, into: out) }
+    static func storedSecret(_ key: SyncKey, generation: Int) -> Secret {
+        let prefix = generation == 1 ? [] : Array("g\(generation):".utf8)
+        return key.bytes.withUnsafeBytes { bytes in
+            Secret(count: prefix.count + bytes.count * 2) { out in
+                for (index, byte) in prefix.enumerated() { out[index] = byte }
+                _ = writeHex(bytes, into: UnsafeMutableRawBufferPointer(rebasing: out[prefix.count...]))
+            }
         }
     }
 
@@ -248,7 +283,8 @@ public final class SyncEngine: Sendable {
         let key = try key(fromPairingCode: pairingCode)
         let transport = Self.transport(remote, clone: clonePath(database))
         try transport.pull()
-        let checkPath = transport.root + "/" + SyncLayout.keyCheck
+        let generation = newestGeneration(transport.root)
+        let checkPath = layoutRoot(transport.root, generation: generation) + "/" + SyncLayout.keyCheck
         guard FileManager.default.fileExists(atPath: checkPath) else {
             throw SyncError(
                 SyncError.Code.remote,
@@ -259,11 +295,13 @@ public final class SyncEngine: Sendable {
                 SyncError.Code.invalidPairingCode,
                 "the pairing code is well formed but is not the key of the sync group at \(remote); nothing was changed")
         }
-        try enable(database, remote: remote, tables: tables, key: key)
+        try enable(database, remote: remote, tables: tables, key: key, generation: generation)
         return try SyncEngine(database: database)
     }
 
-    private static func enable(_ database: KeyedDatabase, remote: SyncRemote, tables: [String], key: SyncKey) throws {
+    private static func enable(
+        _ database: KeyedDatabase, remote: SyncRemote, tables: [String], key: SyncKey, generation: Int = 1
+    ) throws {
         let already = try database.read { try $0.tableExists("sync_state") }
         if already {
             throw SyncError(SyncError.Code.alreadyEnabled, "sync is already set up on database '\(database.name)'; nothing was changed")
@@ -271,9 +309,14 @@ public final class SyncEngine: Sendable {
         // Check the tables before anything is stored.
         _ = try database.read { db in try tables.map { try SyncSchema.describe(db, table: $0) } }
         let service = keyService(database.paths)
-        try database.keychain.set(hexSecret(key), service: service, account: database.databaseID, label: "SecureStore sync key of \(database.name)")
+        try database.keychain.set(
+            storedSecret(key, generation: generation), service: service, account: database.databaseID,
+            label: "SecureStore sync key of \(database.name)")
         do {
-            try database.write { db in try enableSchema(db, remote: remote, tables: tables) }
+            try database.write { db in
+                try enableSchema(db, remote: remote, tables: tables)
+                try db.execute("UPDATE sync_state SET generation = ? WHERE singleton = 0", [generation])
+            }
         } catch {
             _ = try? database.keychain.delete(service: service, account: database.databaseID)
             throw error
@@ -325,6 +368,7 @@ public final class SyncEngine: Sendable {
     public func sync() throws -> SyncReport {
         var report = SyncReport()
         try transport.pull()
+        try adoptGeneration()
         let refusals = try applyIncoming(&report)
         try sendOutgoing(&report)
         if let first = refusals.first {
@@ -346,7 +390,7 @@ public final class SyncEngine: Sendable {
 
     private func applyIncoming(_ report: inout SyncReport) throws -> [SyncError] {
         var refusals: [SyncError] = []
-        let root = transport.root
+        let root = layoutRoot
         let known = try database.read { db in
             try db.fetch("SELECT device, sequence, last_hash FROM sync_devices") { row in
                 (try row.string(at: 0), (try row.int64(at: 1), [UInt8](try row.data(at: 2))))
@@ -429,7 +473,7 @@ public final class SyncEngine: Sendable {
     }
 
     private func sendOutgoing(_ report: inout SyncReport) throws {
-        let root = transport.root
+        let root = layoutRoot
         // A bundle of ours already on the remote beyond what the database recorded (a crash after the write):
         // continue the chain after it; its changes are still unsent here and go again (merging is idempotent).
         var (sequence, lastHash) = try database.read { db in
@@ -455,7 +499,9 @@ public final class SyncEngine: Sendable {
                     SyncPayload(deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows),
                     keys, clock)
             }
-            if keys.isEmpty { break }
+            // A device that has never sent anything (in this key generation) still sends one empty bundle: the
+            // others then know it (`sync devices`, `remove-device`).
+            if keys.isEmpty && sequence > 0 { break }
             let plaintext = try payload.encoded()
             let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: lastHash)
             guard let sealed = SealedBundle.seal(plaintext, header: header, device: device, key: key) else {
@@ -463,6 +509,7 @@ public final class SyncEngine: Sendable {
             }
             let relative = "\(SyncLayout.devices)/\(device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed))"
             try SyncLayout.writeAtomically(sealed, root: root, relative: relative)
+            let published = generation == 1 ? relative : "generation-\(generation)/" + relative
             sequence += 1
             lastHash = SealedBundle.sha256(sealed)
             try database.write { db in
@@ -474,15 +521,116 @@ public final class SyncEngine: Sendable {
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
             }
-            written.append(relative)
+            written.append(published)
             report.sentBundles += 1
             report.sentRows += keys.count
         }
         if try !written.isEmpty || transport.hasUnpublished() {
             try transport.publish(
-                written.isEmpty ? [SyncLayout.devices + "/" + device] : written,
+                written,
                 message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
         }
+    }
+
+    // MARK: Key generations
+
+    /// Brings the database and the remote in step with the stored key's generation (finishing a rotation that a
+    /// crash interrupted), and refuses to go on when the remote holds a newer generation than this device's key.
+    func adoptGeneration() throws {
+        let newest = Self.newestGeneration(transport.root)
+        if newest > generation {
+            throw SyncError(
+                SyncError.Code.keyRotated,
+                "the sync key was replaced on another device (a device was removed from the group); this device's key "
+                    + "no longer reads what comes next, and nothing was synced")
+        }
+        let checkPath = layoutRoot + "/" + SyncLayout.keyCheck
+        if FileManager.default.fileExists(atPath: checkPath) {
+            guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
+                throw SyncError(
+                    SyncError.Code.keyRotated,
+                    "the remote's key check for generation \(generation) does not match this device's sync key (two devices "
+                        + "replaced the key at once?); nothing was synced")
+            }
+        } else if generation > 1 {
+            guard let check = SealedBundle.keyCheck(key: key) else {
+                throw SyncError(SyncError.Code.remote, "libcrypto could not seal the key check")
+            }
+            try SyncLayout.writeAtomically(SyncLayout.markerText, root: layoutRoot, relative: SyncLayout.marker)
+            try SyncLayout.writeAtomically(check, root: layoutRoot, relative: SyncLayout.keyCheck)
+            try transport.publish(
+                ["generation-\(generation)"], message: "securestore sync: key generation \(generation)")
+        }
+        try database.write { db in
+            let current = try db.scalar("SELECT generation FROM sync_state", as: Int.self) ?? 1
+            guard current < generation else { return }
+            // A new generation starts a new chain for every device, and this device sends everything it knows
+            // (merging is idempotent, so the others lose nothing and gain nothing twice).
+            try db.execute(
+                "UPDATE sync_state SET generation = ?, sequence = 0, last_hash = ? WHERE singleton = 0",
+                [generation, Data(count: 32)])
+            try db.execute("DELETE FROM sync_devices")
+            try db.execute("UPDATE sync_clock SET pending = 1")
+        }
+    }
+
+    /// Removes a device from the group: replaces the sync key with a new random one (a new generation under
+    /// `generation-N/` of the remote, to which this device sends everything it knows) and returns its pairing
+    /// code. Every device that stays enters it with ``rekey(database:pairingCode:)``; the removed device keeps
+    /// what it already had and reads nothing that comes after.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/notFound`` when no known device has the id (or prefix), or it is
+    ///   this device; ``SyncError/Code-swift.struct/keyRotated`` when another device replaced the key first.
+    public static func removeDevice(_ id: String, database: KeyedDatabase) throws -> (removed: String, pairingCode: Secret) {
+        let engine = try SyncEngine(database: database)
+        try engine.transport.pull()
+        try engine.adoptGeneration()
+        let known = try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } }
+        let matches = known.filter { $0.hasPrefix(id.lowercased()) }
+        guard !id.isEmpty, matches.count == 1, let removed = matches.first, removed != engine.device else {
+            throw SyncError(
+                SyncError.Code.notFound,
+                id.lowercased() == engine.device.prefix(id.count) && !id.isEmpty
+                    ? "'\(id)' is this device; remove it from another device; nothing was changed"
+                    : "no other device of the group has the id '\(id)'\(matches.count > 1 ? " alone" : "") (see the devices list); nothing was changed")
+        }
+        let key = SyncKey.random()
+        let generation = engine.generation + 1
+        // The key first: a crash after this leaves a device that finishes the rotation at its next sync.
+        try database.keychain.set(
+            storedSecret(key, generation: generation), service: keyService(database.paths), account: database.databaseID,
+            label: "SecureStore sync key of \(database.name)")
+        let rotated = try SyncEngine(database: database)
+        try rotated.sync()
+        return (removed, pairingCode(key))
+    }
+
+    /// Takes the new key that ``removeDevice(_:database:)`` made on another device (its pairing code), checked
+    /// against the remote's newest key generation, then syncs.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/invalidPairingCode`` when the code is malformed or not the newest
+    ///   key; nothing is changed then.
+    @discardableResult
+    public static func rekey(database: KeyedDatabase, pairingCode: Secret) throws -> SyncReport {
+        let key = try key(fromPairingCode: pairingCode)
+        let engine = try SyncEngine(database: database)
+        try engine.transport.pull()
+        let newest = newestGeneration(engine.transport.root)
+        let checkPath = layoutRoot(engine.transport.root, generation: newest) + "/" + SyncLayout.keyCheck
+        guard newest > engine.generation, FileManager.default.fileExists(atPath: checkPath) else {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                "the sync key of this device is the newest one on the remote; there is nothing to re-key; nothing was changed")
+        }
+        guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                "the pairing code is well formed but is not the group's new key; nothing was changed")
+        }
+        try database.keychain.set(
+            storedSecret(key, generation: newest), service: keyService(database.paths), account: database.databaseID,
+            label: "SecureStore sync key of \(database.name)")
+        return try SyncEngine(database: database).sync()
     }
 
     // MARK: Reading the state

@@ -50,6 +50,9 @@ extension SyncError.Code {
     /// A bundle on the remote was refused (forged, tampered, truncated, reordered, replayed); nothing of it
     /// was applied. ``SyncError/path`` names it.
     public static let refusedBundle = Self("refusedBundle")
+    /// Another device replaced the sync key (it removed a device from the group): this device needs the new
+    /// pairing code (``SyncEngine/rekey(database:pairingCode:)``).
+    public static let keyRotated = Self("keyRotated")
     /// The remote is not a sync remote, or cannot be read or written (git failed, folder missing).
     public static let remote = Self("remote")
     /// A conflict asked for does not exist.

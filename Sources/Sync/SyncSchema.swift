@@ -25,7 +25,8 @@ enum SyncSchema {
             remote_location TEXT NOT NULL,
             sequence INTEGER NOT NULL,
             last_hash BLOB NOT NULL,
-            last_sync INTEGER
+            last_sync INTEGER,
+            generation INTEGER NOT NULL DEFAULT 1
         );
         CREATE TABLE sync_tables (name TEXT PRIMARY KEY, key_column TEXT NOT NULL, columns TEXT NOT NULL);
         CREATE TABLE sync_clock (

@@ -233,6 +233,15 @@ import Testing
             return
         }
         try expectDocument(try ss(["sync", "restore-conflict", String(conflictID)]), "sync-restore-conflict", checked)
+        let leaving = uniqueApp() + "-leaving"
+        #expect(try securestore(["sync", "join", "--folder", syncFolder], app: leaving, input: pairing + "\n").status == 0)
+        #expect(try peerSS(["sync", "now"]).status == 0)
+        let leavingID = try #require(
+            string(try JSONValue.parse(try securestore(["--json", "sync", "status"], app: leaving).stdout), "device"))
+        #expect(try ss(["sync", "now"]).status == 0)
+        let newPairing = try #require(
+            string(try expectDocument(try ss(["sync", "remove-device", leavingID]), "sync-remove-device", checked), "pairingCode"))
+        try expectDocument(try peerSS(["sync", "rekey"], input: newPairing + "\n"), "sync-rekey", checked)
 
         // Every schema but the shared definitions was checked against a real output.
         let unchecked = Set(schemas.files.keys).subtracting(checked.files).subtracting(["common.schema.json"])

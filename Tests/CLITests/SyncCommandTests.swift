@@ -76,9 +76,10 @@ private func jsonObject(_ text: String) -> [String: Any] {
         let id = try #require(jsonObject(try a.ok(["--json", "tasks", "add", "Buy", "milk"]).stdout)["id"] as? String)
         let code = try #require(jsonObject(try a.ok(["--json", "sync", "init", "--git", remote]).stdout)["pairingCode"] as? String)
         #expect(code.count == 69)
-        for device in [b, c] {
+        // A's bundle; C also gets B's first, empty bundle (a device announces itself when it joins).
+        for (device, bundles) in [(b, 1), (c, 2)] {
             let joined = try device.ok(["--json", "sync", "join", "--git", remote], input: code + "\n")
-            #expect(jsonObject(joined.stdout)["appliedBundles"] as? Int == 1)
+            #expect(jsonObject(joined.stdout)["appliedBundles"] as? Int == bundles)
         }
         #expect(try b.tasks() == a.tasks())
 
@@ -279,5 +280,45 @@ private func jsonObject(_ text: String) -> [String: Any] {
         let expected = try a.tasks()
         #expect(expected.count == 24)
         #expect(try b.tasks() == expected)
+    }
+
+    /// `sync remove-device` replaces the key: the devices that stay re-key with the new pairing code and go on, the
+    /// removed one keeps what it had, is told the key was replaced (77), cannot read what comes after, and its old
+    /// code does not re-key it.
+    @Test func aRemovedDeviceReadsNothingThatComesAfter() throws {
+        let folder = work.path + "/shared"
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path), c = SyncCLIDevice("c", under: work.path)
+        let code = try a.ok(["sync", "init", "--folder", folder]).stdout.trimmingCharacters(in: .newlines)
+        for device in [b, c] { try device.ok(["sync", "join", "--folder", folder], input: code + "\n") }
+        try c.ok(["tasks", "add", "from c before"])
+        for device in [c, a, b] { try device.ok(["sync", "now"]) }
+        let deviceA = try a.deviceID(), deviceC = try c.deviceID()
+        #expect(try a.run(["sync", "remove-device", String(deviceA.prefix(8))]).status == 66)
+        #expect(try a.run(["sync", "remove-device", "0123456789"]).status == 66)
+
+        let removal = jsonObject(try a.ok(["--json", "sync", "remove-device", String(deviceC.prefix(8))]).stdout)
+        #expect(removal["removedDevice"] as? String == deviceC)
+        let newCode = try #require(removal["pairingCode"] as? String)
+        #expect(newCode != code)
+        try a.ok(["tasks", "add", "secret", "after", "removal"])
+        try a.ok(["sync", "now"])
+
+        let stale = try b.run(["sync", "now"])
+        #expect(stale.status == 77, "\(stale.stderr)")
+        #expect(stale.stderr.contains("sync rekey"), "\(stale.stderr)")
+        try b.ok(["sync", "rekey"], input: newCode + "\n")
+        #expect(Set(try b.tasks().compactMap { $0["title"] }) == ["from c before", "secret after removal"])
+        try b.ok(["tasks", "add", "b after"])
+        try b.ok(["sync", "now"])
+        try a.ok(["sync", "now"])
+        #expect(try a.tasks() == b.tasks())
+
+        #expect(try c.run(["sync", "now"]).status == 77)
+        let oldCode = try c.run(["sync", "rekey"], input: code + "\n")
+        #expect(oldCode.status == 65, "\(oldCode.stderr)")
+        #expect(try c.tasks().compactMap { $0["title"] } == ["from c before"])
+        for needle in ["secret after removal", "b after", "from c before", newCode, code] {
+            #expect(filesContaining(needle, under: folder).isEmpty, "'\(needle.prefix(8))' readable in the folder")
+        }
     }
 }
