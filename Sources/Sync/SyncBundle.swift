@@ -109,8 +109,13 @@ enum SealedBundle {
 
     /// The file name of a bundle: `<sequence, 10 digits>-<SHA-256 of the file, 64 hex digits>`.
     static func name(sequence: UInt64, file: [UInt8]) -> String {
+        paddedSequence(sequence) + "-" + hexString(sha256(file))
+    }
+
+    /// A sequence number as bundle names write it: ten digits.
+    static func paddedSequence(_ sequence: UInt64) -> String {
         let number = String(sequence)
-        return String(repeating: "0", count: max(0, 10 - number.count)) + number + "-" + hexString(sha256(file))
+        return String(repeating: "0", count: max(0, 10 - number.count)) + number
     }
 
     /// The sequence and hash of a bundle's file name, or nil for anything else (a replication engine's

@@ -4,6 +4,9 @@ public import Foundation
 public import Keychain
 public import SecureStore
 internal import SecureStoreCore
+#if canImport(Glibc)
+internal import Glibc
+#endif
 
 /// Where a sync group's bundles travel.
 public enum SyncRemote: Sendable, Equatable, CustomStringConvertible {
@@ -137,6 +140,13 @@ public final class SyncEngine: Sendable {
 
     /// The keychain service of sync keys: `<app>.sync-key` (the account is the database id).
     public static func keyService(_ paths: AppPaths) -> String { "\(paths.app).sync-key" }
+
+    /// This machine's name (gethostname(2): no name lookup that could hang), sent inside bundles.
+    static var hostName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 
     static func isDeviceID(_ text: String) -> Bool {
         text.utf8.count == 32 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
@@ -403,7 +413,8 @@ public final class SyncEngine: Sendable {
             var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
             let files = SyncLayout.bundles(root: root, device: device)
             deviceLoop: for file in files where file.sequence > UInt64(sequence) {
-                let shown = "devices/\(device)/\(SealedBundle.name(sequence: file.sequence, file: []).prefix(10))-\(file.hash)"
+                let shown = (generation == 1 ? "" : "generation-\(generation)/")
+                    + "devices/\(device)/\(SealedBundle.paddedSequence(file.sequence))-\(file.hash)"
                 func refuse(_ why: String) {
                     refusals.append(
                         SyncError(SyncError.Code.refusedBundle, "refused the bundle '\(shown)': \(why); nothing of it was applied", path: file.path))
@@ -484,7 +495,7 @@ public final class SyncEngine: Sendable {
             sequence += 1
             lastHash = SealedBundle.sha256(bytes)
         }
-        let host = ProcessInfo.processInfo.hostName
+        let host = Self.hostName
         var written: [String] = []
         while true {
             let (payload, keys, clock) = try database.read { db -> (SyncPayload, [(String, SyncValue)], Int64) in
@@ -552,7 +563,9 @@ public final class SyncEngine: Sendable {
                     "the remote's key check for generation \(generation) does not match this device's sync key (two devices "
                         + "replaced the key at once?); nothing was synced")
             }
-        } else if generation > 1 {
+        } else {
+            // Generation 1's key check is written by `initialize`; a remote that lost it (or an initialize whose
+            // publish failed) gets it again from a device that has the key.
             guard let check = SealedBundle.keyCheck(key: key) else {
                 throw SyncError(SyncError.Code.remote, "libcrypto could not seal the key check")
             }
@@ -655,7 +668,7 @@ public final class SyncEngine: Sendable {
         try database.read { db in
             let me = try db.fetchOne("SELECT sequence, last_sync FROM sync_state") { row in
                 SyncDevice(
-                    id: device, name: ProcessInfo.processInfo.hostName, sequence: try row.int64(at: 0),
+                    id: device, name: Self.hostName, sequence: try row.int64(at: 0),
                     appliedAt: try row.isNull(at: 1) ? nil : dateFromMicroseconds(try row.int64(at: 1)), isThisDevice: true)
             }!
             let others = try db.fetch("SELECT device, name, sequence, applied_at FROM sync_devices ORDER BY device") { row in

@@ -50,7 +50,14 @@ enum SyncLayout {
         }
     }
 
+    /// The largest file read from the remote (a bundle holds at most 2 000 rows): 256 MiB.
+    static let maximumFileSize = 256 << 20
+
     static func read(_ path: String) throws -> [UInt8] {
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        guard size <= maximumFileSize else {
+            throw SyncError(SyncError.Code.remote, "'\(path)' is \(size) bytes, more than any bundle; it was not read")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw SyncError(SyncError.Code.remote, "cannot read '\(path)'")
         }
