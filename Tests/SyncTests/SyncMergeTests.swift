@@ -243,3 +243,36 @@ import Tasks
         #expect(try b.rows() == a.rows())
     }
 }
+
+/// Clocks that disagree.
+@Suite(.serialized) struct SyncClockTests {
+    /// A device whose clock is a day ahead: its edits carry tomorrow's time, but a device that has received them
+    /// orders its own later edits after them (the hybrid clock never goes back), so a later edit still wins once
+    /// the devices have synced; and an edit made concurrently on the slow device loses to the fast one's, kept in
+    /// the conflict log.
+    @Test func aDeviceWhoseClockIsADayAhead() throws {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path)
+        let fast = try SyncDevice_(), slow = try SyncDevice_()
+        let id = try fast.tasks.create(title: "first").id
+        let code = try fast.initialize(remote)
+        try slow.join(remote, code)
+        try slow.sync()
+        // The fast device's clock: a day ahead (its hybrid clock is where its wall clock would put it).
+        let day: Int64 = 86_400_000 * 65_536
+        try fast.database.write { db in try db.execute("UPDATE sync_state SET hlc = hlc + ?", [day]) }
+        _ = try fast.tasks.rename(id: id, to: "fast, concurrent")
+        _ = try slow.tasks.rename(id: id, to: "slow, concurrent")
+        try fast.sync(); try slow.sync(); try fast.sync()
+        for device in [fast, slow] {
+            #expect(try device.tasks.task(id: id)?.title == "fast, concurrent")
+        }
+        #expect(try slow.engine.conflicts().map(\.lostValue) == [.text("slow, concurrent")])
+        // Having seen tomorrow's clock, the slow device's next edit orders after it and wins everywhere.
+        _ = try slow.tasks.rename(id: id, to: "slow, later")
+        try slow.sync(); try fast.sync()
+        for device in [fast, slow] {
+            #expect(try device.tasks.task(id: id)?.title == "slow, later")
+        }
+    }
+}
