@@ -38,7 +38,7 @@ KEEPASSXC_OFF := SECURESTORE_KEEPASSXC_CONFIRM=off SECURESTORE_KEEPASSXC_UNLOCK_
 # provider on the bus), never twice in a row. A real failure fails both runs.
 KEEPASSXC_RETRY := echo "test: the KeePassXC pass failed; running it once more (logs of the failed run kept, see above)" >&2
 
-.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores
+.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores bench-sync
 
 all: build
 
@@ -183,6 +183,7 @@ bench: deps
 	    --baseline-bin Tests/Benchmarks/.build/release
 	$(MAKE) bench-keystores
 	$(MAKE) bench-attachments
+	$(MAKE) bench-sync
 
 # Key stores (Docs/keystores.md): whole processes of the release tool — a token read from the key file through the
 # kernel-keyring cache against the Secret Service, the first unlock (scrypt) against a cached one, and the task list's
@@ -212,6 +213,15 @@ bench-attachments: deps
 	dir=$$(mktemp -d "$${TMPDIR:-/tmp}/securestore-attachment-tasks.XXXXXX") && \
 	    Tests/Benchmarks/.build-static/release/securestore-bench-attachments-tasks run "$$dir" --pairs 9; \
 	    status=$$?; rm -rf "$$dir"; exit $$status
+
+# Sync (Docs/sync.md): whole processes of the release tool — a new device joining a folder that holds SYNC_TASKS tasks
+# against `tasks export` + `tasks import` of the same tasks, and one change end to end (add, send, receive) against the
+# add alone; interleaved pairs, "BENCH <workload> project=… baseline=… ratio=…", and the remote's bytes per task.
+SYNC_TASKS ?= 10000
+SYNC_PAIRS ?= 5
+bench-sync: deps
+	$(SWIFT) build -c release --product securestore
+	$(HARNESS) Tests/Benchmarks/run-sync-bench.sh --tool "$$(pwd)/.build/release/securestore" --tasks $(SYNC_TASKS) --pairs $(SYNC_PAIRS)
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400
