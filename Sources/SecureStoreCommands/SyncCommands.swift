@@ -16,6 +16,9 @@ private func remote(_ invocation: Invocation, creatingFolder: Bool) throws -> Sy
     switch (try invocation[gitOption], try invocation[folderOption]) {
     case (let url?, nil):
         guard !url.isEmpty, !url.hasPrefix("-") else { throw UsageError("--git takes a repository URL", path: invocation.path) }
+        // A repository on this machine (a USB disk, a test's bare repository) by its absolute path: later syncs run
+        // from anywhere.
+        if FileManager.default.fileExists(atPath: url) { return .git(URL(fileURLWithPath: url).standardizedFileURL.path) }
         return .git(url)
     case (nil, let path?):
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path

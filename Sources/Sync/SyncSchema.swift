@@ -1,6 +1,6 @@
 // Change capture: the sync tables and the triggers that record every change of a synced table in the same
 // transaction as the change. Created when sync is enabled on a database, never by an application migration.
-public import EncryptedDatabase
+internal import EncryptedDatabase
 internal import Foundation
 
 /// A table that takes part in sync, as the engine found it: its key column and the columns that merge.
