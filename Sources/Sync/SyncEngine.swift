@@ -526,7 +526,7 @@ public final class SyncEngine: Sendable {
             try database.write { db in
                 for (table, key) in keys {
                     try db.execute(
-                        "UPDATE sync_clock SET pending = 0 WHERE tbl = ? AND key = ? AND pending = 1 AND hlc <= ?",
+                        "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE tbl = ? AND key = ? AND pending = 1 AND hlc <= ?",
                         [table, key.databaseValue, clock])
                 }
                 try db.execute(

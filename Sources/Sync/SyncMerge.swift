@@ -88,7 +88,7 @@ enum SyncMerge {
             if logged != nil { return }
             try db.execute(
                 """
-                INSERT INTO sync_conflicts (tbl, key, col, lost_value, lost_hlc, lost_device, won_hlc, won_device, recorded_at)
+                INSERT OR ROLLBACK INTO sync_conflicts (tbl, key, col, lost_value, lost_hlc, lost_device, won_hlc, won_device, recorded_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [table.name, change.key.databaseValue, column, lost.databaseValue, lostVersion.hlc, lostVersion.device,
@@ -135,7 +135,7 @@ enum SyncMerge {
                 if !changedColumns.isEmpty {
                     let assignments = changedColumns.map { "\(SyncSchema.quoted($0)) = ?" }.joined(separator: ", ")
                     try db.execute(
-                        "UPDATE \(quotedTable) SET \(assignments) WHERE \(keyColumn) = ?",
+                        "UPDATE OR ROLLBACK \(quotedTable) SET \(assignments) WHERE \(keyColumn) = ?",
                         StatementArguments(changedColumns.map { cells[$0]!.value.databaseValue } + [change.key.databaseValue]))
                     rowChanged = true
                 }
@@ -143,7 +143,7 @@ enum SyncMerge {
                 let names = ([table.keyColumn] + table.columns).map(SyncSchema.quoted).joined(separator: ", ")
                 let marks = Array(repeating: "?", count: table.columns.count + 1).joined(separator: ", ")
                 try db.execute(
-                    "INSERT INTO \(quotedTable) (\(names)) VALUES (\(marks))",
+                    "INSERT OR ROLLBACK INTO \(quotedTable) (\(names)) VALUES (\(marks))",
                     StatementArguments([change.key.databaseValue] + table.columns.map { cells[$0]!.value.databaseValue }))
                 rowChanged = true
             }
@@ -152,21 +152,40 @@ enum SyncMerge {
             rowChanged = true
         }
         // The clock: cells keep their values only while the row is deleted (the table holds them otherwise).
+        // Every statement here is OR ROLLBACK and touches one row: SQLite then keeps no statement journal, whose
+        // pages SQLCipher would encrypt (a constraint failure rolls the whole bundle back, which is what we want).
         for (column, cell) in cells where changedColumns.contains(column) || local.alive != alive {
-            try db.execute(
-                """
-                INSERT OR REPLACE INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [table.name, change.key.databaseValue, column, cell.version.hlc, cell.version.device, cell.base.hlc,
-                 cell.base.device, cell.pending ? 1 : 0, alive ? DatabaseValue.null : cell.value.databaseValue])
+            let arguments: StatementArguments = [
+                cell.version.hlc, cell.version.device, cell.base.hlc, cell.base.device, cell.pending ? 1 : 0,
+                alive ? DatabaseValue.null : cell.value.databaseValue, table.name, change.key.databaseValue, column,
+            ]
+            if local.cells[column] != nil {
+                try db.execute(
+                    """
+                    UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, base_hlc = ?, base_device = ?, pending = ?, value = ?
+                    WHERE tbl = ? AND key = ? AND col = ?
+                    """, arguments)
+            } else {
+                try db.execute(
+                    """
+                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, base_hlc, base_device, pending, value, tbl, key, col)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments)
+            }
         }
         if let tombstone, tombstone != local.tombstone {
-            try db.execute(
-                """
-                INSERT OR REPLACE INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
-                VALUES (?, ?, '', ?, ?, 0, '', 0, NULL)
-                """, [table.name, change.key.databaseValue, tombstone.hlc, tombstone.device])
+            let arguments: StatementArguments = [tombstone.hlc, tombstone.device, table.name, change.key.databaseValue]
+            if local.tombstone != nil {
+                try db.execute(
+                    "UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, pending = 0 WHERE tbl = ? AND key = ? AND col = ''",
+                    arguments)
+            } else {
+                try db.execute(
+                    """
+                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, tbl, key, col, base_hlc, base_device, pending, value)
+                    VALUES (?, ?, ?, ?, '', 0, '', 0, NULL)
+                    """, arguments)
+            }
         }
         return (rowChanged, conflicts)
     }

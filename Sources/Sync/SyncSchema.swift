@@ -185,7 +185,7 @@ enum SyncSchema {
         for column in table.columns {
             try db.execute(
                 """
-                INSERT OR IGNORE INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
+                INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
                 SELECT ?, t.\(quoted(table.keyColumn)), ?, s.hlc, s.device, 0, '', 1, NULL
                 FROM \(quoted(table.name)) t, sync_state s WHERE s.singleton = 0
                 """, [table.name, column])
