@@ -202,78 +202,214 @@ struct SyncPayload: Sendable {
     var tables: [String: [String]]
     var rows: [SyncRowChange]
 
-    /// The JSON form: device ids, tables and columns written once and referred to by index (a version is
-    /// `[clock, device index]`), so that a row change costs about its values plus a hundred bytes.
-    private struct Wire: Codable {
-        struct Row: Codable {
-            var t: Int
-            var k: SyncValue
-            var d: [Int64]?
-            var c: [Cell]
-        }
-        struct Cell: Codable {
-            var c: Int
-            var v: SyncValue
-            var w: [Int64]
-            var b: [Int64]
-        }
-        var deviceName: String
-        var devices: [String]
-        var tables: [String]
-        var columns: [[String]]
-        var rows: [Row]
-    }
+    /// The binary form (all integers LEB128 varints, signed ones zigzag): `SSP1`, the device name, the device ids,
+    /// the tables with their columns, then the rows. A version is `clock, device index`; a value is a tag (0 null,
+    /// 1 integer, 2 real as 8 bytes big-endian, 3 text, 4 blob; text and blob length-prefixed). Device ids, tables
+    /// and columns are written once and referred to by index.
+    static let magic = Array("SSP1".utf8)
 
     func encoded() throws -> [UInt8] {
+        var out = Self.magic
+        out.reserveCapacity(64 + rows.count * 96)
+        func varint(_ value: UInt64) {
+            var value = value
+            while value >= 0x80 {
+                out.append(UInt8(truncatingIfNeeded: value) | 0x80)
+                value >>= 7
+            }
+            out.append(UInt8(value))
+        }
+        func bytes(_ data: some Collection<UInt8>) {
+            varint(UInt64(data.count))
+            out.append(contentsOf: data)
+        }
+        func string(_ text: String) { bytes(Array(text.utf8)) }
         var devices: [String] = [""]
-        var deviceIndex: [String: Int64] = ["": 0]
-        func version(_ version: SyncVersion) -> [Int64] {
-            if let index = deviceIndex[version.device] { return [version.hlc, index] }
-            deviceIndex[version.device] = Int64(devices.count)
-            devices.append(version.device)
-            return [version.hlc, Int64(devices.count - 1)]
+        var deviceIndex: [String: UInt64] = ["": 0]
+        for row in rows {
+            for device in row.cells.flatMap({ [$0.version.device, $0.base.device] }) + [row.tombstone?.device ?? ""]
+            where deviceIndex[device] == nil {
+                deviceIndex[device] = UInt64(devices.count)
+                devices.append(device)
+            }
         }
+        func version(_ version: SyncVersion) {
+            varint(UInt64(bitPattern: version.hlc))
+            varint(deviceIndex[version.device] ?? 0)
+        }
+        func value(_ value: SyncValue) {
+            switch value {
+            case .null: out.append(0)
+            case .integer(let number):
+                out.append(1)
+                varint(UInt64(bitPattern: (number << 1) ^ (number >> 63)))
+            case .real(let number):
+                out.append(2)
+                let bits = number.bitPattern
+                for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+            case .text(let text):
+                out.append(3)
+                string(text)
+            case .blob(let data):
+                out.append(4)
+                bytes(data)
+            }
+        }
+        string(deviceName)
+        varint(UInt64(devices.count))
+        for device in devices { string(device) }
         let tableNames = tables.keys.sorted()
-        let tableIndex = Dictionary(uniqueKeysWithValues: tableNames.enumerated().map { ($1, $0) })
-        let rows = rows.map { row in
-            let columns = tables[row.table] ?? []
-            return Wire.Row(
-                t: tableIndex[row.table] ?? -1, k: row.key, d: row.tombstone.map(version),
-                c: row.cells.map { cell in
-                    Wire.Cell(c: columns.firstIndex(of: cell.column) ?? -1, v: cell.value, w: version(cell.version), b: version(cell.base))
-                })
+        let tableIndex = Dictionary(uniqueKeysWithValues: tableNames.enumerated().map { ($1, UInt64($0)) })
+        varint(UInt64(tableNames.count))
+        for name in tableNames {
+            string(name)
+            let columns = tables[name] ?? []
+            varint(UInt64(columns.count))
+            for column in columns { string(column) }
         }
-        let wire = Wire(deviceName: deviceName, devices: devices, tables: tableNames, columns: tableNames.map { tables[$0] ?? [] }, rows: rows)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return [UInt8](try encoder.encode(wire))
+        varint(UInt64(rows.count))
+        for row in rows {
+            guard let table = tableIndex[row.table], let columns = tables[row.table] else {
+                throw SyncError(SyncError.Code.invalidArgument, "a change of table '\(row.table)' that the bundle does not list")
+            }
+            varint(table)
+            value(row.key)
+            if let tombstone = row.tombstone {
+                out.append(1)
+                version(tombstone)
+            } else {
+                out.append(0)
+            }
+            varint(UInt64(row.cells.count))
+            for cell in row.cells {
+                guard let column = columns.firstIndex(of: cell.column) else {
+                    throw SyncError(SyncError.Code.invalidArgument, "a change of column '\(cell.column)' that the bundle does not list")
+                }
+                varint(UInt64(column))
+                value(cell.value)
+                version(cell.version)
+                version(cell.base)
+            }
+        }
+        return out
     }
 
-    /// The payload of `bytes`, or nil when it is not one this version understands.
+    /// The payload of `bytes`, or nil when it is not one this version understands (every length and index is
+    /// checked; nothing is trusted because it authenticated).
     static func decode(_ bytes: [UInt8]) -> SyncPayload? {
-        guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(bytes)), wire.tables.count == wire.columns.count else { return nil }
-        func version(_ pair: [Int64]) -> SyncVersion? {
-            guard pair.count == 2, pair[1] >= 0, pair[1] < wire.devices.count else { return nil }
-            return SyncVersion(hlc: pair[0], device: wire.devices[Int(pair[1])])
+        guard bytes.starts(with: magic) else { return nil }
+        var reader = Reader(bytes: bytes, offset: magic.count)
+        return reader.payload()
+    }
+
+    private struct Reader {
+        let bytes: [UInt8]
+        var offset: Int
+
+        mutating func byte() -> UInt8? {
+            guard offset < bytes.count else { return nil }
+            defer { offset += 1 }
+            return bytes[offset]
         }
-        var rows: [SyncRowChange] = []
-        rows.reserveCapacity(wire.rows.count)
-        for row in wire.rows {
-            guard row.t >= 0, row.t < wire.tables.count else { return nil }
-            let columns = wire.columns[row.t]
-            var cells: [SyncCell] = []
-            for cell in row.c {
-                guard cell.c >= 0, cell.c < columns.count, let written = version(cell.w), let base = version(cell.b) else { return nil }
-                cells.append(SyncCell(column: columns[cell.c], value: cell.v, version: written, base: base))
+
+        mutating func varint() -> UInt64? {
+            var value: UInt64 = 0
+            for shift in stride(from: 0, to: 64, by: 7) {
+                guard let next = byte() else { return nil }
+                value |= UInt64(next & 0x7F) << UInt64(shift)
+                if next & 0x80 == 0 { return value }
             }
-            var tombstone: SyncVersion?
-            if let pair = row.d {
-                guard let parsed = version(pair) else { return nil }
-                tombstone = parsed
-            }
-            rows.append(SyncRowChange(table: wire.tables[row.t], key: row.k, tombstone: tombstone, cells: cells))
+            return nil
         }
-        return SyncPayload(
-            deviceName: wire.deviceName, tables: Dictionary(uniqueKeysWithValues: zip(wire.tables, wire.columns)), rows: rows)
+
+        /// A count or index of at most `limit` (nil for a negative limit: an empty list has no index).
+        mutating func count(atMost limit: Int) -> Int? {
+            guard limit >= 0, let value = varint(), value <= UInt64(limit) else { return nil }
+            return Int(value)
+        }
+
+        mutating func data() -> [UInt8]? {
+            // The length is compared with what is left after the length itself.
+            guard let length = varint(), length <= UInt64(bytes.count - offset) else { return nil }
+            let end = offset + Int(length)
+            defer { offset = end }
+            return Array(bytes[offset..<end])
+        }
+
+        mutating func string() -> String? {
+            guard let data = data() else { return nil }
+            let ok = data.withUnsafeBytes { isValidUTF8($0) }
+            return ok ? String(decoding: data, as: UTF8.self) : nil
+        }
+
+        mutating func value() -> SyncValue? {
+            switch byte() {
+            case 0: return .null
+            case 1:
+                guard let raw = varint() else { return nil }
+                return .integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+            case 2:
+                guard offset + 8 <= bytes.count else { return nil }
+                var bits: UInt64 = 0
+                for _ in 0..<8 {
+                    bits = bits << 8 | UInt64(bytes[offset])
+                    offset += 1
+                }
+                return .real(Double(bitPattern: bits))
+            case 3: return string().map(SyncValue.text)
+            case 4: return data().map { .blob(Data($0)) }
+            default: return nil
+            }
+        }
+
+        mutating func version(_ devices: [String]) -> SyncVersion? {
+            guard let hlc = varint(), let device = count(atMost: devices.count - 1) else { return nil }
+            return SyncVersion(hlc: Int64(bitPattern: hlc), device: devices[device])
+        }
+
+        mutating func strings(_ count: Int) -> [String]? {
+            var list: [String] = []
+            for _ in 0..<count {
+                guard let text = string() else { return nil }
+                list.append(text)
+            }
+            return list
+        }
+
+        mutating func payload() -> SyncPayload? {
+            guard let deviceName = string(), let deviceCount = count(atMost: bytes.count), let devices = strings(deviceCount),
+                !devices.isEmpty, let tableCount = count(atMost: bytes.count)
+            else { return nil }
+            var names: [String] = []
+            var columns: [[String]] = []
+            for _ in 0..<tableCount {
+                guard let name = string(), let columnCount = count(atMost: bytes.count), let list = strings(columnCount)
+                else { return nil }
+                names.append(name)
+                columns.append(list)
+            }
+            guard Set(names).count == names.count, let rowCount = count(atMost: bytes.count) else { return nil }
+            var rows: [SyncRowChange] = []
+            for _ in 0..<rowCount {
+                guard let table = count(atMost: names.count - 1), let key = value(), let hasTombstone = byte(), hasTombstone <= 1
+                else { return nil }
+                var tombstone: SyncVersion?
+                if hasTombstone == 1 {
+                    guard let parsed = version(devices) else { return nil }
+                    tombstone = parsed
+                }
+                guard let cellCount = count(atMost: bytes.count) else { return nil }
+                var cells: [SyncCell] = []
+                for _ in 0..<cellCount {
+                    guard let column = count(atMost: columns[table].count - 1), let cellValue = value(),
+                        let written = version(devices), let base = version(devices)
+                    else { return nil }
+                    cells.append(SyncCell(column: columns[table][column], value: cellValue, version: written, base: base))
+                }
+                rows.append(SyncRowChange(table: names[table], key: key, tombstone: tombstone, cells: cells))
+            }
+            guard offset == bytes.count else { return nil }
+            return SyncPayload(deviceName: deviceName, tables: Dictionary(uniqueKeysWithValues: zip(names, columns)), rows: rows)
+        }
     }
 }

@@ -276,3 +276,43 @@ import Tasks
         }
     }
 }
+
+/// The bundle payload's binary form.
+@Suite struct SyncPayloadTests {
+    private let payload = SyncPayload(
+        deviceName: "laptop", tables: ["tasks": ["created_at", "title", "done"], "notes": ["body"]],
+        rows: [
+            SyncRowChange(
+                table: "tasks", key: .blob(Data(repeating: 9, count: 16)), tombstone: nil,
+                cells: [
+                    SyncCell(column: "title", value: .text("Pay rent ✓"), version: SyncVersion(hlc: 1 << 60, device: "a"), base: .zero),
+                    SyncCell(column: "done", value: .integer(-1), version: SyncVersion(hlc: 7, device: "b"), base: SyncVersion(hlc: 5, device: "a")),
+                    SyncCell(column: "created_at", value: .real(-0.5), version: SyncVersion(hlc: 7, device: "b"), base: .zero),
+                ]),
+            SyncRowChange(table: "notes", key: .text("n1"), tombstone: SyncVersion(hlc: 9, device: "c"), cells: [
+                SyncCell(column: "body", value: .null, version: SyncVersion(hlc: 3, device: "c"), base: .zero),
+            ]),
+        ])
+
+    /// Every value, version, tombstone and name comes back as it was written.
+    @Test func aPayloadReadsBackAsWritten() throws {
+        let decoded = try #require(SyncPayload.decode(try payload.encoded()))
+        #expect(decoded.rows == payload.rows)
+        #expect(decoded.tables == payload.tables)
+        #expect(decoded.deviceName == "laptop")
+    }
+
+    /// Every truncation and every single flipped byte is refused or read as some payload, never a crash (an
+    /// authenticated bundle is still not trusted to be well formed).
+    @Test func damagedPayloadsAreRefusedWithoutACrash() throws {
+        let bytes = try payload.encoded()
+        for length in 0..<bytes.count { #expect(SyncPayload.decode(Array(bytes.prefix(length))) == nil) }
+        for index in bytes.indices {
+            for flip: UInt8 in [0x01, 0x80, 0xFF] {
+                var damaged = bytes
+                damaged[index] ^= flip
+                _ = SyncPayload.decode(damaged)
+            }
+        }
+    }
+}
