@@ -65,7 +65,7 @@ private func translatingSyncErrors<T>(_ name: String, _ body: () throws -> T) th
         case SyncError.Code.missingKey:
             throw CLIError(
                 status: ExitStatus.notFound, message: error.message,
-                hint: "join the group again with a pairing code from another device (Docs/sync.md)")
+                hint: "the sync key belongs to the database's id: a restored or copied database has another one (Docs/sync.md)")
         case SyncError.Code.notFound:
             throw CLIError(status: ExitStatus.notFound, message: error.message)
         case SyncError.Code.alreadyEnabled:
