@@ -363,6 +363,8 @@ public final class SyncEngine: Sendable {
 
     /// The largest number of row changes in one bundle.
     static let rowsPerBundle = 2_000
+    /// The largest number of bundles applied in one transaction (at most 20 000 rows in memory at once).
+    static let bundlesPerTransaction = 10
 
     /// One round: pulls the remote, verifies and applies every other device's new bundles (each in one
     /// transaction), then seals this device's unsent changes into new bundles and publishes them.
@@ -412,6 +414,9 @@ public final class SyncEngine: Sendable {
         for device in SyncLayout.deviceIDs(root: root) where device != self.device {
             var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
             let files = SyncLayout.bundles(root: root, device: device)
+            // Verified bundles waiting to be applied together (fewer commits: the clock's pages are written once
+            // per transaction, not once per bundle).
+            var batch: [(payload: SyncPayload, sequence: Int64, hash: [UInt8])] = []
             deviceLoop: for file in files where file.sequence > UInt64(sequence) {
                 let shown = (generation == 1 ? "" : "generation-\(generation)/")
                     + "devices/\(device)/\(SealedBundle.paddedSequence(file.sequence))-\(file.hash)"
@@ -455,29 +460,42 @@ public final class SyncEngine: Sendable {
                     report.pendingBundles.append(shown)
                     break deviceLoop
                 }
+                sequence = Int64(file.sequence)
+                lastHash = SealedBundle.sha256(bytes)
+                batch.append((payload, sequence, lastHash))
+                if batch.count == Self.bundlesPerTransaction { try flush() }
+            }
+            try flush()
+
+            /// Applies the verified bundles of `batch` in one transaction: each bundle whole or not at all (a
+            /// failure rolls the batch back; the next sync starts again after the last bundle applied).
+            func flush() throws {
+                guard let last = batch.last else { return }
                 let now = microsecondsSince1970(Date())
-                let maxHLC = payload.rows.flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+                let maxHLC = batch.flatMap { $0.payload.rows }
+                    .flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 let (changed, conflicts) = try database.write { db -> (Int, Int) in
                     try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
                     var changed = 0
                     var conflicts = 0
-                    for row in payload.rows {
-                        let result = try SyncMerge.apply(db, byName[row.table]!, row, now: now)
-                        if result.changed { changed += 1 }
-                        conflicts += result.conflicts
+                    for bundle in batch {
+                        for row in bundle.payload.rows {
+                            let result = try SyncMerge.apply(db, byName[row.table]!, row, now: now)
+                            if result.changed { changed += 1 }
+                            conflicts += result.conflicts
+                        }
                     }
                     try db.execute(
                         "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
-                        [device, payload.deviceName, Int64(file.sequence), Data(SealedBundle.sha256(bytes)), now])
+                        [device, last.payload.deviceName, last.sequence, Data(last.hash), now])
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
                     return (changed, conflicts)
                 }
-                sequence = Int64(file.sequence)
-                lastHash = SealedBundle.sha256(bytes)
-                devices[device] = (sequence, lastHash)
-                report.appliedBundles += 1
+                devices[device] = (last.sequence, last.hash)
+                report.appliedBundles += batch.count
                 report.changedRows += changed
                 report.newConflicts += conflicts
+                batch.removeAll()
             }
         }
         return refusals
