@@ -120,6 +120,9 @@ public final class SyncEngine: Sendable {
     let generation: Int
     let transport: any SyncTransport & Sendable
     let remote: SyncRemote
+    /// The file whose `flock` serializes syncs of this database across processes (two at once would number two
+    /// different bundles alike): `.<name>.sync-lock` beside the database.
+    let lockPath: String
 
     /// Where this generation's files are: the transport's root, or its `generation-N` folder.
     var layoutRoot: String { Self.layoutRoot(transport.root, generation: generation) }
@@ -179,6 +182,22 @@ public final class SyncEngine: Sendable {
         self.generation = generation
         self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
         self.transport = Self.transport(remote, clone: clone)
+        self.lockPath = directoryPart(clone) + "/." + namePart(clone) + "-lock"
+    }
+
+    /// Runs `body` holding this database's sync lock (waiting for another process's sync to end).
+    func withSyncLock<T>(_ body: () throws -> T) throws -> T {
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw SyncError(SyncError.Code.remote, "cannot open the sync lock '\(lockPath)': \(Errno(rawValue: errno))")
+        }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw SyncError(SyncError.Code.remote, "cannot lock '\(lockPath)': \(Errno(rawValue: errno))")
+            }
+        }
+        return try body()
     }
 
     /// The engine of a database on which sync is set up, with its key from the database's key store.
@@ -378,6 +397,10 @@ public final class SyncEngine: Sendable {
     ///   ``SyncError/Code-swift.struct/remote``, or a database error.
     @discardableResult
     public func sync() throws -> SyncReport {
+        try withSyncLock { try syncLocked() }
+    }
+
+    private func syncLocked() throws -> SyncReport {
         var report = SyncReport()
         try transport.pull()
         try adoptGeneration()
