@@ -33,6 +33,15 @@ enum SyncLayout {
         } catch {
             throw SyncError(SyncError.Code.remote, "cannot create the folder of '\(path)': \(error)")
         }
+        // A folder of the remote replaced by a symbolic link (by whoever else writes there) must not make us write
+        // elsewhere on this machine.
+        let resolvedRoot = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+        let resolvedFolder = URL(fileURLWithPath: directoryPart(path)).resolvingSymlinksInPath().path
+        guard resolvedFolder == resolvedRoot || resolvedFolder.hasPrefix(resolvedRoot + "/") else {
+            throw SyncError(
+                SyncError.Code.remote,
+                "'\(directoryPart(path))' leads out of the sync folder (a symbolic link); nothing was written")
+        }
         let temporary = ScratchFiles.path(near: path)
         ScratchFiles.register(temporary)
         defer { ScratchFiles.unregister(temporary) }

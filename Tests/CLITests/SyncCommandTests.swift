@@ -343,4 +343,21 @@ private func jsonObject(_ text: String) -> [String: Any] {
         try b.ok(["sync", "now"])
         #expect(try b.tasks().count == 9)
     }
+
+    /// This device's folder on the remote replaced by a symbolic link to elsewhere on the machine: nothing is written
+    /// through it (exit 69), and the target stays empty.
+    @Test func aSymbolicLinkInTheRemoteLeadsNowhere() throws {
+        let folder = work.path + "/shared", elsewhere = work.path + "/elsewhere"
+        let a = SyncCLIDevice("a", under: work.path)
+        try a.ok(["sync", "init", "--folder", folder])
+        let mine = folder + "/devices/" + (try a.deviceID())
+        try FileManager.default.removeItem(atPath: mine)
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: mine, withDestinationPath: elsewhere)
+        try a.ok(["tasks", "add", "not through the link"])
+        let result = try a.run(["sync", "now"])
+        #expect(result.status == 69, "\(result.stderr)")
+        #expect(result.stderr.contains("symbolic link"), "\(result.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+    }
 }
