@@ -53,10 +53,9 @@ enum SyncMerge {
                     pending: try row.int(at: 5) == 1, value: SyncValue(try row.value(at: 6)))
             }
         }
-        let selected = table.columns.map(SyncSchema.quoted).joined(separator: ", ")
-        let values = try db.fetchOne(
-            "SELECT \(selected) FROM \(SyncSchema.quoted(table.name)) WHERE \(SyncSchema.quoted(table.keyColumn)) = ?",
-            [key.databaseValue]
+        // A row this device never heard of has no cells and no tombstone: no need to look for it in the table.
+        if cells.isEmpty && tombstone == nil { return (false, cells, nil) }
+        let values = try db.fetchOne(table.selectSQL, [key.databaseValue]
         ) { row in try (0..<table.columns.count).map { SyncValue(try row.value(at: $0)) } }
         if let values {
             for (index, column) in table.columns.enumerated() { cells[column]?.value = values[index] }
@@ -140,10 +139,8 @@ enum SyncMerge {
                     rowChanged = true
                 }
             } else {
-                let names = ([table.keyColumn] + table.columns).map(SyncSchema.quoted).joined(separator: ", ")
-                let marks = Array(repeating: "?", count: table.columns.count + 1).joined(separator: ", ")
                 try db.execute(
-                    "INSERT OR ROLLBACK INTO \(quotedTable) (\(names)) VALUES (\(marks))",
+                    table.insertSQL,
                     StatementArguments([change.key.databaseValue] + table.columns.map { cells[$0]!.value.databaseValue }))
                 rowChanged = true
             }

@@ -11,6 +11,26 @@ public struct SyncedTable: Sendable, Equatable {
     public let keyColumn: String
     /// The other columns, each merged on its own (last writer wins by hybrid logical clock).
     public let columns: [String]
+
+    /// The merge's statements, built once per table rather than once per row.
+    let selectSQL: String
+    let insertSQL: String
+
+    init(name: String, keyColumn: String, columns: [String]) {
+        self.name = name
+        self.keyColumn = keyColumn
+        self.columns = columns
+        let table = SyncSchema.quoted(name), key = SyncSchema.quoted(keyColumn)
+        selectSQL = "SELECT \(columns.map(SyncSchema.quoted).joined(separator: ", ")) FROM \(table) WHERE \(key) = ?"
+        let names = ([keyColumn] + columns).map(SyncSchema.quoted).joined(separator: ", ")
+        let marks = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
+        insertSQL = "INSERT OR ROLLBACK INTO \(table) (\(names)) VALUES (\(marks))"
+    }
+
+    /// Tables are equal when they sync the same columns by the same key.
+    public static func == (lhs: SyncedTable, rhs: SyncedTable) -> Bool {
+        lhs.name == rhs.name && lhs.keyColumn == rhs.keyColumn && lhs.columns == rhs.columns
+    }
 }
 
 enum SyncSchema {
