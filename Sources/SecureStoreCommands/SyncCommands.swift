@@ -165,6 +165,14 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
     }
 }
 
+/// Prints a pairing code on standard output: the line, or `{"pairingCode":"…"` + `json` + `}`. The code is letters,
+/// digits and dashes, written as it is from its wiped buffer, never copied into a String.
+private func printPairingCode(_ code: Secret, _ invocation: Invocation, json: String = "") {
+    if invocation.global.json { Console.out("{\"pairingCode\":\"") }
+    code.withUnsafeBytes { Console.write($0) }
+    Console.out(invocation.global.json ? "\"" + json + "}\n" : "\n")
+}
+
 /// `securestore sync …`: end-to-end-encrypted sync of the task list (Docs/sync.md).
 let syncCommand = Command(
     name: "sync", abstract: "Sync the task list between devices through git or a synced folder, end-to-end encrypted.",
@@ -190,9 +198,7 @@ let syncCommand = Command(
                     try SyncEngine.initialize(database: database, remote: remote, tables: ["tasks"])
                 }
                 let report = try translatingSyncErrors(database.name) { try engine.sync() }
-                if invocation.global.json { Console.out("{\"pairingCode\":\"") }
-                code.withUnsafeBytes { Console.write($0) }
-                Console.out(invocation.global.json ? "\"}\n" : "\n")
+                printPairingCode(code, invocation)
                 Console.err(
                     "sync is set up for database '\(database.name)' through \(remote); this device is \(engine.device.prefix(8)); "
                         + "sent \(report.sentRows) task(s)\n")
@@ -315,9 +321,7 @@ let syncCommand = Command(
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
                 let (removed, code) = try translatingSyncErrors(database.name) { try SyncEngine.removeDevice(id, database: database) }
-                if invocation.global.json { Console.out("{\"pairingCode\":\"") }
-                code.withUnsafeBytes { Console.write($0) }
-                Console.out(invocation.global.json ? "\",\"removedDevice\":\"\(removed)\"}\n" : "\n")
+                printPairingCode(code, invocation, json: ",\"removedDevice\":\"\(removed)\"")
                 Console.err(
                     "removed device \(removed.prefix(8)): the sync key is replaced; it keeps what it already had and reads nothing "
                         + "that comes after. On every device that stays, run 'securestore sync rekey' and type this pairing code\n")
