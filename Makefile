@@ -29,6 +29,9 @@ APT_OPTIONAL += python3-keyring
 # gnupg keep the store `token import --from pass` decrypts (TaskImportTests, TokenImportTests; skipped, saying so,
 # without them).
 APT_OPTIONAL += taskwarrior todotxt-cli pass gnupg
+# Syncthing, the replication engine `securestore sync --folder` is tested through: two instances on 127.0.0.1 only
+# (SyncSyncthingTests; skipped, saying so, without it).
+APT_OPTIONAL += syncthing
 # The suites that run a second time with no D-Bus at all, on the encrypted key file (issue 24): the CLI (every suite of
 # the built tool), the keyed database and the git credential helper. Tests that inspect the Secret Service itself
 # (secret-tool's view, keyring-ctl, python keyring) are skipped there, saying so.
@@ -45,7 +48,7 @@ KEEPASSXC_OFF := SECURESTORE_KEEPASSXC_CONFIRM=off SECURESTORE_KEEPASSXC_UNLOCK_
 # provider on the bus), never twice in a row. A real failure fails both runs.
 KEEPASSXC_RETRY := echo "test: the KeePassXC pass failed; running it once more (logs of the failed run kept, see above)" >&2
 
-.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores
+.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores bench-sync
 
 all: build
 
@@ -201,6 +204,7 @@ bench: deps
 	    --baseline-bin Tests/Benchmarks/.build/release
 	$(MAKE) bench-keystores
 	$(MAKE) bench-attachments
+	$(MAKE) bench-sync
 
 # Key stores (Docs/keystores.md): whole processes of the release tool — a token read from the key file through the
 # kernel-keyring cache against the Secret Service, the first unlock (scrypt) against a cached one, and the task list's
@@ -230,6 +234,15 @@ bench-attachments: deps
 	dir=$$(mktemp -d "$${TMPDIR:-/tmp}/securestore-attachment-tasks.XXXXXX") && \
 	    Tests/Benchmarks/.build-static/release/securestore-bench-attachments-tasks run "$$dir" --pairs 9; \
 	    status=$$?; rm -rf "$$dir"; exit $$status
+
+# Sync (Docs/sync.md): whole processes of the release tool — a new device joining a folder that holds SYNC_TASKS tasks
+# against `tasks export` + `tasks import` of the same tasks, and one change end to end (add, send, receive) against the
+# add alone; interleaved pairs, "BENCH <workload> project=… baseline=… ratio=…", and the remote's bytes per task.
+SYNC_TASKS ?= 10000
+SYNC_PAIRS ?= 5
+bench-sync: deps
+	$(SWIFT) build -c release --product securestore
+	$(HARNESS) Tests/Benchmarks/run-sync-bench.sh --tool "$$(pwd)/.build/release/securestore" --tasks $(SYNC_TASKS) --pairs $(SYNC_PAIRS)
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400

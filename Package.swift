@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Preferences", targets: ["Preferences"]),
         .library(name: "SecureStore", targets: ["SecureStore"]),
         .library(name: "Tasks", targets: ["Tasks"]),
+        .library(name: "Sync", targets: ["Sync"]),
         .executable(name: "securestore", targets: ["SecureStoreTool"]),
     ],
     targets: [
@@ -60,11 +61,18 @@ let package = Package(
         .target(
             name: "Tasks", dependencies: ["SecureStore", "EncryptedDatabase", "SecureStoreCore"],
             swiftSettings: swiftSettings),
+        // End-to-end-encrypted sync of a keyed database's tables through git or a replicated folder (Docs/sync.md).
+        .target(
+            name: "Sync",
+            dependencies: ["SecureStore", "EncryptedDatabase", "Keychain", "SecureStoreCore", "CLibCrypto"],
+            swiftSettings: swiftSettings),
         // The tool: its command tree, parser and commands in a library that tests and the fuzzer import, and a
         // thin executable (the product keeps the name `securestore`; no target differs from a module by case).
         .target(
             name: "SecureStoreCommands",
-            dependencies: ["SecureStore", "Tasks", "Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore"],
+            dependencies: [
+                "SecureStore", "Tasks", "Sync", "Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore",
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "SecureStoreTool", dependencies: ["SecureStoreCommands"], swiftSettings: swiftSettings),
@@ -83,6 +91,9 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "SyncTests", dependencies: ["Sync", "Tasks", "SecureStore", "EncryptedDatabase", "Keychain", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "CLITests", dependencies: ["SecureStoreTool", "SecureStoreCommands", "TestSupport"],

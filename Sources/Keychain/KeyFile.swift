@@ -415,7 +415,7 @@ public final class KeyFile: Sendable {
 
     // MARK: Cryptography (libcrypto)
 
-    static func randomBytes(_ count: Int) -> [UInt8] {
+    package static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
     }
@@ -452,7 +452,7 @@ public final class KeyFile: Sendable {
 /// damaged file passes it and fails the tag. The plaintext: "SSKI" | count (4) | per item: service, account,
 /// label (2-byte length + UTF-8 each), secret (4-byte length + bytes), created, modified (8 bytes each,
 /// microseconds since 1970). Integers are little-endian.
-struct Sealed {
+package struct Sealed {
     struct Header {
         var log2N: UInt8
         var r: UInt32
@@ -547,7 +547,7 @@ struct Sealed {
     }
 
     /// AES-256-GCM; returns the tag when encrypting, a non-nil empty array when decryption authenticated.
-    static func gcm(
+    package static func gcm(
         encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8], input: [UInt8],
         output: UnsafeMutableRawBufferPointer, tag: [UInt8]?
     ) -> [UInt8]? {

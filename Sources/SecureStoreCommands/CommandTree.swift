@@ -1,5 +1,5 @@
 /// The command tree: one entry per top-level command.
 func commandTree() -> [Command] {
-    [tokenCommand, tasksCommand, dbCommand, prefsCommand, keystoreCommand, lockCommand, gitCredentialCommand, completionCommand,
+    [tokenCommand, tasksCommand, dbCommand, prefsCommand, keystoreCommand, lockCommand, syncCommand, gitCredentialCommand, completionCommand,
      manCommand, completeCommand]
 }

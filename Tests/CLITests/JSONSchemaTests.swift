@@ -220,6 +220,40 @@ import Testing
         }
         #expect(try securestore(["token", "get", "t"], app: moving).stdout == "v")
 
+        // Sync: a second device (application) joins through a folder; one task renamed on both makes a conflict.
+        let syncFolder = work.path + "/sync-folder"
+        let synced = try #require(string(try expectDocument(try ss(["tasks", "add", "Synced"]), "tasks-add", checked), "id"))
+        let pairing = try #require(string(try expectDocument(try ss(["sync", "init", "--folder", syncFolder]), "sync-init", checked), "pairingCode"))
+        let peer = uniqueApp() + "-peer"
+        func peerSS(_ arguments: [String], input: String = "") throws -> ProcessResult {
+            try securestore(["--json"] + arguments, app: peer, input: input)
+        }
+        try expectDocument(try peerSS(["sync", "join", "--folder", syncFolder], input: pairing + "\n"), "sync-join", checked)
+        #expect(try ss(["tasks", "rename", synced, "first"]).status == 0)
+        Thread.sleep(forTimeInterval: 0.01)
+        #expect(try peerSS(["tasks", "rename", synced, "second"]).status == 0)
+        try expectDocument(try ss(["sync", "now"]), "sync-now", checked)
+        try expectDocument(try peerSS(["sync", "now"]), "sync-now", checked)
+        try expectDocument(try ss(["sync", "now"]), "sync-now", checked)
+        try expectDocument(try ss(["sync", "status"]), "sync-status", checked)
+        try expectDocument(try ss(["sync", "devices"]), "sync-devices", checked)
+        let conflicts = try expectDocument(try ss(["sync", "conflicts"]), "sync-conflicts", checked)
+        guard case .array(let entries) = conflicts, case .object(let conflict)? = entries.first, case .integer(let conflictID)? = conflict["id"]
+        else {
+            Issue.record("no conflict to restore: \(conflicts)")
+            return
+        }
+        try expectDocument(try ss(["sync", "restore-conflict", String(conflictID)]), "sync-restore-conflict", checked)
+        let leaving = uniqueApp() + "-leaving"
+        #expect(try securestore(["sync", "join", "--folder", syncFolder], app: leaving, input: pairing + "\n").status == 0)
+        #expect(try peerSS(["sync", "now"]).status == 0)
+        let leavingID = try #require(
+            string(try JSONValue.parse(try securestore(["--json", "sync", "status"], app: leaving).stdout), "device"))
+        #expect(try ss(["sync", "now"]).status == 0)
+        let newPairing = try #require(
+            string(try expectDocument(try ss(["sync", "remove-device", leavingID]), "sync-remove-device", checked), "pairingCode"))
+        try expectDocument(try peerSS(["sync", "rekey"], input: newPairing + "\n"), "sync-rekey", checked)
+
         // Every schema but the shared definitions was checked against a real output.
         let unchecked = Set(schemas.files.keys).subtracting(checked.files).subtracting(["common.schema.json"])
             .subtracting(Harness.hasSecretService ? [] : ["keystore-move.schema.json"])

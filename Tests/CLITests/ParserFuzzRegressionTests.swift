@@ -37,8 +37,8 @@ import Testing
     @Test func printableTextIsQuotedAsItIs() {
         #expect(UsageError.quoted("größe ✓ \"x\" \\n") == "'größe ✓ \"x\" \\n'")
         #expect(UsageError.quoted("") == "''")
-        #expect(usageError(["tokn"])?.message == "unknown command 'tokn' (did you mean 'token'? expected one of: token, tasks, db, prefs, keystore, lock, git-credential, completion, man)")
-        #expect(usageError(["zzz"])?.message == "unknown command 'zzz' (expected one of: token, tasks, db, prefs, keystore, lock, git-credential, completion, man)")
+        #expect(usageError(["tokn"])?.message == "unknown command 'tokn' (did you mean 'token'? expected one of: token, tasks, db, prefs, keystore, lock, sync, git-credential, completion, man)")
+        #expect(usageError(["zzz"])?.message == "unknown command 'zzz' (expected one of: token, tasks, db, prefs, keystore, lock, sync, git-credential, completion, man)")
     }
 
     @Test func anIntegerOptionQuotesTheTextItRefuses() {

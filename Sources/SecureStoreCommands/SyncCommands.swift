@@ -1,0 +1,358 @@
+import EncryptedDatabase
+import Foundation
+import Keychain
+import SecureStore
+import SecureStoreCore
+import Sync
+import Tasks
+
+private let gitOption = Option<String>(
+    "git", valueName: "URL", help: "Sync through this git remote (any URL git reaches; a bare repository).")
+private let folderOption = Option<String>(
+    "folder", valueName: "PATH", help: "Sync through this folder (one Syncthing, Nextcloud or rclone replicates).")
+
+/// The remote of `sync init` / `sync join`: exactly one of --git and --folder.
+private func remote(_ invocation: Invocation, creatingFolder: Bool) throws -> SyncRemote {
+    switch (try invocation[gitOption], try invocation[folderOption]) {
+    case (let url?, nil):
+        guard !url.isEmpty, !url.hasPrefix("-") else { throw UsageError("--git takes a repository URL", path: invocation.path) }
+        // A repository on this machine (a USB disk, a test's bare repository) by its absolute path: later syncs run
+        // from anywhere.
+        if FileManager.default.fileExists(atPath: url) { return .git(URL(fileURLWithPath: url).standardizedFileURL.path) }
+        return .git(url)
+    case (nil, let path?):
+        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        if creatingFolder { try? makeDirectories(absolute) }
+        return .folder(absolute)
+    default:
+        throw UsageError("give one of --git URL and --folder PATH", path: invocation.path)
+    }
+}
+
+/// The task list's database, created when missing, with its task list (`sync init` and `sync join`).
+private func openForSetup(_ invocation: Invocation) throws -> KeyedDatabase {
+    let context = try Context(invocation)
+    let database = try openDatabase(invocation, context, create: true)
+    do {
+        _ = try TaskList(database: database, createIfMissing: true)
+    } catch {
+        try? database.close()
+        throw error
+    }
+    return database
+}
+
+/// Runs `body` with the sync engine of the invocation's database; library errors become the tool's.
+private func withEngine(_ invocation: Invocation, _ body: (SyncEngine) throws -> Int32) throws -> Int32 {
+    let context = try Context(invocation)
+    let database = try openDatabase(invocation, context)
+    defer { try? database.close() }
+    return try translatingSyncErrors(database.name) { try body(try SyncEngine(database: database)) }
+}
+
+/// A `SyncError` as the tool reports it: exit statuses from Docs/cli.md, a hint where one helps.
+private func translatingSyncErrors<T>(_ name: String, _ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as SyncError {
+        switch error.code {
+        case SyncError.Code.invalidArgument:
+            throw CLIError(status: ExitStatus.usage, message: error.message)
+        case SyncError.Code.notEnabled:
+            throw CLIError(
+                status: ExitStatus.notFound, message: error.message,
+                hint: "'securestore sync init --git URL' (or --folder PATH) sets it up; 'securestore sync join' joins a group")
+        case SyncError.Code.missingKey:
+            throw CLIError(
+                status: ExitStatus.notFound, message: error.message,
+                hint: "the sync key belongs to the database's id: a restored or copied database has another one (Docs/sync.md)")
+        case SyncError.Code.notFound:
+            throw CLIError(status: ExitStatus.notFound, message: error.message)
+        case SyncError.Code.alreadyEnabled:
+            throw CLIError(status: ExitStatus.cannotCreate, message: error.message)
+        case SyncError.Code.keyRotated:
+            throw CLIError(
+                status: ExitStatus.denied, message: error.message,
+                hint: "if this device stays in the group: 'securestore sync rekey' with the pairing code that 'sync remove-device' printed on the other device")
+        case SyncError.Code.remote:
+            throw CLIError(status: ExitStatus.unavailable, message: error.message)
+        default:
+            throw CLIError(status: ExitStatus.dataError, message: error.message)
+        }
+    }
+}
+
+/// `sync now`, `sync join`: what a round did.
+private struct SyncReportJSON: Encodable {
+    let appliedBundles: Int
+    let changedRows: Int
+    let newConflicts: Int
+    let sentBundles: Int
+    let sentRows: Int
+    let pendingBundles: [String]
+
+    init(_ report: SyncReport) {
+        appliedBundles = report.appliedBundles
+        changedRows = report.changedRows
+        newConflicts = report.newConflicts
+        sentBundles = report.sentBundles
+        sentRows = report.sentRows
+        pendingBundles = report.pendingBundles
+    }
+}
+
+private struct SyncStatusJSON: Encodable {
+    let device: String
+    let remote: String
+    let unsentRows: Int
+    @Nullable var lastSync: String?
+    let bundles: Int64
+    let tables: [String]
+    let conflicts: Int
+}
+
+private struct SyncDeviceJSON: Encodable {
+    let id: String
+    let name: String
+    let bundles: Int64
+    @Nullable var lastSeen: String?
+    let thisDevice: Bool
+}
+
+private struct SyncConflictJSON: Encodable {
+    let id: Int64
+    let table: String
+    let column: String
+    let rowId: String
+    let lostValue: String
+    let lostDevice: String
+    let lostAt: String
+    let wonDevice: String
+    let wonAt: String
+}
+
+/// A row key or value as text: a 16-byte blob as a UUID, text as it is, numbers in decimal.
+private func text(_ value: DatabaseValue) -> String {
+    switch value {
+    case .null: return ""
+    case .integer(let number): return String(number)
+    case .real(let number): return String(number)
+    case .text(let string): return string
+    case .blob(let data):
+        if data.count == 16 {
+            let uuid = data.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+            return uuid.uuidString.lowercased()
+        }
+        return data.base64EncodedString()
+    }
+}
+
+private func printReport(_ report: SyncReport, _ invocation: Invocation) throws {
+    if invocation.global.json {
+        try Console.json(SyncReportJSON(report))
+    } else {
+        Console.err(
+            "applied \(report.appliedBundles) bundle(s) from other devices (\(report.changedRows) row(s) changed); "
+                + "sent \(report.sentBundles) bundle(s) (\(report.sentRows) row(s))\n")
+    }
+    if report.newConflicts > 0 {
+        Console.err("\(report.newConflicts) value(s) lost a concurrent edit and are kept in the conflict log: 'securestore sync conflicts'\n")
+    }
+    if !report.pendingBundles.isEmpty {
+        Console.err(
+            "\(report.pendingBundles.count) bundle(s) come from a newer version of SecureStore and are kept pending, not applied "
+                + "and not lost, until this device is upgraded: \(report.pendingBundles.joined(separator: ", "))\n")
+    }
+}
+
+/// Prints a pairing code on standard output: the line, or `{"pairingCode":"…"` + `json` + `}`. The code is letters,
+/// digits and dashes, written as it is from its wiped buffer, never copied into a String.
+private func printPairingCode(_ code: Secret, _ invocation: Invocation, json: String = "") {
+    if invocation.global.json { Console.out("{\"pairingCode\":\"") }
+    code.withUnsafeBytes { Console.write($0) }
+    Console.out(invocation.global.json ? "\"" + json + "}\n" : "\n")
+}
+
+/// `securestore sync …`: end-to-end-encrypted sync of the task list (Docs/sync.md).
+let syncCommand = Command(
+    name: "sync", abstract: "Sync the task list between devices through git or a synced folder, end-to-end encrypted.",
+    discussion: """
+        Every device appends sealed bundles (AES-256-GCM under a random sync key kept in the key store) to its
+        own folder of the remote; nothing readable leaves the machine. Changes merge per column, the latest edit
+        winning; what a concurrent edit overwrote is kept in the conflict log ('sync conflicts'). Docs/sync.md.
+        """,
+    subcommands: [
+        Command(
+            name: "init", abstract: "Set up sync on this device (the first one) and print the pairing code.",
+            discussion: """
+                Makes a random sync key, stores it in the key store, records changes of the task list from now on,
+                writes the remote's key check and sends the tasks already there. The pairing code printed IS the
+                sync key: type it into 'sync join' on the next device and keep it nowhere else.
+                """,
+            options: [gitOption, folderOption, nameOption],
+            run: { invocation in
+                let remote = try remote(invocation, creatingFolder: true)
+                let database = try openForSetup(invocation)
+                defer { try? database.close() }
+                let (engine, code) = try translatingSyncErrors(database.name) {
+                    try SyncEngine.initialize(database: database, remote: remote, tables: ["tasks"])
+                }
+                let report = try translatingSyncErrors(database.name) { try engine.sync() }
+                printPairingCode(code, invocation)
+                Console.err(
+                    "sync is set up for database '\(database.name)' through \(remote); this device is \(engine.device.prefix(8)); "
+                        + "sent \(report.sentRows) task(s)\n")
+                Console.err(
+                    "on the next device run 'securestore sync join \(remote.description.hasPrefix("git") ? "--git" : "--folder") …' and type this pairing code; it is the sync key: keep it nowhere else\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "join", abstract: "Join a sync group with the pairing code of another device (read from standard input).",
+            discussion: """
+                The code is read without echo on a terminal, or from standard input. It is checked against the remote
+                before anything is stored. Tasks already on this device are kept and sent; the group's tasks arrive.
+                """,
+            options: [gitOption, folderOption, nameOption],
+            readsSecret: true,
+            run: { invocation in
+                let remote = try remote(invocation, creatingFolder: false)
+                let code = try readSecret(prompt: "Pairing code: ", raw: false)
+                let database = try openForSetup(invocation)
+                defer { try? database.close() }
+                let report = try translatingSyncErrors(database.name) {
+                    let engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], pairingCode: code)
+                    Console.err("joined the sync group at \(remote) as device \(engine.device.prefix(8))\n")
+                    return try engine.sync()
+                }
+                try printReport(report, invocation)
+                return ExitStatus.success
+            }),
+        Command(
+            name: "now", abstract: "Sync: bring in other devices' changes and send this device's.",
+            options: [nameOption],
+            run: { invocation in
+                try withEngine(invocation) { engine in
+                    try printReport(try engine.sync(), invocation)
+                    return ExitStatus.success
+                }
+            }),
+        Command(
+            name: "status", abstract: "This device, the remote, unsent changes and the last sync.",
+            options: [nameOption],
+            run: { invocation in
+                try withEngine(invocation) { engine in
+                    let status = try engine.status()
+                    if invocation.global.json {
+                        try Console.json(
+                            SyncStatusJSON(
+                                device: status.device, remote: status.remote.description, unsentRows: status.unsentRows,
+                                lastSync: status.lastSync.map(timestampText), bundles: status.sequence,
+                                tables: status.tables, conflicts: status.conflicts))
+                    } else {
+                        Console.out("device: \(status.device)\nremote: \(escapedForTerminal(status.remote.description))\n")
+                        Console.out("unsent changes: \(status.unsentRows) row(s)\n")
+                        Console.out("last sync: \(status.lastSync.map(timestampText) ?? "never")\n")
+                        Console.out("bundles sent: \(status.sequence)\nconflicts kept: \(status.conflicts)\n")
+                    }
+                    return ExitStatus.success
+                }
+            }),
+        Command(
+            name: "devices", abstract: "The devices whose changes reached this one.",
+            options: [nameOption],
+            run: { invocation in
+                try withEngine(invocation) { engine in
+                    let devices = try engine.devices()
+                    if invocation.global.json {
+                        try Console.json(
+                            devices.map {
+                                SyncDeviceJSON(
+                                    id: $0.id, name: $0.name, bundles: $0.sequence, lastSeen: $0.appliedAt.map(timestampText),
+                                    thisDevice: $0.isThisDevice)
+                            })
+                    } else {
+                        for device in devices {
+                            let seen = device.appliedAt.map(timestampText) ?? "never"
+                            Console.out(
+                                "\(device.id.prefix(8))  \(escapedForTerminal(device.name))  \(device.sequence) bundle(s)  \(seen)\(device.isThisDevice ? "  (this device)" : "")\n")
+                        }
+                    }
+                    return ExitStatus.success
+                }
+            }),
+        Command(
+            name: "conflicts", abstract: "Values that lost a concurrent edit (kept encrypted in the database).",
+            options: [nameOption],
+            run: { invocation in
+                try withEngine(invocation) { engine in
+                    let conflicts = try engine.conflicts()
+                    if invocation.global.json {
+                        try Console.json(
+                            conflicts.map {
+                                SyncConflictJSON(
+                                    id: $0.id, table: $0.table, column: $0.column, rowId: text($0.key), lostValue: text($0.lostValue),
+                                    lostDevice: $0.lostDevice, lostAt: timestampText($0.lostAt), wonDevice: $0.wonDevice,
+                                    wonAt: timestampText($0.wonAt))
+                            })
+                    } else {
+                        for conflict in conflicts {
+                            Console.out(
+                                "\(conflict.id)  \(conflict.table) \(text(conflict.key).prefix(8)) \(conflict.column): "
+                                    + "\(escapedForTerminal(text(conflict.lostValue), limit: 200)) (device \(conflict.lostDevice.prefix(8)), "
+                                    + "\(timestampText(conflict.lostAt))) lost to device \(conflict.wonDevice.prefix(8)) (\(timestampText(conflict.wonAt)))\n")
+                        }
+                        if conflicts.isEmpty { Console.err("no conflicts\n") }
+                    }
+                    return ExitStatus.success
+                }
+            }),
+        Command(
+            name: "remove-device", abstract: "Remove a device: replace the sync key and print the new pairing code.",
+            discussion: """
+                A new random sync key starts a new generation on the remote, to which this device sends everything it
+                knows. Every device that stays runs 'sync rekey' with the new pairing code; the removed device keeps what
+                it already had and can read nothing that comes after. ID is a device id or a unique prefix ('sync devices').
+                """,
+            arguments: [ArgumentSpec(name: "ID", help: "The device to remove (an id or a unique prefix).")],
+            options: [nameOption],
+            run: { invocation in
+                let id = invocation.argument(0) ?? ""
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let (removed, code) = try translatingSyncErrors(database.name) { try SyncEngine.removeDevice(id, database: database) }
+                printPairingCode(code, invocation, json: ",\"removedDevice\":\"\(removed)\"")
+                Console.err(
+                    "removed device \(removed.prefix(8)): the sync key is replaced; it keeps what it already had and reads nothing "
+                        + "that comes after. On every device that stays, run 'securestore sync rekey' and type this pairing code\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "rekey", abstract: "Take the new sync key after a device was removed (pairing code on standard input).",
+            options: [nameOption],
+            readsSecret: true,
+            run: { invocation in
+                let code = try readSecret(prompt: "New pairing code: ", raw: false)
+                let context = try Context(invocation)
+                let database = try openDatabase(invocation, context)
+                defer { try? database.close() }
+                let report = try translatingSyncErrors(database.name) { try SyncEngine.rekey(database: database, pairingCode: code) }
+                try printReport(report, invocation)
+                return ExitStatus.success
+            }),
+        Command(
+            name: "restore-conflict", abstract: "Put a conflict's losing value back (it syncs as a new edit).",
+            arguments: [ArgumentSpec(name: "ID", help: "The number 'sync conflicts' shows.")],
+            options: [nameOption],
+            run: { invocation in
+                guard let text = invocation.argument(0), let id = Int64(text), id > 0 else {
+                    throw UsageError("ID must be a conflict number from 'securestore sync conflicts'", path: invocation.path)
+                }
+                return try withEngine(invocation) { engine in
+                    try engine.restoreConflict(id)
+                    if invocation.global.json { try Console.json(["restored": 1]) }
+                    Console.err("restored conflict \(id); it goes to the other devices with the next sync\n")
+                    return ExitStatus.success
+                }
+            }),
+    ])

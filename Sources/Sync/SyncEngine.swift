@@ -1,0 +1,770 @@
+// The sync engine: set up, join, and one round of sync (pull, verify, apply, seal, publish).
+public import EncryptedDatabase
+public import Foundation
+public import Keychain
+public import SecureStore
+internal import SecureStoreCore
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Where a sync group's bundles travel.
+public enum SyncRemote: Sendable, Equatable, CustomStringConvertible {
+    /// A git remote (any URL the system `git` reaches), cloned beside the database.
+    case git(String)
+    /// A folder that Syncthing, Nextcloud, rclone or a shared disk replicates.
+    case folder(String)
+
+    /// `git URL` or `folder PATH`.
+    public var description: String {
+        switch self {
+        case .git(let url): "git \(url)"
+        case .folder(let path): "folder \(path)"
+        }
+    }
+}
+
+/// What one round of ``SyncEngine/sync()`` did.
+public struct SyncReport: Sendable, Equatable {
+    /// Bundles of other devices applied.
+    public var appliedBundles = 0
+    /// Rows inserted, changed or deleted by them.
+    public var changedRows = 0
+    /// Values that lost a concurrent edit and went to the conflict log.
+    public var newConflicts = 0
+    /// Bundles this device sealed and published.
+    public var sentBundles = 0
+    /// Row changes in them.
+    public var sentRows = 0
+    /// Bundles kept pending: written by a newer version (a newer bundle format, or tables or columns this
+    /// database does not have yet). They are applied once this device has been upgraded.
+    public var pendingBundles: [String] = []
+}
+
+/// A device of the sync group as this device knows it.
+public struct SyncDevice: Sendable, Equatable {
+    /// The device id (32 hexadecimal digits).
+    public let id: String
+    /// Its host name, as its last bundle said.
+    public let name: String
+    /// The last of its bundles applied here (0: none).
+    public let sequence: Int64
+    /// When that bundle was applied here (for this device itself: its last sync).
+    public let appliedAt: Date?
+    /// Whether this is the device itself.
+    public let isThisDevice: Bool
+}
+
+/// A value that lost a concurrent edit (or a delete), kept in the encrypted conflict log.
+public struct SyncConflict: Sendable, Equatable {
+    /// The log entry's number (what ``SyncEngine/restoreConflict(_:)`` takes).
+    public let id: Int64
+    /// The table and column.
+    public let table: String
+    /// The column.
+    public let column: String
+    /// The row's key (a UUID for the task list).
+    public let key: DatabaseValue
+    /// The value that lost.
+    public let lostValue: DatabaseValue
+    /// The device that wrote it, and when (its hybrid clock's time).
+    public let lostDevice: String
+    /// When the losing value was written.
+    public let lostAt: Date
+    /// The device whose value won, and when.
+    public let wonDevice: String
+    /// When the winning value (or the delete) was written.
+    public let wonAt: Date
+    /// Whether it has been restored.
+    public let restored: Bool
+}
+
+/// The state of sync on one database.
+public struct SyncStatus: Sendable, Equatable {
+    /// This device's id.
+    public let device: String
+    /// The remote.
+    public let remote: SyncRemote
+    /// Rows changed here and not yet sent.
+    public let unsentRows: Int
+    /// When this device last synced, if ever.
+    public let lastSync: Date?
+    /// The bundles this device has published.
+    public let sequence: Int64
+    /// The synced tables.
+    public let tables: [String]
+    /// Entries in the conflict log not restored.
+    public let conflicts: Int
+}
+
+/// End-to-end-encrypted sync of a keyed database's tables through a git remote or a replicated folder.
+///
+/// ```swift
+/// let database = try KeyedDatabase(paths: paths, name: "tasks", keychain: Keychain())
+/// let (engine, code) = try SyncEngine.initialize(database: database, remote: .folder("/srv/sync"), tables: ["tasks"])
+/// // …on the other machine: SyncEngine.join(database: other, remote: …, tables: ["tasks"], pairingCode: code)
+/// let report = try engine.sync()
+/// ```
+///
+/// Changes are captured by triggers in the same transaction as the change (`sync_*` tables and triggers,
+/// created here, never by an application's migrations). Each device appends sealed bundles to its own folder of
+/// the remote; every other device verifies and merges them per column (Docs/sync.md).
+public final class SyncEngine: Sendable {
+    /// The database.
+    public let database: any DatabaseWriter
+    /// This device's id.
+    public let device: String
+    let key: SyncKey
+    /// The key's generation: 1 for the group's first key, one more after each `removeDevice` rotation. The
+    /// bundles of generation N > 1 live under `generation-N/` of the remote.
+    let generation: Int
+    let transport: any SyncTransport & Sendable
+    let remote: SyncRemote
+    /// The file whose `flock` serializes syncs of this database across processes (two at once would number two
+    /// different bundles alike): `.<name>.sync-lock` beside the database.
+    let lockPath: String
+
+    /// Where this generation's files are: the transport's root, or its `generation-N` folder.
+    var layoutRoot: String { Self.layoutRoot(transport.root, generation: generation) }
+
+    static func layoutRoot(_ root: String, generation: Int) -> String {
+        generation == 1 ? root : root + "/generation-\(generation)"
+    }
+
+    /// The newest key generation the remote holds (the highest `generation-N` folder with a key check, else 1).
+    static func newestGeneration(_ root: String) -> Int {
+        let names = (try? listDirectory(root)) ?? []
+        let numbers = names.compactMap { name -> Int? in
+            guard name.hasPrefix("generation-"), let number = Int(name.dropFirst("generation-".count)), number > 1 else { return nil }
+            return FileManager.default.fileExists(atPath: root + "/" + name + "/" + SyncLayout.keyCheck) ? number : nil
+        }
+        return numbers.max() ?? 1
+    }
+
+    /// The keychain service of sync keys: `<app>.sync-key` (the account is the database id).
+    public static func keyService(_ paths: AppPaths) -> String { "\(paths.app).sync-key" }
+
+    /// This machine's name (gethostname(2): no name lookup that could hang), sent inside bundles.
+    static var hostName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func isDeviceID(_ text: String) -> Bool {
+        text.utf8.count == 32 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    static func transport(_ remote: SyncRemote, clone: String) -> any SyncTransport & Sendable {
+        switch remote {
+        case .git(let url): GitTransport(url: url, root: clone)
+        case .folder(let path): FolderTransport(root: path)
+        }
+    }
+
+    static func clonePath(_ database: KeyedDatabase) -> String {
+        database.paths.dataDirectory.appendingPathComponent("\(database.name).sync", isDirectory: true).path
+    }
+
+    init(database: any DatabaseWriter, key: SyncKey, generation: Int = 1, clone: String) throws {
+        let state = try database.read { db -> (String, String, String)? in
+            guard try db.tableExists("sync_state") else { return nil }
+            return try db.fetchOne("SELECT device, remote_kind, remote_location FROM sync_state") { row in
+                (try row.string(at: 0), try row.string(at: 1), try row.string(at: 2))
+            }
+        }
+        guard let state else {
+            throw SyncError(SyncError.Code.notEnabled, "sync is not set up on the database '\(database.path)'")
+        }
+        self.database = database
+        self.device = state.0
+        self.key = key
+        self.generation = generation
+        self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
+        self.transport = Self.transport(remote, clone: clone)
+        self.lockPath = directoryPart(clone) + "/." + namePart(clone) + "-lock"
+    }
+
+    /// Runs `body` holding this database's sync lock (waiting for another process's sync to end).
+    func withSyncLock<T>(_ body: () throws -> T) throws -> T {
+        let lock: FileLock
+        do {
+            lock = try FileLock.open(lockPath)
+        } catch {
+            throw SyncError(SyncError.Code.remote, "cannot open the sync lock '\(lockPath)': \(error)")
+        }
+        defer { lock.close() }
+        do {
+            try lock.lock(.exclusive)
+        } catch {
+            throw SyncError(SyncError.Code.remote, "cannot lock '\(lockPath)': \(error)")
+        }
+        return try body()
+    }
+
+    /// The engine of a database on which sync is set up, with its key from the database's key store.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/notEnabled``, ``SyncError/Code-swift.struct/missingKey``, or the
+    ///   key store's error.
+    public convenience init(database: KeyedDatabase) throws {
+        guard let secret = try database.keychain.secret(service: Self.keyService(database.paths), account: database.databaseID)
+        else {
+            if try database.read({ try $0.tableExists("sync_state") }) {
+                throw SyncError(
+                    SyncError.Code.missingKey,
+                    "the sync key of database '\(database.name)' is not in the key store; nothing was synced")
+            }
+            throw SyncError(SyncError.Code.notEnabled, "sync is not set up on database '\(database.name)'")
+        }
+        let (generation, key) = try Self.storedKey(secret)
+        try self.init(database: database, key: key, generation: generation, clone: Self.clonePath(database))
+    }
+
+    /// The key item's text: 64 hexadecimal digits (generation 1), or `g<N>:` and 64 hexadecimal digits.
+    static func storedKey(_ secret: Secret) throws -> (generation: Int, key: SyncKey) {
+        let bytes = SecureBytes(count: SyncKey.byteCount) { _ in }
+        var generation = 1
+        let ok = secret.withUnsafeBytes { text -> Bool in
+            var hex = text
+            if let colon = text.firstIndex(of: UInt8(ascii: ":")), text.first == UInt8(ascii: "g"),
+                let number = Int(String(decoding: text[1..<colon], as: UTF8.self)), number > 1
+            {
+                generation = number
+                hex = UnsafeRawBufferPointer(rebasing: text[(colon + 1)...])
+            }
+            return bytes.withUnsafeBytes { out in
+                hex.count == SyncKey.byteCount * 2 && readHex(hex, into: UnsafeMutableRawBufferPointer(mutating: out))
+            }
+        }
+        guard ok else { throw SyncError(SyncError.Code.missingKey, "the stored sync key is damaged (not 64 hexadecimal digits)") }
+        return (generation, SyncKey(bytes: bytes))
+    }
+
+    static func storedSecret(_ key: SyncKey, generation: Int) -> Secret {
+        let prefix = generation == 1 ? [] : Array("g\(generation):".utf8)
+        return key.bytes.withUnsafeBytes { bytes in
+            Secret(count: prefix.count + bytes.count * 2) { out in
+                for (index, byte) in prefix.enumerated() { out[index] = byte }
+                _ = writeHex(bytes, into: UnsafeMutableRawBufferPointer(rebasing: out[prefix.count...]))
+            }
+        }
+    }
+
+    /// The pairing code of `key`: the recovery code's form (56 Crockford base32 characters with a CRC-24).
+    static func pairingCode(_ key: SyncKey) -> Secret {
+        let databaseKey = key.bytes.withUnsafeBytes { try! DatabaseKey(bytes: $0) }
+        return RecoveryCode.code(for: databaseKey)
+    }
+
+    static func key(fromPairingCode code: Secret) throws -> SyncKey {
+        do {
+            let databaseKey = try RecoveryCode.key(from: code)
+            return SyncKey(bytes: databaseKey.withUnsafeBytes { SecureBytes($0) })
+        } catch {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                error.message.replacingOccurrences(of: "recovery code", with: "pairing code")
+                    .replacingOccurrences(of: "the code you wrote down", with: "the code 'sync init' printed"))
+        }
+    }
+
+    // MARK: Setting up
+
+    /// Sets sync up on `database` as the first device of a new sync group at `remote`: makes a random sync key,
+    /// stores it in the database's key store, adds the capture triggers for `tables`, and writes the remote's
+    /// marker and key check. Returns the engine and the pairing code other devices join with.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/alreadyEnabled`` when the database syncs already or the remote
+    ///   holds a sync group (join it instead); ``SyncError/Code-swift.struct/invalidArgument`` for a table that
+    ///   cannot sync (a rowid table). Nothing is changed then.
+    public static func initialize(database: KeyedDatabase, remote: SyncRemote, tables: [String]) throws -> (SyncEngine, pairingCode: Secret) {
+        let transport = Self.transport(remote, clone: clonePath(database))
+        if case .folder(let path) = remote, !FileManager.default.fileExists(atPath: path) {
+            do {
+                try makeDirectories(path)
+            } catch {
+                throw SyncError(SyncError.Code.remote, "cannot create the sync folder '\(path)': \(error)")
+            }
+        }
+        try transport.pull()
+        if FileManager.default.fileExists(atPath: transport.root + "/" + SyncLayout.keyCheck) {
+            throw SyncError(
+                SyncError.Code.alreadyEnabled,
+                "the remote \(remote) already holds a sync group; join it with its pairing code instead; nothing was changed")
+        }
+        let key = SyncKey.random()
+        try enable(database, remote: remote, tables: tables, key: key)
+        guard let check = SealedBundle.keyCheck(key: key) else {
+            throw SyncError(SyncError.Code.remote, "libcrypto could not seal the key check")
+        }
+        try SyncLayout.writeAtomically(SyncLayout.markerText, root: transport.root, relative: SyncLayout.marker)
+        try SyncLayout.writeAtomically(check, root: transport.root, relative: SyncLayout.keyCheck)
+        try transport.publish([SyncLayout.marker, SyncLayout.keyCheck], message: "securestore sync: new sync group")
+        return (try SyncEngine(database: database), pairingCode(key))
+    }
+
+    /// Joins the sync group at `remote` with the pairing code another device printed: checks the code against
+    /// the remote's key check, stores the key, and adds the capture triggers for `tables`. Rows already in the
+    /// database are sent with the first sync and merged like any change. Call ``sync()`` next.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/invalidPairingCode`` when the code is malformed or is not the
+    ///   group's; ``SyncError/Code-swift.struct/remote`` when the remote holds no sync group. Nothing is
+    ///   changed then.
+    public static func join(database: KeyedDatabase, remote: SyncRemote, tables: [String], pairingCode: Secret) throws -> SyncEngine {
+        let key = try key(fromPairingCode: pairingCode)
+        let transport = Self.transport(remote, clone: clonePath(database))
+        try transport.pull()
+        let generation = newestGeneration(transport.root)
+        let checkPath = layoutRoot(transport.root, generation: generation) + "/" + SyncLayout.keyCheck
+        guard FileManager.default.fileExists(atPath: checkPath) else {
+            throw SyncError(
+                SyncError.Code.remote,
+                "the remote \(remote) holds no sync group (no key-check file); run 'sync init' on the first device; nothing was changed")
+        }
+        guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                "the pairing code is well formed but is not the key of the sync group at \(remote); nothing was changed")
+        }
+        try enable(database, remote: remote, tables: tables, key: key, generation: generation)
+        return try SyncEngine(database: database)
+    }
+
+    private static func enable(
+        _ database: KeyedDatabase, remote: SyncRemote, tables: [String], key: SyncKey, generation: Int = 1
+    ) throws {
+        let already = try database.read { try $0.tableExists("sync_state") }
+        if already {
+            throw SyncError(SyncError.Code.alreadyEnabled, "sync is already set up on database '\(database.name)'; nothing was changed")
+        }
+        // Check the tables before anything is stored.
+        _ = try database.read { db in try tables.map { try SyncSchema.describe(db, table: $0) } }
+        let service = keyService(database.paths)
+        try database.keychain.set(
+            storedSecret(key, generation: generation), service: service, account: database.databaseID,
+            label: "SecureStore sync key of \(database.name)")
+        do {
+            try database.write { db in
+                try enableSchema(db, remote: remote, tables: tables)
+                try db.execute("UPDATE sync_state SET generation = ? WHERE singleton = 0", [generation])
+            }
+        } catch {
+            _ = try? database.keychain.delete(service: service, account: database.databaseID)
+            throw error
+        }
+    }
+
+    static func enableSchema(_ db: Database, remote: SyncRemote, tables: [String]) throws {
+        try db.executeScript(SyncSchema.createSQL)
+        let (kind, location): (String, String) =
+            switch remote {
+            case .git(let url): ("git", url)
+            case .folder(let path): ("folder", path)
+            }
+        try db.execute(
+            """
+            INSERT INTO sync_state (singleton, device, hlc, applying, remote_kind, remote_location, sequence, last_hash)
+            VALUES (0, ?, 0, 0, ?, ?, 0, ?)
+            """, [hexString(KeyFile.randomBytes(16)), kind, location, Data(count: 32)])
+        for table in tables { _ = try SyncSchema.add(db, table: table) }
+    }
+
+    /// Adds tables to sync on this device (an application's new version that syncs more): their capture
+    /// triggers, and their existing rows as changes to send. Bundles that were kept pending because they carry
+    /// these tables apply at the next ``sync()``.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/invalidArgument`` for a table that cannot sync; nothing is changed.
+    public func addTables(_ names: [String]) throws {
+        try database.write { db in
+            for name in names { _ = try SyncSchema.add(db, table: name) }
+        }
+    }
+
+    // MARK: Syncing
+
+    /// The largest number of row changes in one bundle.
+    static let rowsPerBundle = 2_000
+    /// The largest number of bundles applied in one transaction (at most 20 000 rows in memory at once).
+    static let bundlesPerTransaction = 10
+
+    /// One round: pulls the remote, verifies and applies every other device's new bundles (each in one
+    /// transaction), then seals this device's unsent changes into new bundles and publishes them.
+    ///
+    /// A bundle that fails any check — its name's hash, its sequence, its link to the previous bundle, its
+    /// authentication tag — is refused whole: nothing of it is applied, later bundles of that device wait, and
+    /// the error names it (after this device's own changes are published). A bundle from a newer version is
+    /// kept pending (``SyncReport/pendingBundles``).
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/refusedBundle`` (``SyncError/path`` names the file),
+    ///   ``SyncError/Code-swift.struct/remote``, or a database error.
+    @discardableResult
+    public func sync() throws -> SyncReport {
+        try withSyncLock { try syncLocked() }
+    }
+
+    private func syncLocked() throws -> SyncReport {
+        var report = SyncReport()
+        try transport.pull()
+        try adoptGeneration()
+        let refusals = try applyIncoming(&report)
+        try sendOutgoing(&report)
+        if let first = refusals.first {
+            throw SyncError(
+                SyncError.Code.refusedBundle,
+                refusals.map(\.message).joined(separator: "; ") + "; this device's own changes, if any, were sent", path: first.path)
+        }
+        // The last sync is the last one that refused nothing (a refusal changes nothing in the database).
+        let now = microsecondsSince1970(Date())
+        try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
+        return report
+    }
+
+    /// The same as ``sync()``, off the caller's task.
+    @discardableResult
+    public func sync() async throws -> SyncReport {
+        try await Task.detached { try self.sync() }.value
+    }
+
+    private func applyIncoming(_ report: inout SyncReport) throws -> [SyncError] {
+        var refusals: [SyncError] = []
+        let root = layoutRoot
+        let known = try database.read { db in
+            try db.fetch("SELECT device, sequence, last_hash FROM sync_devices") { row in
+                (try row.string(at: 0), (try row.int64(at: 1), [UInt8](try row.data(at: 2))))
+            }
+        }
+        var devices = Dictionary(uniqueKeysWithValues: known)
+        let tables = try database.read { try SyncSchema.tables($0) }
+        let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        for device in SyncLayout.deviceIDs(root: root) where device != self.device {
+            var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
+            let files = SyncLayout.bundles(root: root, device: device)
+            // Verified bundles waiting to be applied together (fewer commits: the clock's pages are written once
+            // per transaction, not once per bundle).
+            var batch: [(payload: SyncPayload, sequence: Int64, hash: [UInt8])] = []
+            deviceLoop: for file in files where file.sequence > UInt64(sequence) {
+                let shown = (generation == 1 ? "" : "generation-\(generation)/")
+                    + "devices/\(device)/\(SealedBundle.paddedSequence(file.sequence))-\(file.hash)"
+                func refuse(_ why: String) {
+                    refusals.append(
+                        SyncError(SyncError.Code.refusedBundle, "refused the bundle '\(shown)': \(why); nothing of it was applied", path: file.path))
+                }
+                guard file.sequence == UInt64(sequence) + 1 else { break }  // not delivered yet: wait for it
+                if files.filter({ $0.sequence == file.sequence }).count > 1 {
+                    refuse("device \(device.prefix(8)) has two bundles numbered \(file.sequence) (a restored or copied device)")
+                    break
+                }
+                let bytes = try SyncLayout.read(file.path)
+                guard hexString(SealedBundle.sha256(bytes)) == file.hash else {
+                    refuse("its contents do not match the hash in its name (damaged, truncated or tampered with)")
+                    break
+                }
+                guard let header = SealedBundle.parseHeader(bytes) else {
+                    refuse("it is not a sealed bundle (truncated or foreign)")
+                    break
+                }
+                guard header.sequence == file.sequence else {
+                    refuse("its header says it is bundle \(header.sequence) (renamed or reordered)")
+                    break
+                }
+                guard header.previousHash == lastHash else {
+                    refuse("it does not follow the device's bundle \(sequence) (reordered, replayed or forged)")
+                    break
+                }
+                guard let plaintext = SealedBundle.open(bytes, device: device, key: key) else {
+                    refuse("it does not authenticate under the sync key (forged, tampered with, truncated, or moved from another device's folder)")
+                    break
+                }
+                guard header.format <= SealedBundle.format,
+                    let payload = SyncPayload.decode(plaintext),
+                    payload.rows.allSatisfy({ row in
+                        byName[row.table].map { table in row.cells.allSatisfy { table.columns.contains($0.column) } } ?? false
+                    })
+                else {
+                    // Authenticated but written by a newer version: kept, applied after an upgrade.
+                    report.pendingBundles.append(shown)
+                    break deviceLoop
+                }
+                sequence = Int64(file.sequence)
+                lastHash = SealedBundle.sha256(bytes)
+                batch.append((payload, sequence, lastHash))
+                if batch.count == Self.bundlesPerTransaction { try flush() }
+            }
+            try flush()
+
+            /// Applies the verified bundles of `batch` in one transaction: each bundle whole or not at all (a
+            /// failure rolls the batch back; the next sync starts again after the last bundle applied).
+            func flush() throws {
+                guard let last = batch.last else { return }
+                let now = microsecondsSince1970(Date())
+                let maxHLC = batch.flatMap { $0.payload.rows }
+                    .flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+                let (changed, conflicts) = try database.write { db -> (Int, Int) in
+                    try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
+                    var changed = 0
+                    var conflicts = 0
+                    for bundle in batch {
+                        for row in bundle.payload.rows {
+                            let result = try SyncMerge.apply(db, byName[row.table]!, row, now: now)
+                            if result.changed { changed += 1 }
+                            conflicts += result.conflicts
+                        }
+                    }
+                    try db.execute(
+                        "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
+                        [device, last.payload.deviceName, last.sequence, Data(last.hash), now])
+                    try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
+                    return (changed, conflicts)
+                }
+                devices[device] = (last.sequence, last.hash)
+                report.appliedBundles += batch.count
+                report.changedRows += changed
+                report.newConflicts += conflicts
+                batch.removeAll()
+            }
+        }
+        return refusals
+    }
+
+    private func sendOutgoing(_ report: inout SyncReport) throws {
+        let root = layoutRoot
+        // A bundle of ours already on the remote beyond what the database recorded (a crash after the write):
+        // continue the chain after it; its changes are still unsent here and go again (merging is idempotent).
+        var (sequence, lastHash) = try database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
+        }
+        for file in SyncLayout.bundles(root: root, device: device) where file.sequence == UInt64(sequence) + 1 {
+            let bytes = try SyncLayout.read(file.path)
+            sequence += 1
+            lastHash = SealedBundle.sha256(bytes)
+        }
+        let host = Self.hostName
+        var written: [String] = []
+        while true {
+            let (payload, keys, clock) = try database.read { db -> (SyncPayload, [(String, SyncValue)], Int64) in
+                let tables = try SyncSchema.tables(db)
+                let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+                let keys = try db.fetch(
+                    "SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1 LIMIT \(Self.rowsPerBundle)"
+                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
+                let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1) }
+                let clock = try db.scalar("SELECT hlc FROM sync_state", as: Int64.self) ?? 0
+                return (
+                    SyncPayload(deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows),
+                    keys, clock)
+            }
+            // A device that has never sent anything (in this key generation) still sends one empty bundle: the
+            // others then know it (`sync devices`, `remove-device`).
+            if keys.isEmpty && sequence > 0 { break }
+            let plaintext = try payload.encoded()
+            let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: lastHash)
+            guard let sealed = SealedBundle.seal(plaintext, header: header, device: device, key: key) else {
+                throw SyncError(SyncError.Code.remote, "libcrypto could not seal a bundle; nothing was sent")
+            }
+            let relative = "\(SyncLayout.devices)/\(device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed))"
+            try SyncLayout.writeAtomically(sealed, root: root, relative: relative)
+            let published = generation == 1 ? relative : "generation-\(generation)/" + relative
+            sequence += 1
+            lastHash = SealedBundle.sha256(sealed)
+            try database.write { db in
+                for (table, key) in keys {
+                    try db.execute(
+                        "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE tbl = ? AND key = ? AND pending = 1 AND hlc <= ?",
+                        [table, key.databaseValue, clock])
+                }
+                try db.execute(
+                    "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
+            }
+            written.append(published)
+            report.sentBundles += 1
+            report.sentRows += keys.count
+        }
+        if try !written.isEmpty || transport.hasUnpublished() {
+            try transport.publish(
+                written,
+                message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
+        }
+    }
+
+    // MARK: Key generations
+
+    /// Brings the database and the remote in step with the stored key's generation (finishing a rotation that a
+    /// crash interrupted), and refuses to go on when the remote holds a newer generation than this device's key.
+    func adoptGeneration() throws {
+        let newest = Self.newestGeneration(transport.root)
+        if newest > generation {
+            throw SyncError(
+                SyncError.Code.keyRotated,
+                "the sync key was replaced on another device (a device was removed from the group); this device's key "
+                    + "no longer reads what comes next, and nothing was synced")
+        }
+        let checkPath = layoutRoot + "/" + SyncLayout.keyCheck
+        if FileManager.default.fileExists(atPath: checkPath) {
+            guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
+                throw SyncError(
+                    SyncError.Code.keyRotated,
+                    "the remote's key check for generation \(generation) does not match this device's sync key (two devices "
+                        + "replaced the key at once?); nothing was synced")
+            }
+        } else {
+            // Generation 1's key check is written by `initialize`; a remote that lost it (or an initialize whose
+            // publish failed) gets it again from a device that has the key.
+            guard let check = SealedBundle.keyCheck(key: key) else {
+                throw SyncError(SyncError.Code.remote, "libcrypto could not seal the key check")
+            }
+            try SyncLayout.writeAtomically(SyncLayout.markerText, root: layoutRoot, relative: SyncLayout.marker)
+            try SyncLayout.writeAtomically(check, root: layoutRoot, relative: SyncLayout.keyCheck)
+            try transport.publish(
+                ["generation-\(generation)"], message: "securestore sync: key generation \(generation)")
+        }
+        try database.write { db in
+            let current = try db.scalar("SELECT generation FROM sync_state", as: Int.self) ?? 1
+            guard current < generation else { return }
+            // A new generation starts a new chain for every device, and this device sends everything it knows
+            // (merging is idempotent, so the others lose nothing and gain nothing twice).
+            try db.execute(
+                "UPDATE sync_state SET generation = ?, sequence = 0, last_hash = ? WHERE singleton = 0",
+                [generation, Data(count: 32)])
+            try db.execute("DELETE FROM sync_devices")
+            try db.execute("UPDATE sync_clock SET pending = 1")
+        }
+    }
+
+    /// Removes a device from the group: replaces the sync key with a new random one (a new generation under
+    /// `generation-N/` of the remote, to which this device sends everything it knows) and returns its pairing
+    /// code. Every device that stays enters it with ``rekey(database:pairingCode:)``; the removed device keeps
+    /// what it already had and reads nothing that comes after.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/notFound`` when no known device has the id (or prefix), or it is
+    ///   this device; ``SyncError/Code-swift.struct/keyRotated`` when another device replaced the key first.
+    public static func removeDevice(_ id: String, database: KeyedDatabase) throws -> (removed: String, pairingCode: Secret) {
+        let engine = try SyncEngine(database: database)
+        try engine.transport.pull()
+        try engine.adoptGeneration()
+        let known = try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } }
+        let matches = known.filter { $0.hasPrefix(id.lowercased()) }
+        guard !id.isEmpty, matches.count == 1, let removed = matches.first, removed != engine.device else {
+            throw SyncError(
+                SyncError.Code.notFound,
+                id.lowercased() == engine.device.prefix(id.count) && !id.isEmpty
+                    ? "'\(id)' is this device; remove it from another device; nothing was changed"
+                    : "no other device of the group has the id '\(id)'\(matches.count > 1 ? " alone" : "") (see the devices list); nothing was changed")
+        }
+        let key = SyncKey.random()
+        let generation = engine.generation + 1
+        // The key first: a crash after this leaves a device that finishes the rotation at its next sync.
+        try database.keychain.set(
+            storedSecret(key, generation: generation), service: keyService(database.paths), account: database.databaseID,
+            label: "SecureStore sync key of \(database.name)")
+        let rotated = try SyncEngine(database: database)
+        try rotated.sync()
+        return (removed, pairingCode(key))
+    }
+
+    /// Takes the new key that ``removeDevice(_:database:)`` made on another device (its pairing code), checked
+    /// against the remote's newest key generation, then syncs.
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/invalidPairingCode`` when the code is malformed or not the newest
+    ///   key; nothing is changed then.
+    @discardableResult
+    public static func rekey(database: KeyedDatabase, pairingCode: Secret) throws -> SyncReport {
+        let key = try key(fromPairingCode: pairingCode)
+        let engine = try SyncEngine(database: database)
+        try engine.transport.pull()
+        let newest = newestGeneration(engine.transport.root)
+        let checkPath = layoutRoot(engine.transport.root, generation: newest) + "/" + SyncLayout.keyCheck
+        guard newest > engine.generation, FileManager.default.fileExists(atPath: checkPath) else {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                "the sync key of this device is the newest one on the remote; there is nothing to re-key; nothing was changed")
+        }
+        guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
+            throw SyncError(
+                SyncError.Code.invalidPairingCode,
+                "the pairing code is well formed but is not the group's new key; nothing was changed")
+        }
+        try database.keychain.set(
+            storedSecret(key, generation: newest), service: keyService(database.paths), account: database.databaseID,
+            label: "SecureStore sync key of \(database.name)")
+        return try SyncEngine(database: database).sync()
+    }
+
+    // MARK: Reading the state
+
+    /// Rows changed here and not yet sent, when this device last synced, and the rest of its state.
+    public func status() throws -> SyncStatus {
+        try database.read { db in
+            let state = try db.fetchOne("SELECT sequence, last_sync FROM sync_state") { row in
+                (try row.int64(at: 0), try row.isNull(at: 1) ? nil : try row.int64(at: 1))
+            }!
+            return SyncStatus(
+                device: device, remote: remote,
+                unsentRows: try db.scalar("SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1)", as: Int.self) ?? 0,
+                lastSync: state.1.map(dateFromMicroseconds), sequence: state.0,
+                tables: try SyncSchema.tables(db).map(\.name),
+                conflicts: try db.scalar("SELECT count(*) FROM sync_conflicts WHERE restored = 0", as: Int.self) ?? 0)
+        }
+    }
+
+    /// This device and every device whose bundles were applied here.
+    public func devices() throws -> [SyncDevice] {
+        try database.read { db in
+            let me = try db.fetchOne("SELECT sequence, last_sync FROM sync_state") { row in
+                SyncDevice(
+                    id: device, name: Self.hostName, sequence: try row.int64(at: 0),
+                    appliedAt: try row.isNull(at: 1) ? nil : dateFromMicroseconds(try row.int64(at: 1)), isThisDevice: true)
+            }!
+            let others = try db.fetch("SELECT device, name, sequence, applied_at FROM sync_devices ORDER BY device") { row in
+                SyncDevice(
+                    id: try row.string(at: 0), name: try row.string(at: 1), sequence: try row.int64(at: 2),
+                    appliedAt: dateFromMicroseconds(try row.int64(at: 3)), isThisDevice: false)
+            }
+            return [me] + others
+        }
+    }
+
+    /// The conflict log, oldest first.
+    public func conflicts(includingRestored: Bool = false) throws -> [SyncConflict] {
+        try database.read { db in
+            try db.fetch(
+                """
+                SELECT id, tbl, col, key, lost_value, lost_device, lost_hlc, won_device, won_hlc, restored
+                FROM sync_conflicts \(includingRestored ? "" : "WHERE restored = 0") ORDER BY id
+                """
+            ) { row in
+                SyncConflict(
+                    id: try row.int64(at: 0), table: try row.string(at: 1), column: try row.string(at: 2),
+                    key: try row.value(at: 3), lostValue: try row.value(at: 4), lostDevice: try row.string(at: 5),
+                    lostAt: Self.date(hlc: try row.int64(at: 6)), wonDevice: try row.string(at: 7),
+                    wonAt: Self.date(hlc: try row.int64(at: 8)), restored: try row.int(at: 9) == 1)
+            }
+        }
+    }
+
+    /// The wall-clock part of a hybrid logical clock.
+    static func date(hlc: Int64) -> Date { Date(timeIntervalSince1970: Double(hlc >> 16) / 1000) }
+
+    /// Puts a conflict's losing value back, as a new local edit (it syncs like any change and now wins).
+    ///
+    /// - Throws: ``SyncError/Code-swift.struct/notFound`` when there is no such entry, or its row no longer
+    ///   exists here.
+    public func restoreConflict(_ id: Int64) throws {
+        try database.write { db in
+            guard let (table, column, key, value) = try db.fetchOne(
+                "SELECT tbl, col, key, lost_value FROM sync_conflicts WHERE id = ?", [id], { row in
+                    (try row.string(at: 0), try row.string(at: 1), try row.value(at: 2), try row.value(at: 3))
+                })
+            else { throw SyncError(SyncError.Code.notFound, "there is no conflict \(id) in the log") }
+            guard let synced = try SyncSchema.tables(db).first(where: { $0.name == table }), synced.columns.contains(column) else {
+                throw SyncError(SyncError.Code.notFound, "the conflict \(id) is about a table that no longer syncs")
+            }
+            try db.execute(
+                "UPDATE \(SyncSchema.quoted(table)) SET \(SyncSchema.quoted(column)) = ? WHERE \(SyncSchema.quoted(synced.keyColumn)) = ?",
+                [value, key])
+            guard db.changes == 1 else {
+                throw SyncError(SyncError.Code.notFound, "the row of conflict \(id) has been deleted; nothing was changed")
+            }
+            try db.execute("UPDATE sync_conflicts SET restored = 1 WHERE id = ?", [id])
+        }
+    }
+}

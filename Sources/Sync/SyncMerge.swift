@@ -1,0 +1,189 @@
+// Merge: per-column last writer wins by hybrid logical clock (device id breaks ties), tombstones for deletes,
+// the losing value of a concurrent edit kept in the conflict log.
+internal import EncryptedDatabase
+internal import Foundation
+
+extension SyncValue {
+    init(_ value: DatabaseValue) {
+        switch value {
+        case .null: self = .null
+        case .integer(let v): self = .integer(v)
+        case .real(let v): self = .real(v)
+        case .text(let v): self = .text(v)
+        case .blob(let v): self = .blob(v)
+        }
+    }
+
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case .integer(let v): .integer(v)
+        case .real(let v): .real(v)
+        case .text(let v): .text(v)
+        case .blob(let v): .blob(v)
+        }
+    }
+}
+
+/// A cell as this device holds it.
+struct LocalCell {
+    var version: SyncVersion
+    var base: SyncVersion
+    var pending: Bool
+    var value: SyncValue
+}
+
+enum SyncMerge {
+    /// What this device knows of one row: its cells (values from the table when the row is alive, from the
+    /// clock when it is deleted) and its tombstone.
+    static func localRow(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> (alive: Bool, cells: [String: LocalCell], tombstone: SyncVersion?) {
+        var cells: [String: LocalCell] = [:]
+        var tombstone: SyncVersion?
+        try db.forEachRow(
+            "SELECT col, hlc, device, base_hlc, base_device, pending, value FROM sync_clock WHERE tbl = ? AND key = ?",
+            [table.name, key.databaseValue]
+        ) { row in
+            let column = try row.string(at: 0)
+            let version = SyncVersion(hlc: try row.int64(at: 1), device: try row.string(at: 2))
+            if column.isEmpty {
+                tombstone = version
+            } else {
+                cells[column] = LocalCell(
+                    version: version, base: SyncVersion(hlc: try row.int64(at: 3), device: try row.string(at: 4)),
+                    pending: try row.int(at: 5) == 1, value: SyncValue(try row.value(at: 6)))
+            }
+        }
+        // A row this device never heard of has no cells and no tombstone: no need to look for it in the table.
+        if cells.isEmpty && tombstone == nil { return (false, cells, nil) }
+        let values = try db.fetchOne(table.selectSQL, [key.databaseValue]
+        ) { row in try (0..<table.columns.count).map { SyncValue(try row.value(at: $0)) } }
+        if let values {
+            for (index, column) in table.columns.enumerated() { cells[column]?.value = values[index] }
+        }
+        return (values != nil, cells, tombstone)
+    }
+
+    /// Everything this device knows of the row, as a change to send.
+    static func outgoing(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> SyncRowChange {
+        let local = try localRow(db, table, key: key)
+        let cells = table.columns.compactMap { column in
+            local.cells[column].map { SyncCell(column: column, value: $0.value, version: $0.version, base: $0.base) }
+        }
+        return SyncRowChange(table: table.name, key: key, tombstone: local.tombstone, cells: cells)
+    }
+
+    /// Applies one row change from another device (inside the caller's transaction, with capture off).
+    /// Returns whether the row changed and how many conflicts were logged.
+    static func apply(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64) throws -> (changed: Bool, conflicts: Int) {
+        let local = try localRow(db, table, key: change.key)
+        var cells = local.cells
+        var changedColumns: [String] = []
+        var conflicts = 0
+        func log(_ column: String, lost: SyncValue, lostVersion: SyncVersion, won: SyncVersion) throws {
+            // A value is logged once, however often the bundles that make it lose are applied (idempotence).
+            let logged = try db.scalar(
+                "SELECT 1 FROM sync_conflicts WHERE tbl = ? AND key = ? AND col = ? AND lost_hlc = ? AND lost_device = ?",
+                [table.name, change.key.databaseValue, column, lostVersion.hlc, lostVersion.device], as: Int.self)
+            if logged != nil { return }
+            try db.execute(
+                """
+                INSERT OR ROLLBACK INTO sync_conflicts (tbl, key, col, lost_value, lost_hlc, lost_device, won_hlc, won_device, recorded_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [table.name, change.key.databaseValue, column, lost.databaseValue, lostVersion.hlc, lostVersion.device,
+                 won.hlc, won.device, now])
+            conflicts += 1
+        }
+        for cell in change.cells {
+            guard let mine = cells[cell.column] else {
+                cells[cell.column] = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value)
+                changedColumns.append(cell.column)
+                continue
+            }
+            if mine.version < cell.version {
+                // Theirs wins. Had its writer not seen ours, ours was a concurrent edit: keep it in the log.
+                if cell.base != mine.version && mine.value != cell.value {
+                    try log(cell.column, lost: mine.value, lostVersion: mine.version, won: cell.version)
+                }
+                cells[cell.column] = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value)
+                changedColumns.append(cell.column)
+            } else if cell.version < mine.version {
+                if mine.base != cell.version && mine.value != cell.value && !(cell.version < mine.base) {
+                    try log(cell.column, lost: cell.value, lostVersion: cell.version, won: mine.version)
+                }
+            }
+        }
+        var tombstone = local.tombstone
+        if let theirs = change.tombstone, tombstone.map({ $0 < theirs }) ?? true { tombstone = theirs }
+        let newest = cells.values.map(\.version).max()
+        let alive = newest.map { version in tombstone.map { $0 < version } ?? true } ?? false
+        // A remote delete that removes this device's unsent edits: those edits go to the log, not nowhere.
+        if local.alive && !alive, let tombstone {
+            for column in table.columns {
+                if let cell = cells[column], cell.pending { try log(column, lost: cell.value, lostVersion: cell.version, won: tombstone) }
+            }
+        }
+        let quotedTable = SyncSchema.quoted(table.name)
+        let keyColumn = SyncSchema.quoted(table.keyColumn)
+        var rowChanged = false
+        if alive {
+            guard table.columns.allSatisfy({ cells[$0] != nil }) else {
+                throw SyncError(SyncError.Code.refusedBundle, "a change of table '\(table.name)' lacks columns")
+            }
+            if local.alive {
+                if !changedColumns.isEmpty {
+                    let assignments = changedColumns.map { "\(SyncSchema.quoted($0)) = ?" }.joined(separator: ", ")
+                    try db.execute(
+                        "UPDATE OR ROLLBACK \(quotedTable) SET \(assignments) WHERE \(keyColumn) = ?",
+                        StatementArguments(changedColumns.map { cells[$0]!.value.databaseValue } + [change.key.databaseValue]))
+                    rowChanged = true
+                }
+            } else {
+                try db.execute(
+                    table.insertSQL,
+                    StatementArguments([change.key.databaseValue] + table.columns.map { cells[$0]!.value.databaseValue }))
+                rowChanged = true
+            }
+        } else if local.alive {
+            try db.execute("DELETE FROM \(quotedTable) WHERE \(keyColumn) = ?", [change.key.databaseValue])
+            rowChanged = true
+        }
+        // The clock: cells keep their values only while the row is deleted (the table holds them otherwise).
+        // Every statement here is OR ROLLBACK and touches one row: SQLite then keeps no statement journal, whose
+        // pages SQLCipher would encrypt (a constraint failure rolls the whole bundle back, which is what we want).
+        for (column, cell) in cells where changedColumns.contains(column) || local.alive != alive {
+            let arguments: StatementArguments = [
+                cell.version.hlc, cell.version.device, cell.base.hlc, cell.base.device, cell.pending ? 1 : 0,
+                alive ? DatabaseValue.null : cell.value.databaseValue, table.name, change.key.databaseValue, column,
+            ]
+            if local.cells[column] != nil {
+                try db.execute(
+                    """
+                    UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, base_hlc = ?, base_device = ?, pending = ?, value = ?
+                    WHERE tbl = ? AND key = ? AND col = ?
+                    """, arguments)
+            } else {
+                try db.execute(
+                    """
+                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, base_hlc, base_device, pending, value, tbl, key, col)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments)
+            }
+        }
+        if let tombstone, tombstone != local.tombstone {
+            let arguments: StatementArguments = [tombstone.hlc, tombstone.device, table.name, change.key.databaseValue]
+            if local.tombstone != nil {
+                try db.execute(
+                    "UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, pending = 0 WHERE tbl = ? AND key = ? AND col = ''",
+                    arguments)
+            } else {
+                try db.execute(
+                    """
+                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, tbl, key, col, base_hlc, base_device, pending, value)
+                    VALUES (?, ?, ?, ?, '', 0, '', 0, NULL)
+                    """, arguments)
+            }
+        }
+        return (rowChanged, conflicts)
+    }
+}

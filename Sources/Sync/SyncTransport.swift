@@ -1,0 +1,217 @@
+// Transports: a folder that a replication engine copies, or a git remote reached with the system `git`.
+internal import Foundation
+internal import SecureStoreCore
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Where bundles travel. The layout under ``root`` is the same for both: `securestore-sync` (a plain marker),
+/// `key-check` (sealed), `devices/<device id>/<sequence>-<hash>` (sealed bundles, each written once by its device).
+protocol SyncTransport {
+    /// The local directory that holds the layout.
+    var root: String { get }
+    /// Brings in what other devices published.
+    func pull() throws
+    /// Publishes files written under `root` (`paths` relative to it).
+    func publish(_ paths: [String], message: String) throws
+    /// Whether something written earlier has not reached the remote yet (an interrupted publish).
+    func hasUnpublished() throws -> Bool
+}
+
+enum SyncLayout {
+    static let marker = "securestore-sync"
+    static let markerText = Array("securestore sync 1\n".utf8)
+    static let keyCheck = "key-check"
+    static let devices = "devices"
+
+    /// Writes `bytes` to `root/relative` through a temporary name in the same folder, fsynced, then renamed:
+    /// a replication engine never copies half a file of ours. The file is 0600.
+    static func writeAtomically(_ bytes: [UInt8], root: String, relative: String) throws {
+        let path = root + "/" + relative
+        do {
+            try makeDirectories(directoryPart(path))
+        } catch {
+            throw SyncError(SyncError.Code.remote, "cannot create the folder of '\(path)': \(error)")
+        }
+        // A folder of the remote replaced by a symbolic link (by whoever else writes there) must not make us write
+        // elsewhere on this machine.
+        let resolvedRoot = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+        let resolvedFolder = URL(fileURLWithPath: directoryPart(path)).resolvingSymlinksInPath().path
+        guard resolvedFolder == resolvedRoot || resolvedFolder.hasPrefix(resolvedRoot + "/") else {
+            throw SyncError(
+                SyncError.Code.remote,
+                "'\(directoryPart(path))' leads out of the sync folder (a symbolic link); nothing was written")
+        }
+        let temporary = ScratchFiles.path(near: path)
+        ScratchFiles.register(temporary)
+        defer { ScratchFiles.unregister(temporary) }
+        do {
+            let fd = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive], mode: 0o600)
+            try fd.closeAfter { () throws(Errno) in
+                try fd.writeAll(bytes)
+                try fd.sync()
+            }
+            try renameFile(temporary, to: path)
+            try syncDirectory(directoryPart(path))
+        } catch {
+            try? removeFileIfPresent(temporary)
+            throw SyncError(SyncError.Code.remote, "cannot write '\(path)': \(error); nothing was published")
+        }
+    }
+
+    /// The largest file read from the remote (a bundle holds at most 2 000 rows): 256 MiB.
+    static let maximumFileSize = 256 << 20
+
+    static func read(_ path: String) throws -> [UInt8] {
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        guard size <= maximumFileSize else {
+            throw SyncError(SyncError.Code.remote, "'\(path)' is \(size) bytes, more than any bundle; it was not read")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw SyncError(SyncError.Code.remote, "cannot read '\(path)'")
+        }
+        return [UInt8](data)
+    }
+
+    /// The device folders under `root`, ignoring anything that is not a device id.
+    static func deviceIDs(root: String) -> [String] {
+        let names = (try? listDirectory(root + "/" + devices)) ?? []
+        return names.filter(SyncEngine.isDeviceID).sorted()
+    }
+
+    /// The bundles of `device`, by sequence; other names (`.syncthing.*.tmp`, `*.sync-conflict-*`, Nextcloud's
+    /// `.~` partials, our own temporaries) are ignored.
+    static func bundles(root: String, device: String) -> [(sequence: UInt64, hash: String, path: String)] {
+        let folder = root + "/" + devices + "/" + device
+        let names = (try? listDirectory(folder)) ?? []
+        return names.compactMap { name in
+            SealedBundle.parseName(name).map { ($0.sequence, $0.hash, folder + "/" + name) }
+        }.sorted { $0.sequence < $1.sequence }
+    }
+}
+
+/// A folder replicated by Syncthing, Nextcloud, rclone or a USB disk.
+struct FolderTransport: SyncTransport {
+    let root: String
+    func pull() throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw SyncError(SyncError.Code.remote, "the sync folder '\(root)' does not exist (is the disk mounted?)")
+        }
+    }
+    func publish(_ paths: [String], message: String) throws {}
+    func hasUnpublished() throws -> Bool { false }
+}
+
+/// A git remote: a clone of it kept beside the database; bundles are committed and pushed. A push that loses a
+/// race is fetched and rebased (our commits only add files in our own folder, so this never merges files) and
+/// pushed again.
+struct GitTransport: SyncTransport {
+    let url: String
+    let root: String
+    static let branch = "main"
+
+    static func run(_ arguments: [String], in directory: String?) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["git"] + ["-c", "user.name=securestore", "-c", "user.email=securestore@localhost",
+            "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"] + arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["GIT_TERMINAL_PROMPT"] = "0"
+        environment["LC_ALL"] = "C"
+        process.environment = environment
+        // Output goes to a file, not a pipe: an ssh master git leaves behind may hold a pipe open for minutes.
+        let log = ScratchFiles.path(near: temporaryDirectory() + "/securestore-git")
+        guard FileManager.default.createFile(atPath: log, contents: nil, attributes: [.posixPermissions: 0o600]),
+            let handle = FileHandle(forWritingAtPath: log)
+        else { throw SyncError(SyncError.Code.remote, "cannot run git: no temporary file") }
+        defer {
+            try? handle.close()
+            try? removeFileIfPresent(log)
+        }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = handle
+        process.standardError = handle
+        do {
+            try process.run()
+        } catch {
+            throw SyncError(SyncError.Code.remote, "cannot run git (is it installed?): \(error)")
+        }
+        process.waitUntilExit()
+        let output = String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
+        return (process.terminationStatus, output)
+    }
+
+    static func check(_ arguments: [String], in directory: String?) throws {
+        let (status, output) = try run(arguments, in: directory)
+        guard status == 0 else {
+            let last = output.split(separator: "\n").last.map(String.init) ?? ""
+            throw SyncError(SyncError.Code.remote, "git \(arguments.first ?? "") failed (\(status)): \(escapedForTerminal(last, limit: 300))")
+        }
+    }
+
+    /// Clones `url` into `root` unless it is there already.
+    func prepare() throws {
+        if FileManager.default.fileExists(atPath: root + "/.git") { return }
+        try? makeDirectories(directoryPart(root))
+        try Self.check(["clone", "--quiet", "--", url, root], in: nil)
+        _ = try? Self.run(["symbolic-ref", "HEAD", "refs/heads/\(Self.branch)"], in: root)
+    }
+
+    private func remoteHasBranch() throws -> Bool {
+        let (status, output) = try Self.run(["ls-remote", "--heads", "origin", Self.branch], in: root)
+        guard status == 0 else { throw SyncError(SyncError.Code.remote, "cannot reach the git remote '\(url)'") }
+        return !output.isEmpty
+    }
+
+    /// Commits what an interrupted sync wrote or staged and did not commit (only ever our own new files): a
+    /// rebase refuses to run over staged changes.
+    private func commitLeftovers() throws {
+        try Self.check(["add", "-A", "--", "."], in: root)
+        let (clean, _) = try Self.run(["diff", "--cached", "--quiet"], in: root)
+        if clean != 0 { try Self.check(["commit", "--quiet", "-m", "securestore sync: bundles of an interrupted sync"], in: root) }
+    }
+
+    /// Whether local commits are not on the remote yet (a push that failed or was interrupted).
+    func hasUnpublished() throws -> Bool {
+        try commitLeftovers()
+        let (hasHead, _) = try Self.run(["rev-parse", "--verify", "--quiet", "HEAD"], in: root)
+        guard hasHead == 0 else { return false }
+        let (status, output) = try Self.run(["rev-list", "--count", "HEAD", "--not", "--remotes"], in: root)
+        return status != 0 || output.trimmingCharacters(in: .whitespacesAndNewlines) != "0"
+    }
+
+    func pull() throws {
+        try prepare()
+        try commitLeftovers()
+        guard try remoteHasBranch() else { return }
+        try Self.check(["fetch", "--quiet", "origin", Self.branch], in: root)
+        let (hasHead, _) = try Self.run(["rev-parse", "--verify", "--quiet", "HEAD"], in: root)
+        if hasHead == 0 {
+            try Self.check(["rebase", "--quiet", "FETCH_HEAD"], in: root)
+        } else {
+            try Self.check(["reset", "--quiet", "--hard", "FETCH_HEAD"], in: root)
+        }
+    }
+
+    func publish(_ paths: [String], message: String) throws {
+        try prepare()
+        // Only our own new files can be there (the clone is ours; other devices' files come by fetch).
+        try Self.check(["add", "-A", "--", "."], in: root)
+        let (clean, _) = try Self.run(["diff", "--cached", "--quiet"], in: root)
+        if clean != 0 { try Self.check(["commit", "--quiet", "-m", message], in: root) }
+        var lastError: (any Error)?
+        for _ in 0..<8 {
+            let (status, _) = try Self.run(["push", "--quiet", "origin", "HEAD:refs/heads/\(Self.branch)"], in: root)
+            if status == 0 { return }
+            // Someone else pushed first: take theirs (new files in their folders) and put ours on top.
+            do {
+                try pull()
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? SyncError(SyncError.Code.remote, "git push to '\(url)' kept failing; the bundles stay committed locally and go with the next sync")
+    }
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# run-sync-bench.sh --tool PATH [--tasks N] [--pairs N]
+#
+# Sync (Docs/sync.md), whole processes of the built tool, in a throw-away keyring (Tests/Harness/with-keyring):
+#   initial-sync   a new device joins a folder holding N tasks (`sync join`: verify, decrypt, merge every bundle)
+#                  vs `tasks export` of the N tasks + `tasks import` into a new database (the same data moved by hand)
+#   one-change     `tasks add` + `sync now` on one device, then `sync now` on the other (our own time for one change
+#                  end to end; the replication engine's delay is not in it) vs `tasks add` alone
+# Interleaved pairs (A B A B …); prints each side's median in ms and the median of the per-pair ratios, as
+#   BENCH <workload> project=<ms>ms baseline=<ms>ms ratio=<median of project/baseline>
+# and the bytes on the remote per task.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+if [ -z "${SECURESTORE_HARNESS_ROOT:-}" ]; then exec "$root/Tests/Harness/with-keyring" "$0" "$@"; fi
+
+tool=""; tasks=10000; pairs=5
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --tool) tool=$2; shift 2 ;;
+        --tasks) tasks=$2; shift 2 ;;
+        --pairs) pairs=$2; shift 2 ;;
+        *) echo "usage: run-sync-bench.sh --tool PATH [--tasks N] [--pairs N]" >&2; exit 64 ;;
+    esac
+done
+[ -x "$tool" ] || { echo "run-sync-bench: no tool at '$tool'" >&2; exit 69; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/securestore-sync-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export XDG_DATA_HOME="$work/data" SECURESTORE_PROMPT=never
+for i in $(seq 1 "$tasks"); do printf '{"id":"00000000-0000-4000-8000-%012d","title":"task number %d","done":false,"createdAt":"2026-01-01T00:00:00.000000Z"}\n' "$i" "$i"; done >"$work/tasks.jsonl"
+"$tool" --app bench-origin tasks import "$work/tasks.jsonl" >/dev/null 2>&1
+code=$("$tool" --app bench-origin sync init --folder "$work/remote" 2>/dev/null)
+printf '%s\n' "$code" >"$work/code"
+bytes=$(du -sb "$work/remote/devices" | cut -f1)
+"$tool" --app bench-peer sync join --folder "$work/remote" <"$work/code" >/dev/null 2>&1
+
+now() { date +%s%N; }
+time_ms() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1; t1=$(now); echo $(( (t1 - t0) / 1000 )); }
+run=0
+join_new() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --folder "$work/remote" <"$work/code"; }
+export_import() {
+    run=$((run + 1))
+    "$tool" --app bench-origin tasks export --output "$work/export-$run.jsonl" &&
+        "$tool" --app "bench-import-$run" tasks import "$work/export-$run.jsonl"
+}
+one_change() {
+    "$tool" --app bench-origin tasks add "one more" && "$tool" --app bench-origin sync now &&
+        "$tool" --app bench-peer sync now
+}
+add_only() { "$tool" --app bench-origin tasks add "one more"; }
+
+pair() {  # pair NAME A-FUNCTION B-FUNCTION
+    local name=$1 a=$2 b=$3 i t0 t1
+    : >"$work/$name.a"; : >"$work/$name.b"
+    for i in $(seq 1 "$pairs"); do
+        t0=$(now); $a >/dev/null 2>&1; t1=$(now); echo $(( (t1 - t0) / 1000 )) >>"$work/$name.a"
+        t0=$(now); $b >/dev/null 2>&1; t1=$(now); echo $(( (t1 - t0) / 1000 )) >>"$work/$name.b"
+    done
+    paste "$work/$name.a" "$work/$name.b" | awk -v name="$name" '
+        { a[NR] = $1; b[NR] = $2; r[NR] = $1 / $2 }
+        function median(x, n,   i, j, t, s) { for (i = 1; i <= n; i++) s[i] = x[i]
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
+            return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2 }
+        END { printf "BENCH %s project=%.1fms baseline=%.1fms ratio=%.2f\n", name, median(a, NR) / 1000, median(b, NR) / 1000, median(r, NR) }'
+}
+
+echo "# sync bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $tasks tasks, $pairs pairs"
+echo "BENCH remote-bytes tasks=$tasks bytes=$bytes per-task=$((bytes / tasks))"
+pair "initial-sync-$tasks" join_new export_import
+pair one-change one_change add_only
