@@ -11,7 +11,8 @@ enum KeyStoreChoice {
     static let names = ["secret-service", "file", "systemd"]
 
     /// `--keystore`, else SECURESTORE_KEYSTORE, else automatic: the Secret Service when there is a session bus
-    /// (`DBUS_SESSION_BUS_ADDRESS`), else the key file (said once on stderr, when the key file is made).
+    /// (`DBUS_SESSION_BUS_ADDRESS`) and a provider answers on it (the name `org.freedesktop.secrets` is owned or
+    /// activatable), else the key file (said once on stderr, when the key file is made).
     static func store(_ invocation: Invocation, allowsPrompts: Bool = Context.allowsPrompts()) throws -> Keychain.Store {
         try store(invocation.global, path: invocation.path, allowsPrompts: allowsPrompts)
     }
@@ -36,8 +37,14 @@ enum KeyStoreChoice {
             }
             return .systemdCredentials(directory: directory)
         case nil, "auto":
-            if hasSessionBus(environment) { return .secretService }
-            return .keyFile(try keyFile(global, path: path, automatic: true, allowsPrompts: allowsPrompts))
+            guard hasSessionBus(environment) else {
+                return .keyFile(try keyFile(global, path: path, automatic: true, allowsPrompts: allowsPrompts))
+            }
+            if Keychain.Store.secretServiceIsReachable() { return .secretService }
+            return .keyFile(
+                try keyFile(
+                    global, path: path, automatic: true, allowsPrompts: allowsPrompts,
+                    why: "no Secret Service (such as gnome-keyring or KeePassXC) answers on the session bus here"))
         case let other?:
             throw UsageError(
                 "--keystore must be one of \(names.joined(separator: ", ")) (not \(UsageError.quoted(other)))",
@@ -55,7 +62,8 @@ enum KeyStoreChoice {
 
     /// The key file, its passphrase from `--passphrase-fd`/SECURESTORE_PASSPHRASE_FD or the terminal.
     static func keyFile(
-        _ global: GlobalOptions, path: [String], automatic: Bool, allowsPrompts: Bool = Context.allowsPrompts()
+        _ global: GlobalOptions, path: [String], automatic: Bool, allowsPrompts: Bool = Context.allowsPrompts(),
+        why: String = "no D-Bus session bus here"
     ) throws -> KeyFile {
         let environment = ProcessInfo.processInfo.environment
         var passphrase = Passphrase.terminal
@@ -82,7 +90,7 @@ enum KeyStoreChoice {
         if !fromDescriptor && !allowsPrompts { passphrase = .none }
         let notice: @Sendable (String) -> Void = { path in
             Console.err(
-                "securestore: no D-Bus session bus here, so keys and tokens go to the key file '\(path)', sealed "
+                "securestore: \(why), so keys and tokens go to the key file '\(path)', sealed "
                     + "with a passphrase (choose with --keystore or SECURESTORE_KEYSTORE)\n")
         }
         return KeyFile(

@@ -375,6 +375,51 @@ import Testing
     }
 }
 
+/// A session bus with no Secret Service on it (nobody owns `org.freedesktop.secrets` and no service file can start
+/// it: a container or CI job under dbus-run-session): the automatic choice is the key file, saying why.
+@Suite struct BusWithoutASecretServiceTests {
+    @Test(.enabled(if: Prerequisites.installed("dbus-run-session"), "dbus-run-session is not installed"))
+    func aBusWithNoProviderUsesTheKeyFileAndSaysWhy() throws {
+        let work = try TemporaryDirectory()
+        let services = work.path + "/no-services"
+        try FileManager.default.createDirectory(atPath: services, withIntermediateDirectories: false)
+        let config = work.path + "/bus.conf"
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:tmpdir=\(work.path)</listen>
+              <auth>EXTERNAL</auth>
+              <servicedir>\(services)</servicedir>
+              <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow own="*"/></policy>
+            </busconfig>
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let passphrase = work.path + "/passphrase"
+        try "a bus but no keyring\n".write(toFile: passphrase, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["DBUS_SESSION_BUS_ADDRESS", "SECURESTORE_KEYSTORE", "SECURESTORE_PASSPHRASE_FD"] { environment[name] = nil }
+        environment["HOME"] = work.path + "/home"
+        environment["XDG_DATA_HOME"] = work.path + "/data"
+        environment["XDG_RUNTIME_DIR"] = work.path
+        environment["SECURESTORE_CACHE_TIMEOUT"] = "0"
+        let app = uniqueApp()
+        let script = "\"$0\" --app \(app) --passphrase-fd 3 token set api 3<'\(passphrase)' && echo ===; "
+            + "exec \"$0\" --app \(app) --passphrase-fd 3 keystore status 3<'\(passphrase)'"
+        let result = try run(
+            ["dbus-run-session", "--config-file=" + config, "--", "bash", "-c", script, product("securestore")],
+            input: Data("bus-without-keyring".utf8), environment: environment)
+        let keyFile = work.path + "/data/securestore/keys.sealed"
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains(
+            "securestore: no Secret Service (such as gnome-keyring or KeePassXC) answers on the session bus here, so keys "
+                + "and tokens go to the key file '\(keyFile)'"), "\(result.stderr)")
+        #expect(result.stdout.contains("===\nstore: file (the key file '\(keyFile)')"), "\(result.stdout)")
+        #expect(result.stdout.contains("token: api"))
+        #expect(FileManager.default.fileExists(atPath: keyFile))
+    }
+}
+
 /// The no-D-Bus pass of `make test` (Tests/Harness/with-keyfile) is what it says: no bus can be found, so the tool
 /// itself picks the key file, and the suites that run there run on it.
 @Suite struct NoDBusPassTests {
