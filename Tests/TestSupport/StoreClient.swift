@@ -20,14 +20,24 @@ public enum StoreClient {
     }
 
     /// The secret stored for (`service`, `account`) as text, or nil when there is none (`secret-tool lookup`).
-    public static func lookup(service: String, account: String) throws -> String? {
+    /// `dataHome`: the XDG_DATA_HOME of the tool's run when it is not this process's (its key file, unlocked by that
+    /// run into the session keyring, with no D-Bus).
+    public static func lookup(service: String, account: String, dataHome: String? = nil) throws -> String? {
+        if Harness.isKeyFile, let dataHome {
+            let file = KeyFile(path: dataHome + "/securestore/keys.sealed", passphrase: .none, sessionCacheTimeout: .seconds(14400))
+            return try Keychain(configuration: .init(store: .keyFile(file))).string(service: service, account: account)
+        }
         if Harness.isKeyFile { return try keyFile.string(service: service, account: account) }
         let result = try run(["secret-tool", "lookup", "service", service, "account", account])
         return result.status == 0 ? result.stdout : nil
     }
 
-    /// The accounts stored under `service`, sorted (`secret-tool search --all`).
-    public static func accounts(service: String) throws -> [String] {
+    /// The accounts stored under `service`, sorted (`secret-tool search --all`); `dataHome` as for ``lookup``.
+    public static func accounts(service: String, dataHome: String? = nil) throws -> [String] {
+        if Harness.isKeyFile, let dataHome {
+            let file = KeyFile(path: dataHome + "/securestore/keys.sealed", passphrase: .none, sessionCacheTimeout: .seconds(14400))
+            return try Keychain(configuration: .init(store: .keyFile(file))).accounts(service: service).sorted()
+        }
         if Harness.isKeyFile { return try keyFile.accounts(service: service).sorted() }
         let result = try run(["secret-tool", "search", "--all", "service", service])
         let prefix = "attribute.account = "
