@@ -270,13 +270,20 @@ extension Query where Record: TableRecord {
         var query = self
         query.prefetches.append(
             PrefetchPart(association: association._sqlAssociation) { db, sql, arguments in
-                var groups: [DatabaseValue: [A.RowDecoder]] = [:]
+                // The children in one array and their positions by parent key: the grouping runs on concrete types,
+                // not through this function's unspecialized generic code once per child (measured, Docs/records.md).
+                var children: [A.RowDecoder] = []
+                var positions: [DatabaseValue: [Int]] = [:]
                 try db.forEachRow(sql, arguments) { row in
                     let key = try row.value(at: row.count - 1)
                     // A child without a parent key has no parent (`IN` never matches NULL).
                     if key == .null { return }
-                    groups[key, default: []].append(try A.RowDecoder(row: row))
+                    positions[key, default: []].append(children.count)
+                    children.append(try A.RowDecoder(row: row))
                 }
+                var groups: [DatabaseValue: Any] = [:]
+                groups.reserveCapacity(positions.count)
+                for (key, indexes) in positions { groups[key] = indexes.map { children[$0] } }
                 return Prefetched(groups: groups, empty: [A.RowDecoder]())
             })
         return query
