@@ -262,6 +262,19 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
         #expect(cards.map(\.employee.name) == ["Ada", "Bob"])
         #expect(cards.map(\.manager?.name) == [nil, "Ada"])
         #expect(cards.map { $0.reports.map(\.name) } == [["Bob", "Cy"], []])
+        // Every employee: the reports come from one scan of the table; Ada, who has no manager, is nobody's report.
+        let everyone = try queue.read { (db: Database) throws in
+            try Card.fetchAll(
+                db, Employee.including(optional: Employee.manager).including(all: Employee.reports.order(Column("name")))
+                    .order(Column("id")))
+        }
+        #expect(everyone.map { $0.reports.map(\.name) } == [["Bob", "Cy"], [], []])
+        let filtered = try queue.read { (db: Database) throws in
+            try Card.fetchAll(
+                db, Employee.including(optional: Employee.manager)
+                    .including(all: Employee.reports.filter(Column("name") != "Bob")).order(Column("id")))
+        }
+        #expect(filtered.map { $0.reports.map(\.name) } == [["Cy"], [], []])
     }
 
     @Test func anAssociationWithoutAForeignKeySaysHowToDeclareOne() throws {
