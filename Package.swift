@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "EncryptedDatabase", targets: ["EncryptedDatabase"]),
         .library(name: "Preferences", targets: ["Preferences"]),
         .library(name: "SecureStore", targets: ["SecureStore"]),
+        .library(name: "PreferenceSecrets", targets: ["PreferenceSecrets"]),
         .library(name: "Tasks", targets: ["Tasks"]),
         .library(name: "Sync", targets: ["Sync"]),
         .executable(name: "securestore", targets: ["SecureStoreTool"]),
@@ -54,9 +55,14 @@ let package = Package(
         .target(name: "Preferences", dependencies: ["SecureStoreCore"], swiftSettings: swiftSettings),
         .target(
             name: "SecureStore",
-            dependencies: ["Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore", "CLibCrypto"],
+            dependencies: ["Keychain", "EncryptedDatabase", "SecureStoreCore", "CLibCrypto"],
             swiftSettings: swiftSettings
         ),
+        // Moving a secret out of preferences into the keychain: the one place where Preferences and Keychain
+        // meet, kept out of SecureStore so that a program with a keyed database does not link Preferences.
+        .target(
+            name: "PreferenceSecrets", dependencies: ["SecureStore", "Keychain", "Preferences"],
+            swiftSettings: swiftSettings),
         // The task list: one application of the keyed database, in a module of its own.
         .target(
             name: "Tasks", dependencies: ["SecureStore", "EncryptedDatabase", "SecureStoreCore"],
@@ -71,7 +77,8 @@ let package = Package(
         .target(
             name: "SecureStoreCommands",
             dependencies: [
-                "SecureStore", "Tasks", "Sync", "Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore",
+                "SecureStore", "PreferenceSecrets", "Tasks", "Sync", "Keychain", "EncryptedDatabase", "Preferences",
+                "SecureStoreCore",
             ],
             swiftSettings: swiftSettings
         ),
@@ -91,6 +98,10 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "PreferenceSecretsTests",
+            dependencies: ["PreferenceSecrets", "SecureStore", "Keychain", "Preferences", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "SyncTests", dependencies: ["Sync", "Tasks", "SecureStore", "EncryptedDatabase", "Keychain", "TestSupport"],

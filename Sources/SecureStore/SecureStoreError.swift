@@ -67,8 +67,6 @@ extension SecureStoreError.Code {
     public static let copiedDatabase = Self("copiedDatabase")
     /// A key would be deleted or replaced while it still opens an existing database; nothing was changed.
     public static let keyStillInUse = Self("keyStillInUse")
-    /// A database is not a task list, and task commands never add tables to it.
-    public static let notATaskList = Self("notATaskList")
     /// A step that needs a person's approval in the keyring (KeePassXC's access requests) did not get it; the
     /// database keeps working meanwhile (a key rotation's new key stays the pending key) and the next open that
     /// may prompt finishes it.
