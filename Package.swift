@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "EncryptedDatabase", targets: ["EncryptedDatabase"]),
         .library(name: "Preferences", targets: ["Preferences"]),
+        .library(name: "Attachments", targets: ["Attachments"]),
         .library(name: "SecureStore", targets: ["SecureStore"]),
         .library(name: "PreferenceSecrets", targets: ["PreferenceSecrets"]),
         .library(name: "Tasks", targets: ["Tasks"]),
@@ -53,9 +54,14 @@ let package = Package(
         .target(
             name: "EncryptedDatabase", dependencies: ["CSQLCipher", "SecureStoreCore"], swiftSettings: swiftSettings),
         .target(name: "Preferences", dependencies: ["SecureStoreCore"], swiftSettings: swiftSettings),
+        // Encrypted attachments of any record (Docs/attachments.md): a second SQLCipher file of chunks, SHA-256 from
+        // libcrypto. It also declares SecureStoreError, which it throws and SecureStore re-exports.
+        .target(
+            name: "Attachments", dependencies: ["EncryptedDatabase", "SecureStoreCore", "CLibCrypto"],
+            swiftSettings: swiftSettings),
         .target(
             name: "SecureStore",
-            dependencies: ["Keychain", "EncryptedDatabase", "SecureStoreCore", "CLibCrypto"],
+            dependencies: ["Attachments", "Keychain", "EncryptedDatabase", "SecureStoreCore"],
             swiftSettings: swiftSettings
         ),
         // Moving a secret out of preferences into the keychain: the one place where Preferences and Keychain

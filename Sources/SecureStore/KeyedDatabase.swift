@@ -1,5 +1,6 @@
 // The keyed database: a named SQLCipher database whose random key lives in the Keychain, with its
 // whole key lifecycle (create, open, rotate, recover, import, backup, verify). See Docs/key-lifecycle.md.
+internal import Attachments
 public import EncryptedDatabase
 public import Foundation
 public import Keychain

@@ -1,3 +1,4 @@
+internal import Attachments
 public import EncryptedDatabase
 public import Foundation
 public import Keychain

@@ -1,3 +1,4 @@
+internal import Attachments
 public import EncryptedDatabase
 public import Keychain
 internal import SecureStoreCore

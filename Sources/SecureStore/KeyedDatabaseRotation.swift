@@ -1,3 +1,4 @@
+internal import Attachments
 internal import EncryptedDatabase
 internal import Foundation
 internal import Keychain

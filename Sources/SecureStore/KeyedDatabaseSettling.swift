@@ -1,3 +1,4 @@
+public import Attachments
 internal import EncryptedDatabase
 internal import Foundation
 internal import Keychain

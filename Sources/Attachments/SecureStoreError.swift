@@ -1,5 +1,8 @@
-/// An error of the SecureStore composition layer (key lifecycle, task list, paths): a code to match on
-/// and a message a person can act on. Errors of the underlying modules (``KeychainError``,
+package import SecureStoreCore
+
+/// An error of the SecureStore composition layer (key lifecycle, attachments, task list, paths): a code to match on
+/// and a message a person can act on. Declared in Attachments, the lowest module that throws it; `import SecureStore`
+/// re-exports it. Errors of the underlying modules (``KeychainError``,
 /// `DatabaseError`, `PreferencesError`) pass through unchanged.
 public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, as a value a caller can match on. New codes may be added.
@@ -73,4 +76,23 @@ extension SecureStoreError.Code {
     public static let approvalPending = Self("approvalPending")
     /// A file-system call failed (permissions, disk full, input/output error); the message has the reason.
     public static let fileSystem = Self("fileSystem")
+}
+
+extension SecureStoreError {
+    /// A failed file-system call as a ``Code/fileSystem`` error: what was being done, then the reason.
+    package init(_ error: Errno, _ what: String) {
+        self.init(Code.fileSystem, "\(what): \(error)")
+    }
+}
+
+/// Flushes a file's data and metadata to the disk (the keyed database's files and the attachments file).
+///
+/// - Throws: ``SecureStoreError/Code/fileSystem``.
+package func syncFileToDisk(_ path: String) throws {
+    do {
+        let descriptor = try FileDescriptor.open(path, .readOnly)
+        try descriptor.closeAfter { () throws(Errno) in try descriptor.sync() }
+    } catch {
+        throw SecureStoreError(error, "cannot flush '\(path)' to the disk")
+    }
 }

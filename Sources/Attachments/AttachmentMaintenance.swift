@@ -181,7 +181,7 @@ extension AttachmentStore {
         if let integrity { problems.append(integrity) }
         return Verification(
             attachmentCount: all.count, totalSize: all.reduce(0) { $0 + $1.size },
-            fileSize: Int64(KeyedDatabaseFiles.size(path) ?? 0), collected: collected, problems: problems)
+            fileSize: (try? fileStatus(path).size).map(Int64.init) ?? 0, collected: collected, problems: problems)
     }
 
     /// How many attachments there are and their total size, from the record database only.
@@ -228,7 +228,7 @@ extension AttachmentStore {
         guard let file = try openFile(create: false) else { return false }
         guard let key = try database.read({ db in try key(db) }) else { return false }
         try file.export(to: destination, key: key)
-        try KeyedDatabaseFiles.syncFile(destination)
+        try syncFileToDisk(destination)
         return true
     }
 }

@@ -73,7 +73,7 @@ extension AttachmentStore {
             // The attachments file exists once any attachment does, inline ones included: a SecureStore from before
             // inline attachments refuses a database that lists attachments without their file ("restore it from a
             // backup, or detach them"). Made once, before the first description commits.
-            if opened == nil, !KeyedDatabaseFiles.exists(path) { _ = try chunksFile() }
+            if opened == nil, !fileExists(path) { _ = try chunksFile() }
             // The commit point: the descriptions (and small attachments' bytes), in the record database.
             try database.write { db in
                 guard try ownerExists(db) else {

@@ -227,7 +227,7 @@ public final class AttachmentStore: Sendable {
     // MARK: The attachments file
 
     /// The attachments key from the record database, or nil when no attachment was ever added.
-    func attachmentsKey(_ db: Database) throws -> DatabaseKey? { try key(db) }
+    package func attachmentsKey(_ db: Database) throws -> DatabaseKey? { try key(db) }
 
     /// The attachments key from the record database, or nil when no attachment was ever added.
     func key(_ db: Database) throws -> DatabaseKey? {
@@ -240,7 +240,7 @@ public final class AttachmentStore: Sendable {
 
     /// The open attachments file, opened (and created when `create`) on first use; nil when there is none yet
     /// and `create` is false.
-    func openFile(create: Bool) throws -> DatabaseQueue? {
+    package func openFile(create: Bool) throws -> DatabaseQueue? {
         if let queue = file.withLock({ $0 }) { return queue }
         if create { try prepare() }
         let found = try database.read { db -> (DatabaseKey, Int)? in
@@ -369,7 +369,7 @@ public final class AttachmentStore: Sendable {
         }
     }
     /// `size` bytes for a person (the core's one rule: `512 bytes`, `1.5 MiB`).
-    static func formatSize(_ size: Int64) -> String { byteCountText(size) }
+    package static func formatSize(_ size: Int64) -> String { byteCountText(size) }
 
     /// A media type guessed from a file name's extension; `application/octet-stream` when unknown.
     public static func mediaType(forName name: String) -> String {
