@@ -103,6 +103,9 @@ let package = Package(
             name: "TasksTests", dependencies: ["Tasks", "SecureStore", "EncryptedDatabase", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
+            name: "AttachmentsTests", dependencies: ["Attachments", "EncryptedDatabase", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
