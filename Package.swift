@@ -16,7 +16,9 @@ let package = Package(
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "EncryptedDatabase", targets: ["EncryptedDatabase"]),
         .library(name: "Preferences", targets: ["Preferences"]),
+        .library(name: "Attachments", targets: ["Attachments"]),
         .library(name: "SecureStore", targets: ["SecureStore"]),
+        .library(name: "PreferenceSecrets", targets: ["PreferenceSecrets"]),
         .library(name: "Tasks", targets: ["Tasks"]),
         .library(name: "Sync", targets: ["Sync"]),
         .executable(name: "securestore", targets: ["SecureStoreTool"]),
@@ -52,11 +54,21 @@ let package = Package(
         .target(
             name: "EncryptedDatabase", dependencies: ["CSQLCipher", "SecureStoreCore"], swiftSettings: swiftSettings),
         .target(name: "Preferences", dependencies: ["SecureStoreCore"], swiftSettings: swiftSettings),
+        // Encrypted attachments of any record (Docs/attachments.md): a second SQLCipher file of chunks, SHA-256 from
+        // libcrypto. It also declares SecureStoreError, which it throws and SecureStore re-exports.
+        .target(
+            name: "Attachments", dependencies: ["EncryptedDatabase", "SecureStoreCore", "CLibCrypto"],
+            swiftSettings: swiftSettings),
         .target(
             name: "SecureStore",
-            dependencies: ["Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore", "CLibCrypto"],
+            dependencies: ["Attachments", "Keychain", "EncryptedDatabase", "SecureStoreCore"],
             swiftSettings: swiftSettings
         ),
+        // Moving a secret out of preferences into the keychain: the one place where Preferences and Keychain
+        // meet, kept out of SecureStore so that a program with a keyed database does not link Preferences.
+        .target(
+            name: "PreferenceSecrets", dependencies: ["SecureStore", "Keychain", "Preferences"],
+            swiftSettings: swiftSettings),
         // The task list: one application of the keyed database, in a module of its own.
         .target(
             name: "Tasks", dependencies: ["SecureStore", "EncryptedDatabase", "SecureStoreCore"],
@@ -71,7 +83,8 @@ let package = Package(
         .target(
             name: "SecureStoreCommands",
             dependencies: [
-                "SecureStore", "Tasks", "Sync", "Keychain", "EncryptedDatabase", "Preferences", "SecureStoreCore",
+                "SecureStore", "PreferenceSecrets", "Tasks", "Sync", "Keychain", "EncryptedDatabase", "Preferences",
+                "SecureStoreCore",
             ],
             swiftSettings: swiftSettings
         ),
@@ -90,7 +103,14 @@ let package = Package(
             name: "TasksTests", dependencies: ["Tasks", "SecureStore", "EncryptedDatabase", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
+            name: "AttachmentsTests", dependencies: ["Attachments", "EncryptedDatabase", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "SecureStoreTests", dependencies: ["SecureStore", "SecureStoreCore", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "PreferenceSecretsTests",
+            dependencies: ["PreferenceSecrets", "SecureStore", "Keychain", "Preferences", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "SyncTests", dependencies: ["Sync", "Tasks", "SecureStore", "EncryptedDatabase", "Keychain", "TestSupport"],

@@ -1,5 +1,5 @@
 public import Foundation
-import Synchronization
+internal import Synchronization
 
 /// Generic secrets in the freedesktop Secret Service (gnome-keyring, KeePassXC, KWallet), named by a
 /// service and an account, as Apple's Keychain Services names generic passwords.

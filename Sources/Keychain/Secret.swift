@@ -1,5 +1,5 @@
 public import Foundation
-import SecureStoreCore
+internal import SecureStoreCore
 
 /// Bytes that must stay secret: a token, a password, a database key.
 ///

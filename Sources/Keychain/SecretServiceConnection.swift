@@ -1,10 +1,10 @@
 // The one place where the Keychain calls libsecret. Every call is bounded by a deadline and every
 // GError becomes a KeychainError here.
 internal import CLibSecret
-import Dispatch
-import Foundation
-import SecureStoreCore
-import Synchronization
+internal import Dispatch
+internal import Foundation
+internal import SecureStoreCore
+internal import Synchronization
 
 /// A GCancellable that cancels itself when the deadline passes, so that no libsecret call can block
 /// for longer than the configured timeout (libsecret's sync calls have no timeout of their own).

@@ -1,7 +1,7 @@
 // The preferences audit: sizes against the limits, and values that look like secrets.
 // A pure function of the values; the renderers produce the text the CLI prints. Never prints a value.
-import Foundation
-import SecureStoreCore
+internal import Foundation
+internal import SecureStoreCore
 
 /// A reason a value looks like a secret. Rules are offline and look only at the value's shape and the
 /// name of the key that holds it.

@@ -1,8 +1,8 @@
 // The preferences handle: typed reads, limit-checked durable writes shared between processes.
 public import Foundation
-import Glibc
-import SecureStoreCore
-import Synchronization
+internal import Glibc
+internal import SecureStoreCore
+internal import Synchronization
 
 /// A preferences domain: small typed settings in a human-readable file with enforced size limits.
 ///

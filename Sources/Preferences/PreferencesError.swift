@@ -1,6 +1,6 @@
 // The one error type of the Preferences module.
-import Glibc
-import SecureStoreCore
+internal import Glibc
+internal import SecureStoreCore
 
 /// An error from the Preferences module: a code to match on and a message a person can act on.
 ///

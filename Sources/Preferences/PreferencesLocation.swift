@@ -1,7 +1,7 @@
 // Where a domain lives, and how big it may grow.
 public import Foundation
-import Glibc
-import SecureStoreCore
+internal import Glibc
+internal import SecureStoreCore
 
 /// Where a preferences domain lives: `<directory>/<domain>.json`, with `<domain>.json.lock` beside it.
 ///

@@ -1,7 +1,7 @@
 public import Dispatch
-import Glibc
-import SecureStoreCore
-import Synchronization
+internal import Glibc
+internal import SecureStoreCore
+internal import Synchronization
 
 extension Preferences {
     /// Calls `handler` with the keys whose stored values changed — through this handle, another handle or

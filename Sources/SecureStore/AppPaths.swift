@@ -1,3 +1,4 @@
+internal import Attachments
 public import Foundation
 internal import SecureStoreCore
 

@@ -1,4 +1,5 @@
 // The keyed database's attachments: its AttachmentStore, and the attachments' part of backup and verification.
+public import Attachments
 internal import EncryptedDatabase
 internal import SecureStoreCore
 public import Foundation

@@ -1,4 +1,5 @@
 // The catalogue of an application's database keys: listing them, and pruning retired ones.
+internal import Attachments
 internal import EncryptedDatabase
 public import Foundation
 public import Keychain

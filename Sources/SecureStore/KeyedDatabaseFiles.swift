@@ -1,5 +1,6 @@
 // File-system steps of the key lifecycle: the lock file, fsync, rename, directory sync, leftovers.
 // Every file operation of the keyed database goes through this file, on SecureStoreCore's system layer.
+internal import Attachments
 internal import Foundation
 internal import SecureStoreCore
 
@@ -214,14 +215,7 @@ struct KeyedDatabaseFiles: Sendable {
     }
 
     /// Flushes a file's data and metadata to the disk.
-    static func syncFile(_ path: String) throws {
-        do {
-            let descriptor = try FileDescriptor.open(path, .readOnly)
-            try descriptor.closeAfter { () throws(Errno) in try descriptor.sync() }
-        } catch {
-            throw errnoError(error, "cannot flush '\(path)' to the disk")
-        }
-    }
+    static func syncFile(_ path: String) throws { try syncFileToDisk(path) }
 
     /// Flushes a directory, so that a rename or link in it survives a power loss (best effort).
     static func syncDirectory(_ directory: String) {
@@ -383,6 +377,6 @@ struct KeyedDatabaseFiles: Sendable {
     // MARK: Errors
 
     static func errnoError(_ error: Errno, _ what: String) -> SecureStoreError {
-        SecureStoreError(SecureStoreError.Code.fileSystem, "\(what): \(error)")
+        SecureStoreError(error, what)
     }
 }

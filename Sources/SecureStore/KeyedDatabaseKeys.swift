@@ -1,5 +1,6 @@
 // The database key in the Keychain: the catalogue of key items (current, pending, retired, legacy),
 // their names, and the hex text form, built and parsed in zeroed buffers (never through String).
+internal import Attachments
 internal import EncryptedDatabase
 internal import Foundation
 internal import Keychain

@@ -1,4 +1,5 @@
 // What the keyed database tells a person: where it and its key live, backups and their verification.
+internal import Attachments
 public import EncryptedDatabase
 public import Foundation
 public import Keychain

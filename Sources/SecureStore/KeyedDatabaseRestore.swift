@@ -1,5 +1,6 @@
 // Restoring a backup: verify it with its key (found in the keyring, or from a recovery code), keep the
 // current database aside, and install the backup as a database of its own (new id, new key).
+internal import Attachments
 public import EncryptedDatabase
 public import Foundation
 public import Keychain

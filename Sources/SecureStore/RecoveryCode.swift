@@ -1,4 +1,5 @@
 // The recovery code: a database key a person can write down and type back in.
+public import Attachments
 public import EncryptedDatabase
 public import Keychain
 internal import SecureStoreCore

@@ -2,7 +2,7 @@
 // package has no dependencies: a tree of commands, options shared at the root, `--help` at every
 // level, usage errors that print the usage. Commands declare their options once as typed values (``Flag``,
 // ``Option``) and read them back through those values, never by a name spelled twice.
-import SecureStoreCore
+internal import SecureStoreCore
 
 /// An option a command accepts: a flag (`--json`) or an option with a value (`--limit N`): its name, its
 /// placeholder and its help, as the parser and the help text see it.

@@ -1,8 +1,8 @@
-import Foundation
-import EncryptedDatabase
-import SecureStore
-import SecureStoreCore
-import Tasks
+internal import Foundation
+internal import EncryptedDatabase
+internal import SecureStore
+internal import SecureStoreCore
+internal import Tasks
 
 // `securestore tasks attach | attachments | attachment get | detach`: encrypted attachments of tasks
 // (Docs/attachments.md).

@@ -5,12 +5,12 @@
 // attachment ID prefixes, token names and preference keys: never a secret (nor a preference's value), and nothing at
 // all when the keyring or the database is unavailable. An option's value completes to its fixed words (`--format`),
 // files (`--output`) or directories (`--data-dir`).
-import Foundation
-import Keychain
-import Preferences
-import SecureStore
-import SecureStoreCore
-import Tasks
+internal import Foundation
+internal import Keychain
+internal import Preferences
+internal import SecureStore
+internal import SecureStoreCore
+internal import Tasks
 
 /// What a positional argument completes to.
 enum ArgumentCompletion: String, Sendable {

@@ -1,7 +1,7 @@
 // Bulk destructive commands (`tasks clear-done`, `tasks done-all`, `db keys prune`) say what they will do and ask
 // on a terminal, as `rm -I` and `git clean -i` do; a script says `--yes`. Off a terminal nothing can answer, so
 // without `--yes` they refuse (exit 64) before touching anything.
-import Foundation
+internal import Foundation
 
 /// `--yes`: do it without asking.
 let yesFlag = Flag("yes", help: "Do it without asking (needed when standard input or error is not a terminal).")

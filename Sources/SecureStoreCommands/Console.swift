@@ -1,10 +1,10 @@
-import EncryptedDatabase
-import Foundation
-import Glibc
-import Keychain
-import Preferences
-import SecureStore
-import SecureStoreCore
+internal import EncryptedDatabase
+internal import Foundation
+internal import Glibc
+internal import Keychain
+internal import Preferences
+internal import SecureStore
+internal import SecureStoreCore
 
 /// Exit statuses, sysexits-style (Docs/cli.md lists them).
 enum ExitStatus {

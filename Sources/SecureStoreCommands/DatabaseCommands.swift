@@ -1,9 +1,9 @@
-import EncryptedDatabase
-import Foundation
-import Keychain
-import SecureStore
-import SecureStoreCore
-import Tasks
+internal import EncryptedDatabase
+internal import Foundation
+internal import Keychain
+internal import SecureStore
+internal import SecureStoreCore
+internal import Tasks
 
 /// `--name NAME`: the database a `db` or `tasks` command works on.
 let nameOption = Option<String>("name", valueName: "NAME", help: "The database (default: tasks).")

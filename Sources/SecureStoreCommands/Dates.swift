@@ -1,6 +1,6 @@
 // One date grammar for every option that takes a date (`prefs set --date`, `db keys prune --before`).
-import Foundation
-import SecureStoreCore
+internal import Foundation
+internal import SecureStoreCore
 
 /// What a date option accepts, for help texts and usage errors.
 let dateGrammar = "a date such as 2026-11-23 (midnight UTC), 2026-11-23T16:15:02Z or 2026-11-23T16:15:02.250+01:00"

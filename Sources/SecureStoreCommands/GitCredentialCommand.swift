@@ -1,5 +1,5 @@
-import Foundation
-import SecureStore
+internal import Foundation
+internal import SecureStore
 
 /// `securestore git-credential get|store|erase`: git's credential-helper protocol.
 let gitCredentialCommand = Command(

@@ -1,36 +1,36 @@
-public import Keychain
-import Foundation
-import Glibc
-import SecureStoreCore
+package import Keychain
+internal import Foundation
+internal import Glibc
+internal import SecureStoreCore
 
 /// git's credential-helper protocol (gitcredentials(7)) over the keychain: `get`, `store` and `erase`.
 ///
 /// Each credential is one keychain item: service `<app>.git`, account
 /// `<protocol>://<username>@<host>[/<path>]` (username and path percent-encoded), and as its secret
 /// the text lines `password=…`, and when given `password_expiry_utc=…` and `oauth_refresh_token=…`.
-public struct GitCredentialStore: Sendable {
+package struct GitCredentialStore: Sendable {
     /// The keychain the credentials live in.
-    public let keychain: Keychain
+    package let keychain: Keychain
     /// The keychain service of the credentials.
-    public let service: String
+    package let service: String
 
     /// A store on `service` in `keychain`.
-    public init(keychain: Keychain, service: String) {
+    package init(keychain: Keychain, service: String) {
         self.keychain = keychain
         self.service = service
     }
 
     /// The attributes of one request or answer, in order. Values may be secret (`password`); this
     /// type's description never prints them.
-    public struct Message: Sendable, CustomStringConvertible {
+    package struct Message: Sendable, CustomStringConvertible {
         /// The `key=value` pairs.
-        public var fields: [(key: String, value: String)] = []
+        package var fields: [(key: String, value: String)] = []
 
         /// An empty message.
-        public init() {}
+        package init() {}
 
         /// Parses `key=value` lines up to a blank line or the end; lines without `=` are ignored.
-        public init(parsing text: String) {
+        package init(parsing text: String) {
             for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
                 let line = line.hasSuffix("\r") ? line.dropLast() : line
                 if line.isEmpty { break }
@@ -40,7 +40,7 @@ public struct GitCredentialStore: Sendable {
         }
 
         /// The last value of `key` (git: a later line overrides an earlier one).
-        public subscript(key: String) -> String? {
+        package subscript(key: String) -> String? {
             get { fields.last { $0.key == key }?.value }
             set {
                 fields.removeAll { $0.key == key }
@@ -49,15 +49,15 @@ public struct GitCredentialStore: Sendable {
         }
 
         /// The message as protocol text (ends with a newline; no blank line).
-        public var serialized: String { fields.map { "\($0.key)=\($0.value)\n" }.joined() }
+        package var serialized: String { fields.map { "\($0.key)=\($0.value)\n" }.joined() }
 
         /// The keys only: values may be passwords.
-        public var description: String { "GitCredential(\(fields.map(\.key).joined(separator: ", ")))" }
+        package var description: String { "GitCredential(\(fields.map(\.key).joined(separator: ", ")))" }
     }
 
     /// The answer to `get`: username and password (and expiry, refresh token) of the first stored
     /// credential that matches the request, or nil. An expired password is not returned.
-    public func get(_ request: Message, now: Double = currentUnixTime()) throws -> Message? {
+    package func get(_ request: Message, now: Double = currentUnixTime()) throws -> Message? {
         for item in try matches(request) {
             guard let secret = try keychain.secret(service: service, account: item.account),
                 let text = secret.stringValue()
@@ -75,7 +75,7 @@ public struct GitCredentialStore: Sendable {
     }
 
     /// Stores the credential of `request` (it needs protocol, host, username and password).
-    public func store(_ request: Message) throws {
+    package func store(_ request: Message) throws {
         guard let proto = request["protocol"], let host = request["host"], let username = request["username"],
             let password = request["password"]
         else { return }  // git sends incomplete credentials at times; storing nothing is the protocol's answer
@@ -92,7 +92,7 @@ public struct GitCredentialStore: Sendable {
 
     /// Erases the matching credentials — only those whose stored password equals the request's
     /// password when the request carries one, so that a stale rejection cannot erase a newer password.
-    public func erase(_ request: Message) throws {
+    package func erase(_ request: Message) throws {
         for item in try matches(request) {
             if let password = request["password"] {
                 guard let secret = try keychain.secret(service: service, account: item.account),
@@ -181,7 +181,7 @@ public struct GitCredentialStore: Sendable {
 }
 
 /// Seconds since 1970 now, as git's `password_expiry_utc` counts them.
-public func currentUnixTime() -> Double {
+package func currentUnixTime() -> Double {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
     return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9

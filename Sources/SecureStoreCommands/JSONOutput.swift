@@ -3,12 +3,12 @@
 // record IDs as lower-case UUIDs with dashes, references to them as `<thing>Id`, every timestamp in RFC 3339 UTC
 // with six fractional digits (``timestampText(_:)``), a past-tense verb (`deleted`, `stored`, `moved`…) a count,
 // a state (`done`, `exists`, `inline`) a Bool, and a value that does not apply null (``Nullable``), never left out.
-import EncryptedDatabase
-import Foundation
-import Preferences
-import SecureStore
-import SecureStoreCore
-import Tasks
+internal import EncryptedDatabase
+internal import Foundation
+internal import Preferences
+internal import SecureStore
+internal import SecureStoreCore
+internal import Tasks
 
 /// A task as every `tasks` command prints it, with TaskItem's own keys (`id`, `title`, `done`, `createdAt`):
 /// the ID in lower case with dashes, the date in RFC 3339 (UTC, six fractional digits).

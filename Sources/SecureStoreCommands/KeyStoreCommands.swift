@@ -1,10 +1,10 @@
 // Which key store the tool uses (--keystore, SECURESTORE_KEYSTORE, automatic), and `keystore status|move` and
 // `lock`. The stores themselves are the Keychain module's (Secret Service, key file, systemd credentials).
-import Foundation
-import Glibc
-import Keychain
-import SecureStore
-import SecureStoreCore
+internal import Foundation
+internal import Glibc
+internal import Keychain
+internal import SecureStore
+internal import SecureStoreCore
 
 /// The store a command uses.
 enum KeyStoreChoice {

@@ -1,7 +1,7 @@
 // Manual pages generated from the command tree: `securestore man` prints securestore(1) and `securestore man GROUP`
 // securestore-GROUP(1), in roff for man(1). Commands, arguments and options come from the same `Command` values
 // the parser reads, the exit statuses from ``ExitStatus/meanings``, so the pages cannot drift from the tool.
-import Foundation
+internal import Foundation
 
 /// `text` as roff running text: a backslash is written `\e`, a hyphen `\-` (so that options copy as ASCII), any
 /// other non-ASCII character as `\[uXXXX]`, and a line starting with `.` or `'` is guarded with `\&` so that it is

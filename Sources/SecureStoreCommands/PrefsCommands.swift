@@ -1,8 +1,9 @@
-import Foundation
-import Keychain
-import Preferences
-import SecureStore
-import SecureStoreCore
+internal import Foundation
+internal import Keychain
+internal import PreferenceSecrets
+internal import Preferences
+internal import SecureStore
+internal import SecureStoreCore
 
 /// `securestore prefs …`: the application's size-limited preferences.
 let prefsCommand = Command(

@@ -1,8 +1,8 @@
 // `securestore prefs export|import`: the dconf dump/load of this tool.
-import Foundation
-import Preferences
-import SecureStore
-import SecureStoreCore
+internal import Foundation
+internal import Preferences
+internal import SecureStore
+internal import SecureStoreCore
 
 private let replaceFlag = Flag("replace", help: "Replace every stored preference instead of adding to them.")
 

@@ -1,10 +1,10 @@
-import EncryptedDatabase
-import Foundation
-import Keychain
-import SecureStore
-import SecureStoreCore
-import Sync
-import Tasks
+internal import EncryptedDatabase
+internal import Foundation
+internal import Keychain
+internal import SecureStore
+internal import SecureStoreCore
+internal import Sync
+internal import Tasks
 
 private let gitOption = Option<String>(
     "git", valueName: "URL", help: "Sync through this git remote (any URL git reaches; a bare repository).")

@@ -1,7 +1,7 @@
-import Foundation
-import SecureStore
-import SecureStoreCore
-import Tasks
+internal import Foundation
+internal import SecureStore
+internal import SecureStoreCore
+internal import Tasks
 
 /// `--all`, `--done`, `--open`: at most one, each with the status it selects.
 private let statusFlags: [(flag: Flag, status: TaskList.Filter.Status)] = [

@@ -1,10 +1,10 @@
 // `tasks show | done | undo | delete | rename | clear-done | done-all`: the commands that read or change tasks by
 // ID, in the habits of taskwarrior and git (several IDs at once, words joined into a title), and the bulk ones that
 // say what they will do and ask first (Confirmation.swift).
-import Foundation
-import SecureStore
-import SecureStoreCore
-import Tasks
+internal import Foundation
+internal import SecureStore
+internal import SecureStoreCore
+internal import Tasks
 
 /// `ID…`: one or more task IDs or unique prefixes.
 private let idsArgument = ArgumentSpec(

@@ -1,10 +1,10 @@
 // `tasks export` and `tasks import`: JSON Lines, CSV or one JSON array, streamed in both directions so that
 // memory does not depend on the number of tasks (Docs/cli.md, "Export and import").
-import Foundation
-import Glibc
-import SecureStore
-import SecureStoreCore
-import Tasks
+internal import Foundation
+internal import Glibc
+internal import SecureStore
+internal import SecureStoreCore
+internal import Tasks
 
 typealias TransferFormat = TaskStreamFormat
 

@@ -1,8 +1,8 @@
-import Foundation
-import Glibc
-import Keychain
-import SecureStore
-import SecureStoreCore
+internal import Foundation
+internal import Glibc
+internal import Keychain
+internal import SecureStore
+internal import SecureStoreCore
 
 private let labelOption = Option<String>(
     "label", valueName: "TEXT", help: "What keyring managers show (default: '<app> token NAME').")

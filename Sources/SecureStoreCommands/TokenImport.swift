@@ -3,11 +3,11 @@
 // buffers that are zeroed when released, and are never printed, logged or passed in argv or the environment.
 // The source is never deleted: the tool says it still exists and how to remove it (Docs/cli.md, "Importing
 // tokens").
-import Foundation
-import Glibc
-import Keychain
-import SecureStore
-import SecureStoreCore
+internal import Foundation
+internal import Glibc
+internal import Keychain
+internal import SecureStore
+internal import SecureStoreCore
 
 /// Where `token import` reads tokens.
 enum TokenImportSource: String, CaseIterable, Sendable {

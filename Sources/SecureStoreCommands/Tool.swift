@@ -1,8 +1,8 @@
 // The securestore tool's entry point: the command tree, parsed and run. The executable (Sources/SecureStoreTool)
 // only calls ``runSecureStoreTool()``; tests and the fuzzer import this module.
-import Foundation
-import Glibc
-import SecureStoreCore
+internal import Foundation
+internal import Glibc
+internal import SecureStoreCore
 
 /// 0.2: the pinned file format (securestore-1), key items named by database id, retired keys, restore.
 let version = "0.2.0"

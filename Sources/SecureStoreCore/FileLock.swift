@@ -1,6 +1,6 @@
 // Advisory locks between processes: `flock` on a whole lock file, and the byte-range locks the product needs
 // (an open-file-description mark, and the question "does another process hold SQLite's lock bytes").
-import Glibc
+internal import Glibc
 
 /// A `flock` lock held through an open descriptor: shared or exclusive, waited for or tried once. The lock goes
 /// with the descriptor: ``close()`` (or the process's end) releases it.

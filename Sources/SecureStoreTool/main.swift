@@ -1,6 +1,6 @@
 // securestore: the command-line tool. The command tree, parser and commands are the SecureStoreCommands
 // module; the work is in the library modules.
-import Foundation
-import SecureStoreCommands
+internal import Foundation
+internal import SecureStoreCommands
 
 exit(runSecureStoreTool())

@@ -1,5 +1,5 @@
 // A listing of any length streamed row by row, with the counts that go with it, in one read transaction.
-import EncryptedDatabase
+internal import EncryptedDatabase
 
 extension TaskList {
     /// The task list as one read transaction sees it: counts and listings that agree with each other.

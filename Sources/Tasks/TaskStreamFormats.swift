@@ -1,6 +1,6 @@
 // The streaming formats of export and import: JSON Lines, CSV, one JSON array, and lines of titles. Bytes in and
 // out through 64 KiB buffers; nothing grows with the number of tasks.
-import Foundation
+internal import Foundation
 internal import Glibc
 internal import SecureStore
 internal import SecureStoreCore

@@ -1,7 +1,7 @@
 // Every file operation of the module goes through here, on the core's system-call layer: one place that turns
 // an Errno into a PreferencesError.
-import Foundation
-import SecureStoreCore
+internal import Foundation
+internal import SecureStoreCore
 
 /// What identifies one version of the domain file: a save renames a new inode over the old one, so any
 /// change by any process changes at least the inode, and the size or modification time as a rule.

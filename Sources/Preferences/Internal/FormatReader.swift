@@ -1,6 +1,6 @@
 // A strict, hand-written JSON reader for the file format that reports line and column.
-import Foundation
-import SecureStoreCore
+internal import Foundation
+internal import SecureStoreCore
 
 /// Why a document could not be read: a description and, for syntax errors, a 1-based line and column.
 struct FormatProblem: Error {

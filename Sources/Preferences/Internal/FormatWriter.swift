@@ -1,6 +1,6 @@
 // Writes preference values as the strict JSON of the file format (see Docs/preferences.md).
-import Foundation
-import SecureStoreCore
+internal import Foundation
+internal import SecureStoreCore
 
 /// The file format's constants.
 enum FileFormat {

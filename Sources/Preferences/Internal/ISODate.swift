@@ -1,7 +1,7 @@
 // ISO-8601 UTC dates that round-trip a `Date` exactly: "2026-11-21T05:35:49.25Z". The calendar is Core's
 // (Timestamps.swift); the shortest exact fraction is this file's own, as preferences keep a `Date` bit for bit.
-import Foundation
-import SecureStoreCore
+internal import Foundation
+internal import SecureStoreCore
 
 enum ISODate {
     /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.

@@ -2,7 +2,7 @@
 // attachments through the records layer; deleting the record deletes them; refusals attach nothing.
 import EncryptedDatabase
 import Foundation
-import SecureStore
+import Attachments
 import TestSupport
 import Testing
 

@@ -1,5 +1,6 @@
 public import Keychain
 public import Preferences
+internal import SecureStore
 
 /// Moves a secret that was stored in preferences into the keychain, in an order that cannot lose it:
 /// the keychain write is read back and compared first, and only then is the preference removed. A

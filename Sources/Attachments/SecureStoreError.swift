@@ -1,5 +1,8 @@
-/// An error of the SecureStore composition layer (key lifecycle, task list, paths): a code to match on
-/// and a message a person can act on. Errors of the underlying modules (``KeychainError``,
+package import SecureStoreCore
+
+/// An error of the SecureStore composition layer (key lifecycle, attachments, task list, paths): a code to match on
+/// and a message a person can act on. Declared in Attachments, the lowest module that throws it; `import SecureStore`
+/// re-exports it. Errors of the underlying modules (``KeychainError``,
 /// `DatabaseError`, `PreferencesError`) pass through unchanged.
 public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, as a value a caller can match on. New codes may be added.
@@ -67,12 +70,29 @@ extension SecureStoreError.Code {
     public static let copiedDatabase = Self("copiedDatabase")
     /// A key would be deleted or replaced while it still opens an existing database; nothing was changed.
     public static let keyStillInUse = Self("keyStillInUse")
-    /// A database is not a task list, and task commands never add tables to it.
-    public static let notATaskList = Self("notATaskList")
     /// A step that needs a person's approval in the keyring (KeePassXC's access requests) did not get it; the
     /// database keeps working meanwhile (a key rotation's new key stays the pending key) and the next open that
     /// may prompt finishes it.
     public static let approvalPending = Self("approvalPending")
     /// A file-system call failed (permissions, disk full, input/output error); the message has the reason.
     public static let fileSystem = Self("fileSystem")
+}
+
+extension SecureStoreError {
+    /// A failed file-system call as a ``Code/fileSystem`` error: what was being done, then the reason.
+    package init(_ error: Errno, _ what: String) {
+        self.init(Code.fileSystem, "\(what): \(error)")
+    }
+}
+
+/// Flushes a file's data and metadata to the disk (the keyed database's files and the attachments file).
+///
+/// - Throws: ``SecureStoreError/Code/fileSystem``.
+package func syncFileToDisk(_ path: String) throws {
+    do {
+        let descriptor = try FileDescriptor.open(path, .readOnly)
+        try descriptor.closeAfter { () throws(Errno) in try descriptor.sync() }
+    } catch {
+        throw SecureStoreError(error, "cannot flush '\(path)' to the disk")
+    }
 }

@@ -3,7 +3,7 @@
 // as on one thread, and the store is usable afterwards.
 import EncryptedDatabase
 import Foundation
-import SecureStore
+import Attachments
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Keychain
+import PreferenceSecrets
 import Preferences
 import SecureStore
 import TestSupport

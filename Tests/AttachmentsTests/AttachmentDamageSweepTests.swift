@@ -6,7 +6,7 @@
 // whose last page was damaged used to be handed over with zeros in its tail (issue 21).
 import EncryptedDatabase
 import Foundation
-import SecureStore
+import Attachments
 import Synchronization
 import TestSupport
 import Testing

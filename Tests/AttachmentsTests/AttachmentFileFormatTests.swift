@@ -2,7 +2,7 @@
 // securestore-1 (4 KiB pages) keep opening, reading and taking new attachments in their format.
 import EncryptedDatabase
 import Foundation
-import SecureStore
+import Attachments
 import TestSupport
 import Testing
 
