@@ -12,6 +12,14 @@
 //                    to DIR/rows-NAME.
 //   check DIR NAME   device NAME syncs again: its rows must be the other device's (DIR/rows-*) and the expected
 //                    ones, with one conflict logged (its own losing rename); prints "sync cross ok: …".
+//
+// securestore-stress sync offline DIR N | catch-up DIR N
+//
+//   offline DIR N    device "online" starts a group in DIR/remote, device "offline" joins it and syncs once; then
+//                    "online" makes N changes (new tasks, N/10 a sync), syncing as it goes.
+//   catch-up DIR N   device "offline" syncs: it must end with the N tasks; prints "caught up: N tasks, peak RSS K kB"
+//                    (VmHWM of this process, /proc/self/status), for SyncOfflineTests to hold under a fixed bound;
+//                    its page cache is 4 MiB (64 MiB by default: a bound too, reached only by a larger database).
 import EncryptedDatabase
 import Foundation
 import Keychain
@@ -33,7 +41,7 @@ private struct CrossDevice {
     let tasks: TaskList
     let version: String
 
-    init(_ directory: String, _ name: String) throws {
+    init(_ directory: String, _ name: String, cacheSizeKiB: Int? = nil) throws {
         let home = directory + "/" + name
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         let file = KeyFile(
@@ -41,7 +49,9 @@ private struct CrossDevice {
             sessionCacheTimeout: nil)
         let keychain = Keychain(configuration: Keychain.Configuration(store: .keyFile(file)))
         let paths = try AppPaths(app: "securestore-sync-cross", dataDirectory: URL(fileURLWithPath: home + "/data"))
-        database = try KeyedDatabase(paths: paths, name: "tasks", keychain: keychain)
+        var configuration = DatabaseConfiguration()
+        if let cacheSizeKiB { configuration.cacheSizeKiB = cacheSizeKiB }
+        database = try KeyedDatabase(paths: paths, name: "tasks", keychain: keychain, configuration: configuration)
         tasks = try TaskList(database: database)
         version = try database.read { db in try db.fetchOne("PRAGMA cipher_version") { try $0.string(at: 0) } } ?? "?"
     }
@@ -54,8 +64,8 @@ private struct CrossDevice {
 }
 
 func runSyncCrossStress(_ arguments: [String]) -> Int32 {
-    guard arguments.count == 3, ["init", "join", "check"].contains(arguments[0]) else {
-        FileHandle.standardError.write(Data("usage: securestore-stress sync init|join|check DIR NAME\n".utf8))
+    guard arguments.count == 3, ["init", "join", "check", "offline", "catch-up"].contains(arguments[0]) else {
+        FileHandle.standardError.write(Data("usage: securestore-stress sync init|join|check DIR NAME | offline|catch-up DIR N\n".utf8))
         return 64
     }
     let (directory, name) = (arguments[1], arguments[2])
@@ -63,6 +73,8 @@ func runSyncCrossStress(_ arguments: [String]) -> Int32 {
         switch arguments[0] {
         case "init": try syncInit(directory, name)
         case "join": try syncJoin(directory, name)
+        case "offline": try syncOffline(directory, Int(name) ?? 0)
+        case "catch-up": try syncCatchUp(directory, Int(name) ?? 0)
         default: try syncCheck(directory, name)
         }
         return 0
@@ -135,4 +147,38 @@ private func syncCheck(_ directory: String, _ name: String) throws {
         decoding: (try? Data(contentsOf: URL(fileURLWithPath: directory + "/version-" + otherName))) ?? Data(),
         as: UTF8.self)
     print("sync cross ok: \(name) (SQLCipher \(device.version)) and \(otherName) (SQLCipher \(otherVersion)) converged")
+}
+
+private func syncOffline(_ directory: String, _ count: Int) throws {
+    let online = try CrossDevice(directory, "online")
+    let (engine, code) = try SyncEngine.initialize(
+        database: online.database, remote: .folder(directory + "/remote"), tables: ["tasks"])
+    _ = try engine.sync()
+    let offline = try CrossDevice(directory, "offline")
+    _ = try SyncEngine.join(database: offline.database, remote: .folder(directory + "/remote"), tables: ["tasks"], pairingCode: code).sync()
+    try offline.database.close()
+    let batch = max(1, count / 10)
+    var made = 0
+    while made < count {
+        let size = min(batch, count - made)
+        _ = try online.tasks.insert((made..<(made + size)).map { TaskItem(title: "offline change \($0)", createdAt: createdAt) })
+        made += size
+        _ = try engine.sync()
+    }
+    print("offline: \(count) changes synced by the online device")
+}
+
+private func syncCatchUp(_ directory: String, _ count: Int) throws {
+    // A 4 MiB page cache (64 MiB by default) so that its limit is reached at any size the test uses: what is left
+    // to grow with the number of changes is the engine's own memory.
+    let device = try CrossDevice(directory, "offline", cacheSizeKiB: 4096)
+    let report = try SyncEngine(database: device.database).sync()
+    let found = try device.tasks.count()
+    guard found == count else {
+        throw SyncCrossFailure(description: "after catching up, \(found) tasks, expected \(count) (\(report))")
+    }
+    let status = String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: "/proc/self/status"))) ?? Data(), as: UTF8.self)
+    let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }?
+        .split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "?"
+    print("caught up: \(found) tasks in \(report.appliedBundles) bundles, peak RSS \(peak) kB")
 }
