@@ -129,7 +129,9 @@ test: build-tests
 # copy of the tree, `make test` inside. Runs as root (sudo otherwise). See Tests/Harness/debian13.
 # Then the cross-version step: files the project writes here (SQLCipher 3.4) — a raw-key database, an export,
 # a passphrase database and a crash image with a -wal — are read by the project built there (SQLCipher 4.6),
-# and the same set written there is read here (`securestore-stress cross`, public test keys).
+# and the same set written there is read here (`securestore-stress cross`, public test keys). Then sync between the
+# two: a device here starts a sync group in a shared folder, a device there joins it and edits, and the one here
+# syncs again and must hold the same rows (`securestore-stress sync init|join|check`, Docs/sync.md).
 DEBIAN13_ROOT ?= /var/cache/securestore/debian13-root
 CROSS := .build-cross
 deps-debian13:
@@ -140,11 +142,14 @@ test-debian13: deps-debian13
 	$(SWIFT) build $(STRESS)
 	rm -rf $(CROSS) && mkdir -p $(CROSS)
 	$(STRESS_BIN) cross write $(CROSS)/debian12
+	$(STRESS_BIN) sync init "$$(pwd)/$(CROSS)/sync" debian12
 	@if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
 	$$sudo env DEBIAN13_ROOT="$(DEBIAN13_ROOT)" DEBIAN13_SHARE="$$(pwd)/$(CROSS)" Tests/Harness/debian13 \
 	    sh -c 'make test APT_OPTIONAL= && $(STRESS_BIN) cross read /share/debian12 \
-	        && $(STRESS_BIN) cross write /share/debian13'
+	        && $(STRESS_BIN) cross write /share/debian13 && $(STRESS_BIN) sync join /share/sync debian13'; \
+	status=$$?; [ "$$(id -u)" = 0 ] || $$sudo chown -R "$$(id -u):$$(id -g)" $(CROSS); exit $$status
 	$(STRESS_BIN) cross read $(CROSS)/debian13
+	$(STRESS_BIN) sync check "$$(pwd)/$(CROSS)/sync" debian12
 
 demo: build
 	$(HARNESS) Tests/Harness/demo .build/debug/securestore

@@ -22,6 +22,7 @@ let package = Package(
                 .product(name: "Keychain", package: "SecureStore"),
                 .product(name: "EncryptedDatabase", package: "SecureStore"),
                 .product(name: "Preferences", package: "SecureStore"),
+                .product(name: "Sync", package: "SecureStore"),
             ],
             swiftSettings: swiftSettings
         )

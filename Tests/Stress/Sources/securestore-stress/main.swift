@@ -6,7 +6,7 @@ import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let module = arguments.first else {
-    FileHandle.standardError.write(Data("usage: securestore-stress prefs|db|keychain|keyed|tasks|soak|cross SCENARIO [ARG...]\n".utf8))
+    FileHandle.standardError.write(Data("usage: securestore-stress prefs|db|keychain|keyed|tasks|soak|cross|sync SCENARIO [ARG...]\n".utf8))
     exit(64)
 }
 let rest = Array(arguments.dropFirst())
@@ -18,6 +18,7 @@ case "keyed": exit(runKeyedDatabaseStress(rest))
 case "tasks": exit(runTaskListStress(rest))
 case "soak": exit(runSoakStress(rest))
 case "cross": exit(runCrossVersionStress(rest))
+case "sync": exit(runSyncCrossStress(rest))
 default:
     FileHandle.standardError.write(Data("securestore-stress: unknown module '\(module)'\n".utf8))
     exit(64)
