@@ -101,6 +101,8 @@ test: build-tests
 	Tests/DocExamples/check-doc-examples
 	@# SecureStoreCore is the one system layer: no C library file call elsewhere in Sources (Docs/architecture.md).
 	Tests/check-libc-calls
+	@# Every ``symbol`` link of the modules' documentation comments resolves (the toolchain's docc; issue 23).
+	Tests/check-doc-links
 	$(HARNESS) $(SWIFT) test --skip-build --no-parallel --disable-xctest
 	@echo "test: git's own credential-helper test (t0303) on the Secret Service"
 	$(HARNESS) Tests/Harness/git-credential-suite .build/debug/securestore

@@ -18,7 +18,7 @@ public struct AttachmentOwner: Sendable, Hashable {
 
     /// The row of `table` whose key is `key`.
     ///
-    /// - Throws: ``SecureStoreError/invalidArgument`` when `table` is not a plain SQL identifier or `key` is empty
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` when `table` is not a plain SQL identifier or `key` is empty
     ///   or longer than 1024 bytes.
     public init(table: String, key: Data) throws {
         try Self.checkIdentifier(table, what: "an attachment owner's table")

@@ -62,7 +62,7 @@ public enum DatabaseFeature: String, Sendable, Hashable, CaseIterable, CustomStr
     /// `INSERT/UPDATE/DELETE … RETURNING` (SQLite 3.35).
     case returning
 
-    /// The feature's name, as in ``rawValue``.
+    /// The feature's name, as in its raw value.
     public var description: String { rawValue }
 
     /// A statement that compiles (or, for the full-text engines, runs) only when the engine has the feature,

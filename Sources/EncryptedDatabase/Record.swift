@@ -96,7 +96,7 @@ extension FetchableRecord {
 }
 
 extension FetchableRecord where Self: TableRecord {
-    /// Every record of the table, in the table's order (for a defined order use ``order(_:)-(any SQLOrderingTerm...)``).
+    /// Every record of the table, in the table's order (for a defined order use `order(_:)`).
     public static func fetchAll(_ db: Database) throws -> [Self] { try all().fetchAll(db) }
 
     /// The record whose primary key is `id`, or `nil`.

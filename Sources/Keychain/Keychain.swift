@@ -22,11 +22,11 @@ internal import Synchronization
 ///
 /// Locks and approvals: a locked collection, a locked item, an item whose attributes are hidden, and a
 /// provider that asks the user to approve this client (KeePassXC) are each their own error —
-/// ``KeychainError/locked``, ``KeychainError/itemLocked``, ``KeychainError/attributesHidden``,
-/// ``KeychainError/approvalRequired`` — never a silent "not found". When
+/// ``KeychainError/Code/locked``, ``KeychainError/Code/itemLocked``, ``KeychainError/Code/attributesHidden``,
+/// ``KeychainError/Code/approvalRequired`` — never a silent "not found". When
 /// ``Configuration/allowsPrompts`` is on (off by default), the Keychain instead runs the service's
 /// prompt (its unlock or approval dialog) and waits up to ``Configuration/promptTimeout`` for the
-/// person to answer; a dismissed prompt is ``KeychainError/promptDismissed``.
+/// person to answer; a dismissed prompt is ``KeychainError/Code/promptDismissed``.
 public final class Keychain: Sendable {
     /// A Secret Service collection, named by its alias.
     public struct Collection: Hashable, Sendable, CustomStringConvertible {
@@ -51,14 +51,14 @@ public final class Keychain: Sendable {
         /// The collection that items are stored in and read from.
         public var collection: Collection
         /// How long one call to the Secret Service may take before it fails with
-        /// ``KeychainError/timedOut``. Five seconds by default. Time spent waiting on a prompt that
+        /// ``KeychainError/Code/timedOut``. Five seconds by default. Time spent waiting on a prompt that
         /// a person answers is not counted: it is bounded by ``promptTimeout``.
         public var timeout: Duration
         /// Whether the Keychain may run the Secret Service's prompts: the dialog that unlocks a
         /// collection or items, and KeePassXC's approval of this client. Turn it on only when a person
         /// is there to answer (a program on their desktop or terminal); off by default, so that a
-        /// service or script fails at once with ``KeychainError/locked`` or
-        /// ``KeychainError/approvalRequired`` instead of waiting on a dialog nobody sees.
+        /// service or script fails at once with ``KeychainError/Code/locked`` or
+        /// ``KeychainError/Code/approvalRequired`` instead of waiting on a dialog nobody sees.
         public var allowsPrompts: Bool
         /// How long to wait for a person to answer a prompt: two minutes by default.
         public var promptTimeout: Duration
@@ -156,8 +156,8 @@ public final class Keychain: Sendable {
     /// as a `domain` — is never replaced or removed; reads prefer this type's item to it.
     ///
     /// - Parameter label: what desktop keyring managers show; by default "`service` (`account`)".
-    /// - Throws: ``KeychainError`` — ``KeychainError/secretTooLarge``, ``KeychainError/invalidName``,
-    ///   ``KeychainError/locked``, ``KeychainError/timedOut``… On any error the stored item is unchanged.
+    /// - Throws: ``KeychainError`` — ``KeychainError/Code/secretTooLarge``, ``KeychainError/Code/invalidName``,
+    ///   ``KeychainError/Code/locked``, ``KeychainError/Code/timedOut``… On any error the stored item is unchanged.
     public func set(_ secret: Secret, service: String, account: String, label: String? = nil) throws(KeychainError) {
         try Self.validate(service: service, account: account)
         let label = label ?? "\(service) (\(account))"
@@ -257,7 +257,7 @@ public final class Keychain: Sendable {
 
     /// The secret stored for (`service`, `account`), or nil when there is none: absence is not an error.
     ///
-    /// - Throws: ``KeychainError/locked`` when the item exists but its collection is locked, and the
+    /// - Throws: ``KeychainError/Code/locked`` when the item exists but its collection is locked, and the
     ///   other connection errors.
     public func secret(service: String, account: String) throws(KeychainError) -> Secret? {
         try Self.validate(service: service, account: account)
@@ -292,7 +292,7 @@ public final class Keychain: Sendable {
 
     /// The secret stored for (`service`, `account`) as a `String`, or nil when there is none.
     ///
-    /// - Throws: ``KeychainError/invalidSecret`` when the stored bytes are not UTF-8 text.
+    /// - Throws: ``KeychainError/Code/invalidSecret`` when the stored bytes are not UTF-8 text.
     public func string(service: String, account: String) throws(KeychainError) -> String? {
         guard let secret = try secret(service: service, account: account) else { return nil }
         guard let string = secret.stringValue() else {
@@ -417,7 +417,7 @@ public final class Keychain: Sendable {
     static let silentPromptGrace: Duration = .seconds(1)
 
     /// Makes sure the collection at `collection` is unlocked before anything is searched in it: a locked
-    /// collection is ``KeychainError/locked`` at once, or (prompts allowed) its unlock prompt is run and waited
+    /// collection is ``KeychainError/Code/locked`` at once, or (prompts allowed) its unlock prompt is run and waited
     /// for. A search cannot be trusted before this: KeePassXC searches only unlocked databases (a locked one
     /// answers with nothing, which is not "not found") or, with its "unlock before search" on, holds the
     /// search until someone unlocks it in a dialog the caller never asked for.

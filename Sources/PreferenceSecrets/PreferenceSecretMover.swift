@@ -22,9 +22,9 @@ public struct PreferenceSecretMover: Sendable {
 
     /// Moves the string (or data) preference `key` to the keychain item (`service`, `account`).
     ///
-    /// - Throws: ``SecureStoreError/notFound`` when there is no such preference,
-    ///   ``SecureStoreError/invalidArgument`` when it is not a string or data, or when another secret
-    ///   is already stored under `account`; ``SecureStoreError/verificationFailed`` when the keychain
+    /// - Throws: ``SecureStoreError/Code/notFound`` when there is no such preference,
+    ///   ``SecureStoreError/Code/invalidArgument`` when it is not a string or data, or when another secret
+    ///   is already stored under `account`; ``SecureStoreError/Code/verificationFailed`` when the keychain
     ///   did not give back what was written (the preference is kept); keychain and preferences errors.
     public func move(key: String, toAccount account: String) throws {
         let secret: Secret

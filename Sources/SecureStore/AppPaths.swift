@@ -27,7 +27,7 @@ public struct AppPaths: Sendable, Hashable {
     /// - Parameters:
     ///   - dataDirectory: where databases go instead of `$XDG_DATA_HOME/<app>`.
     ///   - environment: the environment to read `XDG_DATA_HOME`, `XDG_CONFIG_HOME` and `HOME` from.
-    /// - Throws: ``SecureStoreError/invalidArgument`` for a bad application name or no home directory.
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` for a bad application name or no home directory.
     public init(
         app: String = AppPaths.defaultApp, dataDirectory: URL? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment

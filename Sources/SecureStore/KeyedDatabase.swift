@@ -139,15 +139,15 @@ public final class KeyedDatabase: Sendable {
     ///   no file is made. The id is then written inside the encrypted file.
     /// - A key belongs to one database: another folder, application or name gets its own key. A moved
     ///   file finds its key again (the item follows it); a copy of a database that still exists at its
-    ///   recorded place does not take over its key (``SecureStoreError/copiedDatabase``).
-    /// - A stored key that does not open the file is ``SecureStoreError/keyMismatch``; an existing file
-    ///   without a stored key is ``SecureStoreError/missingKey``. Neither changes the file, and no new key
+    ///   recorded place does not take over its key (``SecureStoreError/Code/copiedDatabase``).
+    /// - A stored key that does not open the file is ``SecureStoreError/Code/keyMismatch``; an existing file
+    ///   without a stored key is ``SecureStoreError/Code/missingKey``. Neither changes the file, and no new key
     ///   is ever made over an existing file (nor over an orphaned `-wal`).
     /// - An interrupted key rotation is finished or undone, and a key item written by SecureStore 0.1
     ///   (account `<name>`) is upgraded; see Docs/key-lifecycle.md.
     ///
     /// - Parameter createIfMissing: when false and there is no database file, throws
-    ///   ``SecureStoreError/notFound`` and creates nothing: no file, no directory, no keychain item.
+    ///   ``SecureStoreError/Code/notFound`` and creates nothing: no file, no directory, no keychain item.
     /// - Throws: ``SecureStoreError`` (`missingKey`, `keyMismatch`, `copiedDatabase`, `invalidArgument`,
     ///   `inUse`, `notFound`, `fileSystem`), ``KeychainError`` (for example `locked`) and `DatabaseError`
     ///   (for example `corrupt`) unchanged.

@@ -77,7 +77,7 @@ extension KeyedDatabase {
     /// Refuses, deleting nothing, when one of them still opens an existing database file of the
     /// application (a key that SecureStore 0.1 shared between folders).
     ///
-    /// - Throws: ``SecureStoreError/keyStillInUse`` naming the database file.
+    /// - Throws: ``SecureStoreError/Code/keyStillInUse`` naming the database file.
     @discardableResult
     public static func pruneRetiredKeys(paths: AppPaths, keychain: Keychain, before date: Date) throws -> [String] {
         let items = KeyedDatabaseKeyItems(paths: paths, name: "tasks", keychain: keychain)

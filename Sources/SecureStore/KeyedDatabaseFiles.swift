@@ -354,7 +354,7 @@ struct KeyedDatabaseFiles: Sendable {
     /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never
     /// created here), waiting up to a second. Returns the descriptor, or -1 when there is no lock file.
     ///
-    /// - Throws: ``SecureStoreError/inUse`` when the lock is held exclusively (a rotation, recovery or
+    /// - Throws: ``SecureStoreError/Code/inUse`` when the lock is held exclusively (a rotation, recovery or
     ///   restore of that database is under way).
     static func lockIfPresent(forDatabase path: String) throws -> Int32 {
         let directory = (path as NSString).deletingLastPathComponent

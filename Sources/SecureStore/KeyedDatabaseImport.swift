@@ -18,8 +18,8 @@ extension KeyedDatabase {
     /// The key is stored before the file is made (a key already stored for `name` with no file is reused).
     /// The new file is checked (it opens, `integrity_check`) before this returns.
     ///
-    /// - Throws: ``SecureStoreError/alreadyExists`` when the database exists (it is never replaced);
-    ///   ``SecureStoreError/invalidData`` when `source` is not a plaintext SQLite database;
+    /// - Throws: ``SecureStoreError/Code/alreadyExists`` when the database exists (it is never replaced);
+    ///   ``SecureStoreError/Code/invalidData`` when `source` is not a plaintext SQLite database;
     ///   `DatabaseError.Code.unrecognizedFormat` when `source` is not a plaintext SQLite database.
     public static func importPlaintext(
         from source: URL, paths: AppPaths, name: String, keychain: Keychain,

@@ -23,9 +23,9 @@ extension KeyedDatabase {
     /// Nothing is stored unless the code is well formed *and* opens the file. A key is never replaced
     /// or deleted: a different current key of the same database is kept as a retired key first.
     ///
-    /// - Throws: ``SecureStoreError/invalidRecoveryCode`` for a mistyped code or one that does not open
-    ///   the database; ``SecureStoreError/notFound`` when there is no database file;
-    ///   ``SecureStoreError/copiedDatabase`` (nothing stored) when the file is a copy of a database that
+    /// - Throws: ``SecureStoreError/Code/invalidRecoveryCode`` for a mistyped code or one that does not open
+    ///   the database; ``SecureStoreError/Code/notFound`` when there is no database file;
+    ///   ``SecureStoreError/Code/copiedDatabase`` (nothing stored) when the file is a copy of a database that
     ///   still exists at its recorded place: the code would otherwise take over that database's key.
     public static func recover(
         paths: AppPaths, name: String, keychain: Keychain, code: Secret,

@@ -157,7 +157,7 @@ extension KeyedDatabase {
     /// with the key that is current now (the report's `keyAccount`) and carries the database id; after a key
     /// rotation that key is kept as a retired key, so the backup still opens.
     ///
-    /// - Throws: ``SecureStoreError/alreadyExists`` when `destination` (or its attachments file) exists.
+    /// - Throws: ``SecureStoreError/Code/alreadyExists`` when `destination` (or its attachments file) exists.
     public func backup(to destination: URL) throws -> KeyedDatabaseVerification {
         let attachmentsDestination = Self.attachmentsBackupPath(forBackup: destination)
         for path in [destination.path, attachmentsDestination] where KeyedDatabaseFiles.exists(path) {
@@ -238,8 +238,8 @@ extension KeyedDatabase {
     /// Checks that the file at `url` (this database or a backup of it) opens with a stored key of this
     /// database and passes `integrity_check`, and describes it. The file is opened read-only.
     ///
-    /// - Throws: ``SecureStoreError/verificationFailed`` with a message saying what is wrong (no stored
-    ///   key opens it, damaged, not a database), ``SecureStoreError/notFound`` when it does not exist.
+    /// - Throws: ``SecureStoreError/Code/verificationFailed`` with a message saying what is wrong (no stored
+    ///   key opens it, damaged, not a database), ``SecureStoreError/Code/notFound`` when it does not exist.
     public func verifyBackup(at url: URL) throws -> KeyedDatabaseVerification {
         try Self.verify(path: url.path, id: databaseID, items: items)
     }

@@ -120,11 +120,11 @@ extension KeyedDatabase {
     /// the commit point, the restored pair after it (the next open finishes the two renames before it opens
     /// anything); the backup is untouched and nothing is lost. See Docs/key-lifecycle.md.
     ///
-    /// - Throws: ``SecureStoreError/missingKey`` when no stored key opens the backup and no `code` was
-    ///   given (ask for the recovery code and call again); ``SecureStoreError/invalidRecoveryCode``;
-    ///   ``SecureStoreError/verificationFailed`` for a damaged backup (or damaged attachments beside it);
-    ///   ``SecureStoreError/notFound`` when there is no backup, or it lists attachments and their file is not
-    ///   beside it; ``SecureStoreError/inUse`` while the database is open elsewhere. Nothing is
+    /// - Throws: ``SecureStoreError/Code/missingKey`` when no stored key opens the backup and no `code` was
+    ///   given (ask for the recovery code and call again); ``SecureStoreError/Code/invalidRecoveryCode``;
+    ///   ``SecureStoreError/Code/verificationFailed`` for a damaged backup (or damaged attachments beside it);
+    ///   ``SecureStoreError/Code/notFound`` when there is no backup, or it lists attachments and their file is not
+    ///   beside it; ``SecureStoreError/Code/inUse`` while the database is open elsewhere. Nothing is
     ///   changed by a refusal.
     @discardableResult
     public static func restore(

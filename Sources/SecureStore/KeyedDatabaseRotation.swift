@@ -53,7 +53,7 @@ extension KeyedDatabase {
     /// key made current. A crash at any point leaves a file that a stored key opens (the next open
     /// finishes or undoes the rotation).
     ///
-    /// The rotation needs the database alone: it fails with ``SecureStoreError/inUse`` while another
+    /// The rotation needs the database alone: it fails with ``SecureStoreError/Code/inUse`` while another
     /// handle or process has it open. Reads and writes of this handle (from any thread, and through
     /// anything that keeps it as a ``DatabaseWriter``) wait for the rotation and then use the new
     /// connection. ``queue`` is closed and replaced by a new queue: a queue kept from before throws

@@ -233,7 +233,7 @@ extension KeyedDatabase {
     }
 
     /// Runs `body`; returns false instead of throwing when it failed only for want of a person's approval
-    /// in the keyring (``KeychainError/approvalRequired``, ``KeychainError/promptDismissed``).
+    /// in the keyring (``KeychainError/Code/approvalRequired``, ``KeychainError/Code/promptDismissed``).
     @discardableResult
     static func deferringApproval(_ body: () throws -> Void) throws -> Bool {
         do {
@@ -295,7 +295,7 @@ extension KeyedDatabase {
     /// open it. The file is opened as every handle opens it (read-only connections would leave `-wal` and
     /// `-shm` files behind) and closed at once: reading leaves it byte-identical, with no file added. Its
     /// lock file, when there is one, is held shared meanwhile, so no rotation of it runs in between; while
-    /// one runs, this throws ``SecureStoreError/inUse`` (callers then assume the file is still in use).
+    /// one runs, this throws ``SecureStoreError/Code/inUse`` (callers then assume the file is still in use).
     static func peek<R>(path: String, key: DatabaseKey, _ body: (DatabaseQueue) throws -> R) throws -> R? {
         let lock = try KeyedDatabaseFiles.lockIfPresent(forDatabase: path)
         defer { KeyedDatabaseFiles.unlock(lock) }

@@ -55,7 +55,7 @@ public enum RecoveryCode {
 
     /// The key written in `code`.
     ///
-    /// - Throws: ``SecureStoreError/invalidRecoveryCode`` when a character is not in the alphabet, the
+    /// - Throws: ``SecureStoreError/Code/invalidRecoveryCode`` when a character is not in the alphabet, the
     ///   number of characters is not 56, or the checksum does not match. The message names the group
     ///   and position of a bad character, never the character.
     public static func key(from code: Secret) throws(SecureStoreError) -> DatabaseKey {

@@ -35,7 +35,7 @@ package struct FileDescriptor: Sendable {
         return FileDescriptor(rawValue: try retryingInterrupts { Glibc.open(path, flags, mode) })
     }
 
-    /// What ``openRegularFile(_:_:)`` found at a path.
+    /// What ``openRegularFile(_:_:followingLinks:)`` found at a path.
     package enum RegularFile {
         /// A regular file, open, with its status.
         case opened(FileDescriptor, stat)

@@ -8,7 +8,7 @@ internal import Synchronization
 /// process that died.
 package enum ScratchFiles {
     /// `.<name of path>.tmp-<pid>-<random hex>` beside `path`: the name every temporary file of the product
-    /// has, so that ``sweep(_:)`` can tell a dead process's leftovers from a live one's work.
+    /// has, so that ``sweep(_:name:)`` can tell a dead process's leftovers from a live one's work.
     package static func path(near path: String) -> String {
         let directory = directoryPart(path)
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
@@ -123,7 +123,7 @@ package enum ScratchFiles {
         return kept
     }
 
-    /// The temporary files and check folders of dead processes in `directory` (what ``sweep(_:)`` would remove).
+    /// The temporary files and check folders of dead processes in `directory` (what ``sweep(_:name:)`` would remove).
     package static func leftovers(in directory: String) -> [String] {
         guard let entries = try? listDirectory(directory.isEmpty ? "." : directory) else { return [] }
         return entries.filter { entry in

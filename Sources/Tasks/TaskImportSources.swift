@@ -71,8 +71,8 @@ public final class ForeignTaskReader {
 
     /// The next task, or nil at the end of the input.
     ///
-    /// - Throws: ``SecureStoreError/invalidData`` with "line N: …" for a record that is not a task of the source
-    ///   (or whose title ``TaskList/validatedTitle(_:)`` refuses), ``SecureStoreError/fileSystem`` when reading
+    /// - Throws: ``SecureStoreError/Code/invalidData`` with "line N: …" for a record that is not a task of the source
+    ///   (or whose title ``TaskList/validatedTitle(_:)`` refuses), ``SecureStoreError/Code/fileSystem`` when reading
     ///   fails.
     public func next() throws -> TaskItem? {
         switch source {

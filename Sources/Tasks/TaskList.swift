@@ -58,12 +58,12 @@ public struct TaskList: Sendable {
     /// added only if `createIfMissing` is true *and* the database is empty or managed by migrations (an app that
     /// registers migrations chose to share it); a database with tables of its own and no migrations — for
     /// example one made by ``KeyedDatabase/importPlaintext(from:paths:name:keychain:configuration:)`` — is
-    /// refused with ``SecureStoreError/notATaskList`` and left unchanged.
+    /// refused with ``SecureStoreError/Code/notATaskList`` and left unchanged.
     ///
     /// When the database is up to date this is one read transaction (no write lock is taken), so it works on
     /// a read-only database and does not wait for another process that is writing.
     ///
-    /// - Throws: ``SecureStoreError/notATaskList``; ``SecureStoreError/notFound`` when the database has no task
+    /// - Throws: ``SecureStoreError/Code/notATaskList``; ``SecureStoreError/Code/notFound`` when the database has no task
     ///   list and `createIfMissing` is false; `DatabaseError.Code.unknownMigration` for a newer task list.
     public init(database: any DatabaseWriter, createIfMissing: Bool = true) throws {
         let migrator = TaskList.migrator
@@ -125,7 +125,7 @@ public struct TaskList: Sendable {
 
     /// Adds a task and returns it as stored (title trimmed, date rounded to the microsecond).
     ///
-    /// - Throws: ``SecureStoreError/invalidArgument`` for an invalid title (see ``validatedTitle(_:)``) or an
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` for an invalid title (see ``validatedTitle(_:)``) or an
     ///   `id` that is already taken; the database is unchanged.
     @discardableResult
     public func create(title: String, done: Bool = false, createdAt: Date = Date(), id: UUID = UUID()) throws
@@ -144,7 +144,7 @@ public struct TaskList: Sendable {
     /// dates (the table is ordered by them) and few, large batches: each batch is a commit. A million tasks
     /// in one call take about 6.5 s (Docs/tasks.md).
     ///
-    /// - Throws: ``SecureStoreError/invalidArgument`` naming the first bad task; the database is unchanged.
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` naming the first bad task; the database is unchanged.
     @discardableResult
     public func insert(_ tasks: some Sequence<TaskItem>) throws -> Int {
         // A batch of some size defers its indexing to one statement at the end (TaskListSchema.swift).
@@ -181,9 +181,9 @@ public struct TaskList: Sendable {
     /// The one task whose ID starts with the hexadecimal digits `prefix` (either case; dashes are ignored, so
     /// a full UUID string works too). The search is a range of the ID index, not a scan.
     ///
-    /// - Throws: ``SecureStoreError/notFound`` when no ID starts with `prefix`,
-    ///   ``SecureStoreError/ambiguous`` (saying how many match) when several do, and
-    ///   ``SecureStoreError/invalidArgument`` when `prefix` is not 1–32 hexadecimal digits.
+    /// - Throws: ``SecureStoreError/Code/notFound`` when no ID starts with `prefix`,
+    ///   ``SecureStoreError/Code/ambiguous`` (saying how many match) when several do, and
+    ///   ``SecureStoreError/Code/invalidArgument`` when `prefix` is not 1–32 hexadecimal digits.
     public func resolve(prefix: String) throws -> TaskItem {
         let range = try Self.idRange(prefix: prefix)
         let condition = range.upper == nil ? "id >= ?" : "id >= ? AND id < ?"
@@ -217,7 +217,7 @@ public struct TaskList: Sendable {
     /// gone). `offset` makes SQLite step over the skipped tasks, so deep offsets are slow (about 0.1 s per
     /// 100 000 skipped at best); prefer `after`.
     ///
-    /// - Throws: ``SecureStoreError/invalidArgument`` for a negative `limit` or `offset`.
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` for a negative `limit` or `offset`.
     public func list(
         _ filter: Filter = .all, order: Order = .newestFirst, after: TaskItem? = nil, offset: Int = 0,
         limit: Int = 50
@@ -258,7 +258,7 @@ public struct TaskList: Sendable {
 
     /// Marks the task done or not done and returns it.
     ///
-    /// - Throws: ``SecureStoreError/notFound`` when no task has this ID.
+    /// - Throws: ``SecureStoreError/Code/notFound`` when no task has this ID.
     @discardableResult
     public func setDone(_ done: Bool, id: UUID) throws -> TaskItem {
         try update(id: id, "UPDATE OR ROLLBACK tasks SET done = ? WHERE id = ?", [done, id])
@@ -266,7 +266,7 @@ public struct TaskList: Sendable {
 
     /// Flips whether the task is done and returns it.
     ///
-    /// - Throws: ``SecureStoreError/notFound`` when no task has this ID.
+    /// - Throws: ``SecureStoreError/Code/notFound`` when no task has this ID.
     @discardableResult
     public func toggle(id: UUID) throws -> TaskItem {
         try update(id: id, "UPDATE OR ROLLBACK tasks SET done = 1 - done WHERE id = ?", [id])
@@ -275,7 +275,7 @@ public struct TaskList: Sendable {
     /// Gives the task a new title (validated and trimmed as in ``create(title:done:createdAt:id:)``) and
     /// returns it.
     ///
-    /// - Throws: ``SecureStoreError/invalidArgument`` for an invalid title, ``SecureStoreError/notFound`` when
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` for an invalid title, ``SecureStoreError/Code/notFound`` when
     ///   no task has this ID; the database is unchanged.
     @discardableResult
     public func rename(id: UUID, to title: String) throws -> TaskItem {
@@ -285,7 +285,7 @@ public struct TaskList: Sendable {
 
     /// Deletes the task and returns it as it was.
     ///
-    /// - Throws: ``SecureStoreError/notFound`` when no task has this ID.
+    /// - Throws: ``SecureStoreError/Code/notFound`` when no task has this ID.
     @discardableResult
     public func delete(id: UUID) throws -> TaskItem {
         try database.write { db in
@@ -303,7 +303,7 @@ public struct TaskList: Sendable {
     /// try tasks.setDone(true, ids: ids)
     /// ```
     ///
-    /// - Throws: ``SecureStoreError/notFound`` naming the first ID that no task has; the database is unchanged.
+    /// - Throws: ``SecureStoreError/Code/notFound`` naming the first ID that no task has; the database is unchanged.
     @discardableResult
     public func setDone(_ done: Bool, ids: [UUID]) throws -> [TaskItem] {
         try database.write { db in
@@ -318,7 +318,7 @@ public struct TaskList: Sendable {
     /// Deletes several tasks in one transaction and returns them as they were, in the order of `ids` (an ID
     /// given twice is deleted and returned once): either every task is deleted or none is.
     ///
-    /// - Throws: ``SecureStoreError/notFound`` naming the first ID that no task has; the database is unchanged.
+    /// - Throws: ``SecureStoreError/Code/notFound`` naming the first ID that no task has; the database is unchanged.
     @discardableResult
     public func delete(ids: [UUID]) throws -> [TaskItem] {
         try database.write { db in

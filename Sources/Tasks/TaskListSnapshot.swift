@@ -36,7 +36,7 @@ extension TaskList {
         /// afterwards. `offset` makes SQLite step over the skipped tasks. An error thrown by `body` stops the
         /// scan and is rethrown.
         ///
-        /// - Throws: ``SecureStoreError/invalidArgument`` for a negative `limit` or `offset`.
+        /// - Throws: ``SecureStoreError/Code/invalidArgument`` for a negative `limit` or `offset`.
         @discardableResult
         public func forEachTask(
             _ filter: Filter = .all, order: Order = .newestFirst, offset: Int = 0, limit: Int? = nil,

@@ -11,11 +11,11 @@ extension TaskList {
         case skip
         /// Overwrite the title, done and creation date of the task in the list with the imported ones.
         case replace
-        /// Stop with ``SecureStoreError/alreadyExists`` naming the ID; the current transaction is rolled back.
+        /// Stop with ``SecureStoreError/Code/alreadyExists`` naming the ID; the current transaction is rolled back.
         case fail
     }
 
-    /// What ``importTasks(onDuplicate:batchSize:progress:next:)`` did.
+    /// What ``importTasks(onDuplicate:batchSize:titles:progress:next:)`` did.
     public struct ImportSummary: Sendable, Hashable {
         /// Tasks added.
         public var inserted = 0
@@ -96,8 +96,8 @@ extension TaskList {
     /// with batches, the batches committed before stay (the error does not say otherwise; callers report
     /// `progress`). `progress` is called after each commit with the number of tasks read so far.
     ///
-    /// - Throws: ``SecureStoreError/invalidArgument`` for an invalid title or a `batchSize` below 1,
-    ///   ``SecureStoreError/alreadyExists`` naming the first duplicate ID under ``DuplicatePolicy/fail``, and
+    /// - Throws: ``SecureStoreError/Code/invalidArgument`` for an invalid title or a `batchSize` below 1,
+    ///   ``SecureStoreError/Code/alreadyExists`` naming the first duplicate ID under ``DuplicatePolicy/fail``, and
     ///   whatever `next` throws.
     @discardableResult
     public func importTasks(

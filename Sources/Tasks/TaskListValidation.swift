@@ -14,7 +14,7 @@ extension TaskList {
     /// invisible format characters such as bidi overrides (the zero-width joiner of emoji sequences is allowed),
     /// so that it prints safely, and as it reads, on one line of a terminal.
     ///
-    /// - Throws: ``SecureStoreError/invalidArgument``.
+    /// - Throws: ``SecureStoreError/Code/invalidArgument``.
     public static func validatedTitle(_ title: String) throws -> String {
         let scalars = title.unicodeScalars
         var start = scalars.startIndex

@@ -313,8 +313,8 @@ public final class TaskStreamReader {
 
     /// The next task, or nil at the end of the input.
     ///
-    /// - Throws: ``SecureStoreError/invalidData`` with "line N: …" for a record that is not a task (or a new
-    ///   task whose title ``TaskList/validatedTitle(_:)`` refuses), ``SecureStoreError/fileSystem`` when reading
+    /// - Throws: ``SecureStoreError/Code/invalidData`` with "line N: …" for a record that is not a task (or a new
+    ///   task whose title ``TaskList/validatedTitle(_:)`` refuses), ``SecureStoreError/Code/fileSystem`` when reading
     ///   fails.
     public func next() throws -> TaskItem? {
         while true {
