@@ -85,25 +85,28 @@ struct TaskListSearchTests {
         try store.queue.read { db in try db.integrityCheck() }
     }
 
+    /// A task list as the version before the search index made it (the first migration only), with `tasks` tasks
+    /// titled "old task number<i>".
+    private func makeListBeforeTheIndex(at path: String, key: DatabaseKey, tasks: Int) throws {
+        let queue = try DatabaseQueue(path: path, key: key)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("create tasks") { db in try db.executeScript(TaskList.createSQL) }
+        try migrator.migrate(queue)
+        try queue.write { db in
+            for index in 0..<tasks {
+                try db.execute(
+                    "INSERT INTO tasks (created_at, id, title, done) VALUES (?, ?, ?, 0)",
+                    [Int64(index), UUID(), "old task number\(index)"])
+            }
+        }
+        try queue.close()
+    }
+
     @Test func aListMadeBeforeTheIndexGetsItWhenOpened() throws {
         let directory = try TLStore()
         let path = directory.directory + "/old.db"
         let key = DatabaseKey.random()
-        do {
-            // The list as the previous version made it: the first migration only.
-            let queue = try DatabaseQueue(path: path, key: key)
-            var migrator = DatabaseMigrator()
-            migrator.registerMigration("create tasks") { db in try db.executeScript(TaskList.createSQL) }
-            try migrator.migrate(queue)
-            try queue.write { db in
-                for index in 0..<300 {
-                    try db.execute(
-                        "INSERT INTO tasks (created_at, id, title, done) VALUES (?, ?, ?, 0)",
-                        [Int64(index), UUID(), "old task number\(index)"])
-                }
-            }
-            try queue.close()
-        }
+        try makeListBeforeTheIndex(at: path, key: key, tasks: 300)
         let queue = try DatabaseQueue(path: path, key: key)
         defer { try? queue.close() }
         let tasks = try TaskList(queue: queue)
@@ -119,20 +122,7 @@ struct TaskListSearchTests {
         let directory = try TLStore()
         let path = directory.directory + "/old-read-only.db"
         let key = DatabaseKey.random()
-        do {
-            let queue = try DatabaseQueue(path: path, key: key)
-            var migrator = DatabaseMigrator()
-            migrator.registerMigration("create tasks") { db in try db.executeScript(TaskList.createSQL) }
-            try migrator.migrate(queue)
-            try queue.write { db in
-                for index in 0..<30 {
-                    try db.execute(
-                        "INSERT INTO tasks (created_at, id, title, done) VALUES (?, ?, ?, 0)",
-                        [Int64(index), UUID(), "old task number\(index)"])
-                }
-            }
-            try queue.close()
-        }
+        try makeListBeforeTheIndex(at: path, key: key, tasks: 30)
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
         var configuration = DatabaseConfiguration()
         configuration.readOnly = true
