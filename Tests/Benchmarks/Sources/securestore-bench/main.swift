@@ -303,7 +303,10 @@ extension ProjectBench {
             try (prelude + ".output \(sqlDump)\n.dump\n").write(toFile: dumpAll, atomically: true, encoding: .utf8)
             _ = sqlcipher(store, dumpAll)
             let loadScript = directory + "/load.sql"
-            try (prelude + ".read \(sqlDump)\n").write(toFile: loadScript, atomically: true, encoding: .utf8)
+            // A dump of a database with a virtual table (the task list's full-text index) writes sqlite_master under
+            // `PRAGMA writable_schema`, which the shell of SQLite 3.26 and later refuses in its default defensive mode.
+            let defensiveOff = Database.sqliteVersion >= SQLiteVersion(3, 26, 0) ? ".dbconfig defensive off\n" : ""
+            try (prelude + defensiveOff + ".read \(sqlDump)\n").write(toFile: loadScript, atomically: true, encoding: .utf8)
             pairs("import", "sqlcipher loading its .dump", {
                 removeDatabase(target)
                 return counted(runChild([executablePath(), "import-child", target, jsonl]), "import")
