@@ -251,8 +251,8 @@ public final class SyncEngine: Sendable {
     }
 
     /// The pairing code of `key`: the recovery code's form (56 Crockford base32 characters with a CRC-24).
-    static func pairingCode(_ key: SyncKey) -> Secret {
-        let databaseKey = key.bytes.withUnsafeBytes { try! DatabaseKey(bytes: $0) }
+    static func pairingCode(_ key: SyncKey) throws -> Secret {
+        let databaseKey = try key.bytes.withUnsafeBytes { try DatabaseKey(bytes: $0) }
         return RecoveryCode.code(for: databaseKey)
     }
 
@@ -300,7 +300,7 @@ public final class SyncEngine: Sendable {
         try SyncLayout.writeAtomically(SyncLayout.markerText, root: transport.root, relative: SyncLayout.marker)
         try SyncLayout.writeAtomically(check, root: transport.root, relative: SyncLayout.keyCheck)
         try transport.publish([SyncLayout.marker, SyncLayout.keyCheck], message: "securestore sync: new sync group")
-        return (try SyncEngine(database: database), pairingCode(key))
+        return (try SyncEngine(database: database), try pairingCode(key))
     }
 
     /// Joins the sync group at `remote` with the pairing code another device printed: checks the code against
@@ -658,7 +658,7 @@ public final class SyncEngine: Sendable {
             label: "SecureStore sync key of \(database.name)")
         let rotated = try SyncEngine(database: database)
         try rotated.sync()
-        return (removed, pairingCode(key))
+        return (removed, try pairingCode(key))
     }
 
     /// Takes the new key that ``removeDevice(_:database:)`` made on another device (its pairing code), checked
