@@ -40,7 +40,10 @@ private let hourly = Duration.seconds(3600)
         let others = queue.observe(interval: hourly) { db in
             try db.fetch("SELECT n FROM other ORDER BY n") { try $0.int(at: 0) }
         }
-        let titles = Task { try await observedValues(items) { $0.last?.count == 2 } }
+        // The first result before any commit: while an observation runs its query for the first time, it does
+        // not know its tables yet and any commit wakes it (documented), which this test is not about.
+        var itemIterator = items.makeAsyncIterator()
+        #expect(try await itemIterator.next() == ["one"])
         var otherIterator = others.makeAsyncIterator()
         #expect(try await otherIterator.next() == [])
         // Three commits to `other`, each seen by its own observer before the next; then one to `item`.
@@ -49,7 +52,7 @@ private let hourly = Duration.seconds(3600)
             #expect(try await otherIterator.next() == Array(1...n))
         }
         try await queue.write { db in try db.execute("INSERT INTO item (title) VALUES ('two')") }
-        #expect(try await titles.value == [["one"], ["one", "two"]], "no result for the commits to the other table")
+        #expect(try await itemIterator.next() == ["one", "two"], "no result for the commits to the other table")
     }
 
     @Test func aQueryThatChangesItsTablesIsFollowed() async throws {
