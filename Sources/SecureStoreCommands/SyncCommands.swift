@@ -90,6 +90,7 @@ private struct SyncReportJSON: Encodable {
     let sentBundles: Int
     let sentRows: Int
     let pendingBundles: [String]
+    let reappliedOwnBundles: Int
 
     init(_ report: SyncReport) {
         appliedBundles = report.appliedBundles
@@ -98,6 +99,7 @@ private struct SyncReportJSON: Encodable {
         sentBundles = report.sentBundles
         sentRows = report.sentRows
         pendingBundles = report.pendingBundles
+        reappliedOwnBundles = report.reappliedOwnBundles
     }
 }
 
@@ -154,6 +156,11 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
         Console.err(
             "applied \(report.appliedBundles) bundle(s) from other devices (\(report.changedRows) row(s) changed); "
                 + "sent \(report.sentBundles) bundle(s) (\(report.sentRows) row(s))\n")
+    }
+    if report.reappliedOwnBundles > 0 {
+        Console.err(
+            "re-applied \(report.reappliedOwnBundles) of this device's own bundle(s) that its database did not have (it was "
+                + "restored from an older backup, or a sync was interrupted): what it had sent is back\n")
     }
     if report.newConflicts > 0 {
         Console.err("\(report.newConflicts) value(s) lost a concurrent edit and are kept in the conflict log: 'securestore sync conflicts'\n")

@@ -36,6 +36,10 @@ public struct SyncReport: Sendable, Equatable {
     public var sentBundles = 0
     /// Row changes in them.
     public var sentRows = 0
+    /// Bundles of this device itself that its database did not have: it was restored from a backup older than
+    /// them (or a sync was interrupted after publishing). They are applied like another device's, so the device
+    /// gets back what it had sent and converges with the others.
+    public var reappliedOwnBundles = 0
     /// Bundles kept pending: written by a newer version (a newer bundle format, or tables or columns this
     /// database does not have yet). They are applied once this device has been upgraded.
     public var pendingBundles: [String] = []
@@ -208,6 +212,7 @@ public final class SyncEngine: Sendable {
     ///   key store's error.
     public convenience init(database: KeyedDatabase) throws {
         guard let secret = try database.keychain.secret(service: Self.keyService(database.paths), account: database.databaseID)
+            ?? Self.keyOfRestoredDatabase(database)
         else {
             if try database.read({ try $0.tableExists("sync_state") }) {
                 throw SyncError(
@@ -218,6 +223,34 @@ public final class SyncEngine: Sendable {
         }
         let (generation, key) = try Self.storedKey(secret)
         try self.init(database: database, key: key, generation: generation, clone: Self.clonePath(database))
+    }
+
+    /// The sync key of a database restored from a backup: a restore gives the database a new id
+    /// (Docs/key-lifecycle.md) while its sync key stays stored under the id it had. The key among this
+    /// application's sync keys that opens the remote's key check of its generation is the group's: it is stored
+    /// under the new id too (the old item stays: it is the key of the database the restore set aside) and returned.
+    /// Nil when sync is not set up, or no stored key fits.
+    static func keyOfRestoredDatabase(_ database: KeyedDatabase) throws -> Secret? {
+        let remote = try database.read { db -> SyncRemote? in
+            guard try db.tableExists("sync_state") else { return nil }
+            return try db.fetchOne("SELECT remote_kind, remote_location FROM sync_state") { row in
+                try row.string(at: 0) == "git" ? .git(try row.string(at: 1)) : .folder(try row.string(at: 1))
+            }
+        }
+        guard let remote else { return nil }
+        let root = transport(remote, clone: clonePath(database)).root
+        let service = keyService(database.paths)
+        for account in try database.keychain.accounts(service: service) where account != database.databaseID {
+            guard let secret = try database.keychain.secret(service: service, account: account),
+                let (generation, key) = try? storedKey(secret),
+                let check = try? SyncLayout.read(layoutRoot(root, generation: generation) + "/" + SyncLayout.keyCheck),
+                SealedBundle.checks(check, key: key)
+            else { continue }
+            try database.keychain.set(
+                secret, service: service, account: database.databaseID, label: "SecureStore sync key of \(database.name)")
+            return secret
+        }
+        return nil
     }
 
     /// The key item's text: 64 hexadecimal digits (generation 1), or `g<N>:` and 64 hexadecimal digits.
@@ -407,12 +440,14 @@ public final class SyncEngine: Sendable {
         try transport.pull()
         try adoptGeneration()
         let refusals = try applyIncoming(&report)
-        try sendOutgoing(&report)
+        let unsent = try sendOutgoing(&report)
         if let first = refusals.first {
             throw SyncError(
                 SyncError.Code.refusedBundle,
-                refusals.map(\.message).joined(separator: "; ") + "; this device's own changes, if any, were sent", path: first.path)
+                refusals.map(\.message).joined(separator: "; ")
+                    + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
         }
+        if let unsent { throw unsent }
         // The last sync is the last one that refused nothing (a refusal changes nothing in the database).
         let now = microsecondsSince1970(Date())
         try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
@@ -436,7 +471,13 @@ public final class SyncEngine: Sendable {
         var devices = Dictionary(uniqueKeysWithValues: known)
         let tables = try database.read { try SyncSchema.tables($0) }
         let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
-        for device in SyncLayout.deviceIDs(root: root) where device != self.device {
+        // This device's own bundles too: those beyond the sequence its database recorded were written by this
+        // device after the backup it was restored from (or just before a crash); the others have applied them.
+        devices[self.device] = try database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }
+        }
+        for device in SyncLayout.deviceIDs(root: root) {
+            let isThisDevice = device == self.device
             var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
             let files = SyncLayout.bundles(root: root, device: device)
             // Verified bundles waiting to be applied together (fewer commits: the clock's pages are written once
@@ -510,14 +551,19 @@ public final class SyncEngine: Sendable {
                             conflicts += result.conflicts
                         }
                     }
-                    try db.execute(
-                        "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
-                        [device, last.payload.deviceName, last.sequence, Data(last.hash), now])
+                    if isThisDevice {
+                        try db.execute(
+                            "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [last.sequence, Data(last.hash)])
+                    } else {
+                        try db.execute(
+                            "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
+                            [device, last.payload.deviceName, last.sequence, Data(last.hash), now])
+                    }
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
                     return (changed, conflicts)
                 }
                 devices[device] = (last.sequence, last.hash)
-                report.appliedBundles += batch.count
+                if isThisDevice { report.reappliedOwnBundles += batch.count } else { report.appliedBundles += batch.count }
                 report.changedRows += changed
                 report.newConflicts += conflicts
                 batch.removeAll()
@@ -526,17 +572,22 @@ public final class SyncEngine: Sendable {
         return refusals
     }
 
-    private func sendOutgoing(_ report: inout SyncReport) throws {
+    /// Seals and publishes this device's unsent changes. Returns the reason when they cannot be sent without
+    /// forking this device's chain of bundles (nothing is sent then).
+    private func sendOutgoing(_ report: inout SyncReport) throws -> SyncError? {
         let root = layoutRoot
-        // A bundle of ours already on the remote beyond what the database recorded (a crash after the write):
-        // continue the chain after it; its changes are still unsent here and go again (merging is idempotent).
+        // This device's bundles beyond what the database recorded were applied by `applyIncoming` (which moved the
+        // recorded sequence past them); one it refused (damaged) is not followed: the chain would fork at it.
         var (sequence, lastHash) = try database.read { db in
             try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
         }
-        for file in SyncLayout.bundles(root: root, device: device) where file.sequence == UInt64(sequence) + 1 {
-            let bytes = try SyncLayout.read(file.path)
-            sequence += 1
-            lastHash = SealedBundle.sha256(bytes)
+        if let file = SyncLayout.bundles(root: root, device: device).first(where: { $0.sequence > UInt64(sequence) }) {
+            return SyncError(
+                SyncError.Code.refusedBundle,
+                "this device's own bundle \(sequence + 1) \(file.sequence == UInt64(sequence) + 1 ? "was refused" : "is missing from the remote while later ones are there") "
+                    + "(the remote was damaged or restored from an older copy); this device's changes were not sent and are kept "
+                    + "(see Docs/sync.md, 'A broken chain')",
+                path: file.path)
         }
         let host = Self.hostName
         var written: [String] = []
@@ -584,6 +635,7 @@ public final class SyncEngine: Sendable {
                 written,
                 message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
         }
+        return nil
     }
 
     // MARK: Key generations
