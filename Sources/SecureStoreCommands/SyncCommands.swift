@@ -47,7 +47,15 @@ private func withEngine(_ invocation: Invocation, _ body: (SyncEngine) throws ->
     let context = try Context(invocation)
     let database = try openDatabase(invocation, context)
     defer { try? database.close() }
-    return try translatingSyncErrors(database.name) { try body(try SyncEngine(database: database)) }
+    return try translatingSyncErrors(database.name) {
+        let engine = try SyncEngine(database: database)
+        if let original = engine.copiedFromDevice {
+            Console.err(
+                "this database was copied from another machine, where it syncs as device \(original.prefix(8)); here it is a new "
+                    + "device, \(engine.device.prefix(8)), so the two never write one chain of bundles\n")
+        }
+        return try body(engine)
+    }
 }
 
 /// A `SyncError` as the tool reports it: exit statuses from Docs/cli.md, a hint where one helps.

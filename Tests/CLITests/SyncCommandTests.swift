@@ -15,20 +15,40 @@ struct SyncCLIDevice {
     /// With no D-Bus (with-keyfile) each device is a machine of its own with its own key file, whose passphrase is here.
     let passphrase: String
 
+    /// Pairs of paths (source, target) bind-mounted for the tool in a mount namespace of its own (root only): to
+    /// run it as on another machine. Empty: this machine.
+    var binds: [String] = []
+
     init(_ name: String, under directory: String) {
         app = uniqueApp(name)
         data = directory + "/" + name + "-data"
         passphrase = directory + "/" + name + "-passphrase"
     }
 
+    /// `device` copied to another machine whose id is in the file `machineID`: the same application, key store
+    /// and data path (the person copied their home folder), the data a copy of `device`'s at the time of the call
+    /// (kept at `copy`, mounted over the data path for this device's commands).
+    init(copyOf device: SyncCLIDevice, at copy: String, machineID: String) throws {
+        app = device.app
+        passphrase = device.passphrase
+        data = device.data
+        binds = [machineID, "/etc/machine-id", copy, device.data]
+        #expect(try TestSupport.run(["cp", "-a", device.data, copy]).status == 0)
+    }
+
     func run(_ arguments: [String], input: String = "") throws -> ProcessResult {
-        guard Harness.isKeyFile else { return try securestore(arguments, app: app, input: input, environment: environment) }
-        if !FileManager.default.fileExists(atPath: passphrase) {
-            try "passphrase of \(app)\n".write(toFile: passphrase, atomically: true, encoding: .utf8)
+        var command = [product("securestore"), "--app", app] + arguments
+        if Harness.isKeyFile {
+            if !FileManager.default.fileExists(atPath: passphrase) {
+                try "passphrase of \(app)\n".write(toFile: passphrase, atomically: true, encoding: .utf8)
+            }
+            command = ["bash", "-c", "exec \"$0\" --app \(app) --passphrase-fd 3 \"$@\" 3<'\(passphrase)'", product("securestore")] + arguments
         }
-        return try TestSupport.run(
-            ["bash", "-c", "exec \"$0\" --app \(app) --passphrase-fd 3 \"$@\" 3<'\(passphrase)'", product("securestore")] + arguments,
-            input: Data(input.utf8), environment: environment)
+        if !binds.isEmpty {
+            let script = "while [ \"$1\" != -- ]; do mount --bind \"$1\" \"$2\" || exit 99; shift 2; done; shift; exec \"$@\""
+            command = ["unshare", "--mount", "sh", "-c", script, "sh"] + binds + ["--"] + command
+        }
+        return try TestSupport.run(command, input: Data(input.utf8), environment: environment)
     }
 
     /// Runs and expects success.

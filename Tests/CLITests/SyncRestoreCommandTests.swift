@@ -85,6 +85,48 @@ import Testing
         let conflicts = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "sync", "conflicts"]).stdout.utf8)) as? [[String: Any]]
         #expect(conflicts?.map { $0["lostValue"] as? String } == ["sent before the restore"])
     }
+
+    /// A database copied (with its keys) to another machine while the original goes on: the copy becomes a new
+    /// device at its first sync, so both can write; the third device refuses nothing and all three converge. Without
+    /// this, both machines numbered their next bundle alike as one device and every other device refused the fork
+    /// (65, "two bundles numbered 3") from then on.
+    @Test(.enabled(if: Prerequisites.isRoot, "another machine id is bind-mounted over /etc/machine-id, which needs root"))
+    func aCopyOnAnotherMachineBecomesANewDeviceAndNothingForks() throws {
+        let remote = work.path + "/remote-copy"
+        let a = SyncCLIDevice("a-copy", under: work.path), b = SyncCLIDevice("b-copy", under: work.path)
+        let first = try #require(jsonObject(try a.ok(["--json", "tasks", "add", "first"]).stdout)["id"] as? String)
+        let code = try #require(jsonObject(try a.ok(["--json", "sync", "init", "--folder", remote]).stdout)["pairingCode"] as? String)
+        try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
+        try a.ok(["sync", "now"])
+        let otherMachine = work.path + "/machine-id"
+        try "0123456789abcdef0123456789abcdef\n".write(toFile: otherMachine, atomically: true, encoding: .utf8)
+        let copy = try SyncCLIDevice(copyOf: a, at: work.path + "/a-copy-elsewhere", machineID: otherMachine)
+        let original = try a.deviceID()
+
+        try a.ok(["tasks", "rename", first, "renamed", "on", "the", "original"])
+        try a.ok(["tasks", "add", "on", "the", "original"])
+        try a.ok(["sync", "now"])
+        // The original's new bundle has not reached the copy's machine yet (a replication engine's delay): kept
+        // out of the folder while the copy syncs, then delivered.
+        let folder = remote + "/devices/" + original
+        let newest = try #require(try FileManager.default.contentsOfDirectory(atPath: folder).sorted().last)
+        try FileManager.default.moveItem(atPath: folder + "/" + newest, toPath: work.path + "/in-transit")
+        try copy.ok(["tasks", "add", "on", "the", "copy"])
+        let copied = try copy.ok(["sync", "now"])
+        try FileManager.default.moveItem(atPath: work.path + "/in-transit", toPath: folder + "/" + newest)
+        #expect(copied.stderr.contains("copied from another machine, where it syncs as device \(original.prefix(8))"), "\(copied.stderr)")
+        #expect(try copy.deviceID() != original)
+        #expect(try a.deviceID() == original, "the original keeps its id")
+
+        for device in [b, a, copy, b] { try device.ok(["sync", "now"]) }
+        let titles = try b.tasks().map { $0["title"] ?? "" }.sorted()
+        #expect(titles == ["on the copy", "on the original", "renamed on the original"])
+        #expect(try a.tasks() == b.tasks())
+        #expect(try copy.tasks() == b.tasks())
+        let devices = try JSONSerialization.jsonObject(with: Data(try b.ok(["--json", "sync", "devices"]).stdout.utf8)) as? [[String: Any]]
+        #expect(devices?.count == 3)
+        #expect(!(try copy.ok(["sync", "now"]).stderr.contains("copied")), "the copy is told once")
+    }
 }
 
 private func jsonObject(_ text: String) -> [String: Any] {
