@@ -131,6 +131,8 @@ public final class SyncEngine: Sendable {
     /// device with this id: this copy has just become a new device (``device``), so the two machines never extend
     /// one chain of bundles. The device it was copied from is another device of the group now. Nil otherwise.
     public let copiedFromDevice: String?
+    /// The application's merge functions (``setMerge(forTable:_:)``).
+    let merges = SyncMergeFunctions()
 
     /// Where this generation's files are: the transport's root, or its `generation-N` folder.
     var layoutRoot: String { Self.layoutRoot(transport.root, generation: generation) }
@@ -475,7 +477,8 @@ public final class SyncEngine: Sendable {
                     var conflicts = 0
                     for bundle in batch {
                         for row in bundle.payload.rows {
-                            let result = try SyncMerge.apply(db, byName[row.table]!, row, now: now)
+                            let result = try SyncMerge.apply(
+                                db, byName[row.table]!, row, now: now, merge: merges.function(for: row.table))
                             if result.changed { changed += 1 }
                             conflicts += result.conflicts
                         }

@@ -74,7 +74,13 @@ enum SyncMerge {
 
     /// Applies one row change from another device (inside the caller's transaction, with capture off).
     /// Returns whether the row changed and how many conflicts were logged.
-    static func apply(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64) throws -> (changed: Bool, conflicts: Int) {
+    ///
+    /// With an application's `merge` for the table, two concurrent edits of a value are given to it (earlier and
+    /// later by version, the same order on every device); a merged value other than the later one becomes a new
+    /// pending edit of this device (a new clock tick, based on the later edit), and nothing is logged.
+    static func apply(
+        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil
+    ) throws -> (changed: Bool, conflicts: Int) {
         let local = try localRow(db, table, key: change.key)
         var cells = local.cells
         var changedColumns: [String] = []
@@ -94,21 +100,46 @@ enum SyncMerge {
                  won.hlc, won.device, now])
             conflicts += 1
         }
+        /// The application's merge of two concurrent edits: true when it handled them (the merged value, if not the
+        /// later one, is in `cells` as this device's new edit).
+        func merged(_ column: String, earlier: LocalCell, later: LocalCell) throws -> Bool {
+            guard let merge,
+                let value = merge(
+                    SyncConcurrentEdit(
+                        table: table.name, column: column, key: change.key.databaseValue,
+                        earlier: earlier.value.databaseValue, later: later.value.databaseValue))
+            else { return false }
+            let mergedValue = SyncValue(value)
+            if mergedValue != later.value {
+                try db.execute(SyncSchema.tickSQL)
+                let version = try db.fetchOne("SELECT hlc, device FROM sync_state WHERE singleton = 0") { row in
+                    SyncVersion(hlc: try row.int64(at: 0), device: try row.string(at: 1))
+                }!
+                cells[column] = LocalCell(version: version, base: later.version, pending: true, value: mergedValue)
+                if !changedColumns.contains(column) { changedColumns.append(column) }
+            }
+            return true
+        }
         for cell in change.cells {
             guard let mine = cells[cell.column] else {
                 cells[cell.column] = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value)
                 changedColumns.append(cell.column)
                 continue
             }
+            let theirs = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value)
             if mine.version < cell.version {
                 // Theirs wins. Had its writer not seen ours, ours was a concurrent edit: keep it in the log.
-                if cell.base != mine.version && mine.value != cell.value {
+                cells[cell.column] = theirs
+                changedColumns.append(cell.column)
+                if cell.base != mine.version && mine.value != cell.value,
+                    try !merged(cell.column, earlier: mine, later: theirs)
+                {
                     try log(cell.column, lost: mine.value, lostVersion: mine.version, won: cell.version)
                 }
-                cells[cell.column] = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value)
-                changedColumns.append(cell.column)
             } else if cell.version < mine.version {
-                if mine.base != cell.version && mine.value != cell.value && !(cell.version < mine.base) {
+                if mine.base != cell.version && mine.value != cell.value && !(cell.version < mine.base),
+                    try !merged(cell.column, earlier: theirs, later: mine)
+                {
                     try log(cell.column, lost: cell.value, lostVersion: cell.version, won: mine.version)
                 }
             }
