@@ -1,6 +1,7 @@
 import EncryptedDatabase
 import Foundation
 import SecureStore
+import Tasks
 import Testing
 import TestSupport
 @testable import Sync
@@ -107,5 +108,29 @@ import TestSupport
         for device in [a, b, a] { try device.sync() }
         for device in [a, b] { #expect(try Self.note(device) == "first [x,b]") }
         #expect(try a.engine.conflicts().map(\.lostValue) == [.text("x,a")])
+    }
+}
+
+/// Merged changes reach an observation of the database like local ones (they are written through its ordinary
+/// write transactions): no table list, and an hourly poll, so the value comes from the commit hooks.
+@Suite(.serialized) struct SyncObservationTests {
+    @Test func anObservationSeesTasksMergedFromAnotherDevice() async throws {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path)
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        _ = try a.tasks.create(title: "one")
+        let code = try a.initialize(remote)
+        try b.join(remote, code)
+        let titles = b.database.observe(interval: .seconds(3600)) { db in
+            try db.fetch("SELECT title FROM tasks ORDER BY title") { try $0.string(at: 0) }
+        }
+        var iterator = titles.makeAsyncIterator()
+        #expect(try await iterator.next() == [])
+        try b.sync()
+        #expect(try await iterator.next() == ["one"], "the first bundle, merged")
+        _ = try a.tasks.create(title: "two")
+        try a.sync()
+        try b.sync()
+        #expect(try await iterator.next() == ["one", "two"])
     }
 }
