@@ -28,6 +28,11 @@ extension SyncEngine {
     /// was copied from, or nil. One write transaction: two processes that start at once switch once.
     static func adoptMachine(_ database: any DatabaseWriter) throws -> String? {
         guard let here = machineFingerprint() else { return nil }
+        // Read first: the usual case (this machine, recorded) takes no write lock (`sync status` stays a read).
+        let recordedHere = try database.read { db in
+            try db.tableExists("sync_machine") && db.scalar("SELECT machine FROM sync_machine", as: String.self) == here
+        }
+        if recordedHere { return nil }
         return try database.write { db -> String? in
             guard try db.tableExists("sync_state") else { return nil }
             try db.execute(
