@@ -151,9 +151,22 @@ struct GitTransport: SyncTransport {
         }
     }
 
-    /// Clones `url` into `root` unless it is there already.
+    /// Clones `url` into `root` unless it is there already. A clone there of another remote — left by an earlier
+    /// database of this name that synced elsewhere — is refused: fetching from it, or pushing its commits there,
+    /// would mix two groups.
     func prepare() throws {
-        if FileManager.default.fileExists(atPath: root + "/.git") { return }
+        if FileManager.default.fileExists(atPath: root + "/.git") {
+            let (status, output) = try Self.run(["remote", "get-url", "origin"], in: root)
+            let origin = output.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard status == 0, origin == url else {
+                throw SyncError(
+                    SyncError.Code.remote,
+                    "the git clone '\(root)' beside the database is of another remote ('\(escapedForTerminal(origin, limit: 200))'), "
+                        + "left by an earlier database of this name; nothing was synced. This database does not need it: "
+                        + "move it away (mv '\(root)' '\(root).old') and run the command again", path: root)
+            }
+            return
+        }
         try? makeDirectories(directoryPart(root))
         try Self.check(["clone", "--quiet", "--", url, root], in: nil)
         _ = try? Self.run(["symbolic-ref", "HEAD", "refs/heads/\(Self.branch)"], in: root)

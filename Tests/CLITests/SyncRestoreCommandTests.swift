@@ -129,6 +129,41 @@ import Testing
         #expect(devices?.count == 3)
         #expect(!(try copy.ok(["sync", "now"]).stderr.contains("copied")), "the copy is told once")
     }
+
+    /// A backup from before sync was set up, restored, then synced through another remote: the git clone the
+    /// first setup left beside the database is of the first remote. The tool refuses to use it, names it and says
+    /// what to do; neither remote, the database nor the key store changes. Before, it fetched the first remote and
+    /// said the second "already holds a sync group".
+    @Test func aCloneOfAnotherRemoteLeftBesideTheDatabaseIsRefused() throws {
+        let first = work.path + "/first.git", second = work.path + "/second.git"
+        for remote in [first, second] { #expect(try run(["git", "init", "--quiet", "--bare", remote]).status == 0) }
+        let a = SyncCLIDevice("a-stale", under: work.path)
+        try a.ok(["tasks", "add", "before", "sync"])
+        let backup = work.path + "/before-sync.db"
+        try a.ok(["db", "backup", backup])
+        try a.ok(["sync", "init", "--git", first])
+        try a.ok(["db", "restore", backup])
+        let firstBefore = filesUnder(first).map(\.data), secondBefore = filesUnder(second).map(\.data)
+        let keysBefore = try StoreClient.accounts(service: a.app + ".sync-key", dataHome: a.data)
+        let databaseBefore = try a.databaseDigest()
+
+        let refused = try a.run(["sync", "init", "--git", second])
+        #expect(refused.status != 0)
+        let clone = a.data + "/" + a.app + "/tasks.sync"
+        let firstURL = URL(fileURLWithPath: first).standardizedFileURL.path  // as `sync init` stored it
+        #expect(refused.stderr.contains("the git clone '\(clone)' beside the database is of another remote ('\(firstURL)')"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("mv '\(clone)'"))
+        #expect(filesUnder(first).map(\.data) == firstBefore && filesUnder(second).map(\.data) == secondBefore, "neither remote changed")
+        #expect(try StoreClient.accounts(service: a.app + ".sync-key", dataHome: a.data) == keysBefore)
+        #expect(try a.databaseDigest() == databaseBefore)
+        #expect(try a.run(["sync", "status"]).status != 0, "sync is still not set up")
+
+        // Moved away as the message says: the second remote gets the new group.
+        try FileManager.default.moveItem(atPath: clone, toPath: clone + ".old")
+        try a.ok(["sync", "init", "--git", second])
+        #expect(filesUnder(second).map(\.data) != secondBefore, "the new group was pushed to the second remote")
+        #expect(filesUnder(first).map(\.data) == firstBefore, "the first remote is untouched")
+    }
 }
 
 /// Whether the tool can run here under another machine id bind-mounted over /etc/machine-id.
