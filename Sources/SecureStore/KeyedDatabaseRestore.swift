@@ -183,6 +183,7 @@ extension KeyedDatabase {
         defer { KeyedDatabaseFiles.unlock(lock) }
         // A restore killed after its commit point is finished first (it is a restore the user asked for).
         try files.finishCommittedRestore()
+        try files.finishInterruptedDeletion(items: items)
         try files.removeRestoreLeftovers()
         try foldCurrentLog(files: files, items: items, configuration: configuration)
         try foldCurrentAttachmentsJournal(files: files, items: items, configuration: configuration)
