@@ -45,7 +45,12 @@ public final class KeyedDatabase: Sendable {
     public let name: String
     /// The database's id: 32 random hexadecimal digits kept inside the encrypted file and in the account
     /// of its key items (`<id>@<path>`, `<id>.pending`, `<id>.retired.<date>`).
-    public let databaseID: String
+    ///
+    /// It changes only when ``restore(from:code:progress:)`` installs a backup into this handle (a restored
+    /// database gets an id of its own).
+    public var databaseID: String { identity.withLock { $0 } }
+    /// The current database id (see ``databaseID``), in a lock of its own so that reading it never waits for a read.
+    let identity: Mutex<String>
     /// The keychain that holds the key.
     public let keychain: Keychain
     /// The options the database is opened with.
@@ -217,7 +222,7 @@ public final class KeyedDatabase: Sendable {
         self.configuration = configuration
         self.files = files
         self.items = items
-        self.databaseID = databaseID
+        identity = Mutex(databaseID)
         currentQueue = queue
         state = Mutex(State(lock: lock))
         queue.changeCenter.forward(to: changeCenter)
