@@ -98,11 +98,19 @@ extension KeyedDatabase {
         try withState("delete") { state in
             let lock = state.lock
             return try exclusively(&state, readOnly: "a deletion", changing: "changing (rotating or deleting)") {
-                try currentQueue.checkpoint()
+                readers?.pause()
+                do {
+                    try currentQueue.checkpoint()
+                } catch {
+                    resumeReaders()
+                    throw error
+                }
                 try currentQueue.close(reason: Self.deletedHandleReason)
                 do {
-                    return try Self.deleteLocked(
+                    let report = try Self.deleteLocked(
                         queue: nil, id: databaseID, keys: keys, files: files, items: items, lock: lock)
+                    readers?.close(reason: Self.deletedHandleReason)
+                    return report
                 } catch {
                     // Refused before its commit point: the database is as it was; this handle keeps working.
                     if !KeyedDatabaseFiles.exists(files.deletionMarkerPath), KeyedDatabaseFiles.exists(files.path),
@@ -110,6 +118,9 @@ extension KeyedDatabase {
                             files: files, items: items, configuration: configuration, create: false)
                     {
                         currentQueue = queue
+                        resumeReaders()
+                    } else {
+                        readers?.close(reason: Self.deletedHandleReason)
                     }
                     throw error
                 }

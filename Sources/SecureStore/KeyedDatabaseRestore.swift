@@ -158,7 +158,13 @@ extension KeyedDatabase {
         let report = try withState("restore") { state in
             let lock = state.lock
             return try exclusively(&state, readOnly: "a restore", changing: "changing (rotating, restoring or deleting)") {
-                try currentQueue.checkpoint()
+                readers?.pause()
+                do {
+                    try currentQueue.checkpoint()
+                } catch {
+                    resumeReaders()
+                    throw error
+                }
                 try currentQueue.close(reason: Self.restoredQueueReason)
                 do {
                     let report = try Self.restore(
@@ -169,6 +175,7 @@ extension KeyedDatabase {
                     }
                     currentQueue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
                     identity.withLock { $0 = report.databaseID }
+                    resumeReaders(key: key)
                     return report
                 } catch {
                     // Before its commit point the database is as it was; after it, the restored one is installed.
@@ -179,6 +186,7 @@ extension KeyedDatabase {
                         currentQueue = queue
                         identity.withLock { $0 = id }
                     }
+                    resumeReaders()
                     throw error
                 }
             }

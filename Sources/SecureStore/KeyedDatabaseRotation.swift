@@ -86,12 +86,25 @@ extension KeyedDatabase {
         guard let oldKey = try items.key(account: items.currentAccount(id: databaseID)) else {
             throw Self.missingKeyError(files: files, items: items)
         }
-        try currentQueue.checkpoint()
-        try currentQueue.close(reason: Self.rotatedQueueReason)
+        // With reading connections, reads go on during the export and the check: the connections stay open on the
+        // file as it is (no write can run: this rotation holds the handle) until just before the swap.
+        let keepsReading = readers != nil
+        if !keepsReading {
+            try currentQueue.checkpoint()
+            try currentQueue.close(reason: Self.rotatedQueueReason)
+        }
         var replaced = false
+        var closed = !keepsReading
         do {
-            let (newKey, retired) = try rotate(from: oldKey, progress: progress, replaced: &replaced)
+            let (newKey, retired) = try rotate(
+                from: oldKey, progress: progress, replaced: &replaced, connectionsOpen: keepsReading
+            ) {
+                readers?.pause()
+                closed = true
+                try currentQueue.close(reason: Self.rotatedQueueReason)
+            }
             currentQueue = try DatabaseQueue(path: files.path, key: newKey, configuration: configuration)
+            resumeReaders(key: newKey)
             return retired
         } catch {
             if !replaced {
@@ -99,21 +112,27 @@ extension KeyedDatabase {
                 try? files.removeRotationLeftovers()
                 _ = try? items.delete(account: items.pendingAccount(id: databaseID))
             }
+            // Stopped before the connections were closed: they still read and write the unchanged file.
+            guard closed else { throw error }
             // Reopen with whichever stored key opens the file now.
             if let (queue, _) = try? Self.openResolving(
                 files: files, items: items, configuration: configuration, create: false)
             {
                 currentQueue = queue
             }
+            resumeReaders()
             throw error
         }
     }
 
-    func rotate(from oldKey: DatabaseKey, progress: (RotationStep) -> Void, replaced: inout Bool) throws
-        -> (DatabaseKey, KeyedDatabaseRetiredKey)
-    {
+    /// The rotation's steps. `connectionsOpen`: this handle's connections are still open on the file (then its -wal
+    /// is expected) and `closeConnections` closes them before the swap.
+    func rotate(
+        from oldKey: DatabaseKey, progress: (RotationStep) -> Void, replaced: inout Bool, connectionsOpen: Bool = false,
+        closeConnections: () throws -> Void = {}
+    ) throws -> (DatabaseKey, KeyedDatabaseRetiredKey) {
         // The old connection is closed; its -wal is gone unless another connection holds the file open.
-        if KeyedDatabaseFiles.exists(files.walPath) {
+        if !connectionsOpen, KeyedDatabaseFiles.exists(files.walPath) {
             throw SecureStoreError(
                 SecureStoreError.Code.inUse,
                 "the database '\(files.path)' is open in another program (its -wal remains after closing); close it "
@@ -152,6 +171,7 @@ extension KeyedDatabase {
         progress(.verified)
 
         try KeyedDatabaseFiles.syncFile(files.rotatingPath)
+        try closeConnections()
         try source.checkpoint()
         try source.close()
         if KeyedDatabaseFiles.exists(files.walPath) {
