@@ -98,14 +98,7 @@ extension KeyedDatabase {
         try withState("delete") { state in
             let lock = state.lock
             return try exclusively(&state, readOnly: "a deletion", changing: "changing (rotating or deleting)") {
-                readers?.pause()
-                do {
-                    try currentQueue.checkpoint()
-                } catch {
-                    resumeReaders()
-                    throw error
-                }
-                try currentQueue.close(reason: Self.deletedHandleReason)
+                try closeConnections(reason: Self.deletedHandleReason)
                 do {
                     let report = try Self.deleteLocked(
                         queue: nil, id: databaseID, keys: keys, files: files, items: items, lock: lock)
@@ -129,6 +122,20 @@ extension KeyedDatabase {
             KeyedDatabaseFiles.unlock(state.lock)
             state.lock = -1
         }
+    }
+
+    /// Closes this handle's connections before its file is replaced or removed (the caller holds the state and the
+    /// exclusive lock): the reading ones once their reads ended, then the writing one, checkpointed first. When the
+    /// checkpoint fails, nothing is closed.
+    func closeConnections(reason: String) throws {
+        readers?.pause()
+        do {
+            try currentQueue.checkpoint()
+        } catch {
+            resumeReaders()
+            throw error
+        }
+        try currentQueue.close(reason: reason)
     }
 
     /// Why the queue of this handle is closed after ``delete(keys:)``.

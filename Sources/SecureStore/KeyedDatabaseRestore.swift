@@ -158,14 +158,7 @@ extension KeyedDatabase {
         let report = try withState("restore") { state in
             let lock = state.lock
             return try exclusively(&state, readOnly: "a restore", changing: "changing (rotating, restoring or deleting)") {
-                readers?.pause()
-                do {
-                    try currentQueue.checkpoint()
-                } catch {
-                    resumeReaders()
-                    throw error
-                }
-                try currentQueue.close(reason: Self.restoredQueueReason)
+                try closeConnections(reason: Self.restoredQueueReason)
                 do {
                     let report = try Self.restore(
                         from: backup, paths: paths, name: name, keychain: keychain, code: code,

@@ -42,16 +42,6 @@ private final class KDLSignal: @unchecked Sendable {
     }
 }
 
-/// A value set on one thread and read on another once it has finished.
-private final class KDLBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: T?
-    var value: T? {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
-    }
-}
-
 @Suite(.serialized) struct KeyedDatabaseLiveRestoreTests {
     @Test func aRestoreIntoAnOpenHandleWaitsForTheRunningReadThenTheHandleUsesTheRestoredDatabase() async throws {
         let fixture = try KDFixture()
@@ -69,7 +59,7 @@ private final class KDLBox<T>: @unchecked Sendable {
         // A long read: it has counted the rows and waits; the restore is asked for meanwhile, on another thread.
         let inRead = KDLSignal()
         let finishRead = KDLSignal()
-        let readResult = KDLBox<(Int, Int)>()
+        let readResult = KDBox<(Int, Int)>()
         let readDone = KDLSignal()
         Thread.detachNewThread {
             let counted = try? database.read { db -> (Int, Int) in
@@ -82,7 +72,7 @@ private final class KDLBox<T>: @unchecked Sendable {
             readDone.raise()
         }
         inRead.wait()
-        let restoreResult = KDLBox<Result<KeyedDatabaseRestoreReport, any Error>>()
+        let restoreResult = KDBox<Result<KeyedDatabaseRestoreReport, any Error>>()
         let restoreDone = KDLSignal()
         Thread.detachNewThread {
             restoreResult.value = Result { try database.restore(from: backup) }

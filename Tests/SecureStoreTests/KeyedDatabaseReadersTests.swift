@@ -16,7 +16,7 @@ private func kdrCount(_ database: KeyedDatabase) throws -> Int {
 /// something that waits for the caller: a deadlock the test reports instead of hanging).
 private func kdrOnAnotherThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> Result<T, any Error>? {
     let done = DispatchSemaphore(value: 0)
-    let box = KDRBox<Result<T, any Error>>()
+    let box = KDBox<Result<T, any Error>>()
     Thread.detachNewThread {
         box.value = Result { try body() }
         done.signal()
@@ -25,7 +25,8 @@ private func kdrOnAnotherThread<T: Sendable>(_ body: @escaping @Sendable () thro
     return box.value
 }
 
-private final class KDRBox<T>: @unchecked Sendable {
+/// A value set on one thread and read on another once it has finished.
+final class KDBox<T>: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: T?
     var value: T? {
