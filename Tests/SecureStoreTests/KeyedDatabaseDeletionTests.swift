@@ -210,6 +210,50 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
         #expect(try fixture.accounts().filter { !$0.hasPrefix(id) && !$0.hasSuffix("@" + kdCanonical(fixture.path)) } == otherAccounts)
     }
 
+    /// Every state a kill can leave, planted: before the marker (only the retired copy of the key is new) the database
+    /// is intact and opens; from the marker on, whatever was already removed, the next delete finishes the deletion.
+    @Test(arguments: ["retired", "marker", "database removed", "files removed", "current key deleted"])
+    func everyStateAKilledDeletionLeavesIsFinishedOrHarmless(state: String) throws {
+        let fixture = try KDFixture()
+        let database = try fixture.open()
+        try kdFill(database)
+        let store = database.attachmentStore()
+        try store.add(.data(Data(repeating: 2, count: 300_000), name: "big.bin"), to: attOwner)
+        try store.close()
+        let id = database.databaseID
+        try database.close()
+        let current = try #require(try fixture.currentAccount())
+        let key = try #require(try fixture.storedHex())
+        let folder = fixture.directory.path
+        // What the deletion had done when it was killed.
+        let retired = id + ".retired.2026-11-25T23:00:00Z"
+        try fixture.keychain.set(key, service: fixture.service, account: retired)
+        if state != "retired" {
+            try "\(id) retire\n".write(toFile: folder + "/.tasks.db.deleting", atomically: true, encoding: .utf8)
+        }
+        if ["database removed", "files removed", "current key deleted"].contains(state) {
+            try FileManager.default.removeItem(atPath: fixture.path)
+        }
+        if ["files removed", "current key deleted"].contains(state) {
+            try FileManager.default.removeItem(atPath: folder + "/tasks.attachments.db")
+        }
+        if state == "current key deleted" { try fixture.keychain.delete(service: fixture.service, account: current) }
+
+        if state == "retired" {
+            // Before the commit point: the database is as it was, and a deletion run again completes.
+            let reopened = try fixture.open()
+            try kdExpectRows(reopened.queue)
+            #expect(try reopened.attachmentStore().summary().count == 1)
+            try reopened.close()
+        }
+        let report = try KeyedDatabase.delete(paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
+        #expect(report.databaseID == id)
+        #expect(try fixture.files() == [], "only the lock file is left")
+        #expect(try fixture.accounts().filter { !$0.contains(".retired.") } == [], "no current or pending key of the database")
+        #expect(try fixture.storedHex(account: retired) == key, "the retired copy of its key stays")
+        kdExpectError("notFound") { try KeyedDatabase.delete(paths: fixture.paths, name: "tasks", keychain: fixture.keychain) }
+    }
+
     /// A key shared by two folders (SecureStore 0.1) still opens the other folder's database: deleting the keys is
     /// refused and nothing changes; retiring them is fine.
     @Test func deletingAKeyThatStillOpensAnotherDatabaseIsRefused() throws {
