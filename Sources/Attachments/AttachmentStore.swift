@@ -49,6 +49,9 @@ public final class AttachmentStore: Sendable {
     public let configuration: AttachmentStoreConfiguration
 
     let file = Mutex<DatabaseQueue?>(nil)
+    /// Where the `async` forms run (AttachmentAsync.swift): a concurrent dispatch queue of this store, never Swift
+    /// concurrency's cooperative pool (the calls block on files, fsync and the record database's lock).
+    let asyncQueue = DispatchQueue(label: "securestore.attachments", attributes: .concurrent)
     /// Attachments committed by this store whose upload mark is still in the attachments file.
     let finishedUploads = Mutex<[UUID]>([])
     /// The attachments this process is writing now (any store): an upload mark with this process's pid is in

@@ -13,6 +13,10 @@ package struct DatabaseChanges: Sendable, Equatable {
     /// Whether rows changed that the update hook did not name: every observer is woken.
     package var includesUnnamedTables = false
 
+    /// Every table changed, named or not: what a new file in place of the old one (a restore into a live handle) is
+    /// to an observer.
+    package static let everything = DatabaseChanges(includesUnnamedTables: true)
+
     /// Whether an observer of `observed` (nil: every table) must fetch again.
     package func touches(_ observed: Set<String>?) -> Bool {
         if includesUnnamedTables { return true }

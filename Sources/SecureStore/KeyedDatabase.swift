@@ -45,11 +45,21 @@ public final class KeyedDatabase: Sendable {
     public let name: String
     /// The database's id: 32 random hexadecimal digits kept inside the encrypted file and in the account
     /// of its key items (`<id>@<path>`, `<id>.pending`, `<id>.retired.<date>`).
-    public let databaseID: String
+    ///
+    /// It changes only when ``restore(from:code:progress:)`` installs a backup into this handle (a restored
+    /// database gets an id of its own).
+    public var databaseID: String { identity.withLock { $0 } }
+    /// The current database id (see ``databaseID``), in a lock of its own so that reading it never waits for a read.
+    let identity: Mutex<String>
     /// The keychain that holds the key.
     public let keychain: Keychain
     /// The options the database is opened with.
     public let configuration: DatabaseConfiguration
+    /// How many reading connections the handle keeps beside its writing one (`readerCount:` of
+    /// ``init(paths:name:keychain:configuration:createIfMissing:readerCount:)``); 0: reads use the writing connection.
+    public var readerCount: Int { readers?.count ?? 0 }
+    /// The reading connections, when ``readerCount`` is above 0.
+    let readers: KeyedDatabaseReaders?
 
     let files: KeyedDatabaseFiles
     let items: KeyedDatabaseKeyItems
@@ -62,6 +72,8 @@ public final class KeyedDatabase: Sendable {
     let state: Mutex<State>
     /// Where the `async` forms run (``read(_:)``, ``write(_:)``, ``rotateKey()``).
     private let asyncQueue = DispatchQueue(label: "securestore.keyed-database")
+    /// Where `async` reads run when the handle has reading connections: concurrently, so that they use them all.
+    private let asyncReadQueue = DispatchQueue(label: "securestore.keyed-database.read", attributes: .concurrent)
     /// The open connection, replaced by a rotation. Guarded by `state`: read and written only while it is
     /// held (by the thread in `owner`, or in `deinit`). `nonisolated(unsafe)` so that the thread that holds
     /// the lock can hand it out without taking the lock again (see ``queue``), as `DatabaseQueue` lends its
@@ -88,8 +100,11 @@ public final class KeyedDatabase: Sendable {
     /// Inside ``read(_:)`` or ``write(_:)`` of this handle, use the `db` given to the closure: the queue's own
     /// `read` and `write` there throw `misuse` (a nested access would deadlock).
     public var queue: DatabaseQueue {
-        // The thread inside read, write or rotateKey of this handle already holds the lock.
-        if owner.load(ordering: .acquiring) == UInt(pthread_self()) { return currentQueue }
+        // The thread inside read, write or rotateKey of this handle already holds the lock. A thread inside a read
+        // of the reading connections needs no lock: the connection is replaced only after every such read ended.
+        if owner.load(ordering: .acquiring) == UInt(pthread_self()) || readers?.isReadingOnThisThread == true {
+            return currentQueue
+        }
         return state.withLock { _ in currentQueue }
     }
 
@@ -102,7 +117,7 @@ public final class KeyedDatabase: Sendable {
     /// names the nested call in the error).
     func withState<R>(_ what: String, _ body: (inout State) throws -> R) throws -> R {
         let thread = UInt(pthread_self())
-        if owner.load(ordering: .acquiring) == thread {
+        if owner.load(ordering: .acquiring) == thread || readers?.isReadingOnThisThread == true {
             throw DatabaseError(
                 .misuse,
                 "\(what) was called inside read, write or rotateKey of the same database '\(files.path)'; use the db "
@@ -146,6 +161,11 @@ public final class KeyedDatabase: Sendable {
     /// - An interrupted key rotation is finished or undone, and a key item written by SecureStore 0.1
     ///   (account `<name>`) is upgraded; see Docs/key-lifecycle.md.
     ///
+    /// - Parameter readerCount: how many reading connections to keep beside the writing one (0, the default: reads
+    ///   run on the writing connection, one at a time with writes). With 1 or more, ``read(_:)`` runs on a free
+    ///   reading connection, in parallel with other reads and with a write, and reads go on while a key rotation or
+    ///   a backup runs (they see the database as it was until the rotation swaps the file). Each connection is a file
+    ///   descriptor and up to ``DatabaseConfiguration/cacheSizeKiB`` of page cache.
     /// - Parameter createIfMissing: when false and there is no database file, throws
     ///   ``SecureStoreError/Code/notFound`` and creates nothing: no file, no directory, no keychain item.
     /// - Throws: ``SecureStoreError`` (`missingKey`, `keyMismatch`, `copiedDatabase`, `invalidArgument`,
@@ -153,9 +173,12 @@ public final class KeyedDatabase: Sendable {
     ///   (for example `corrupt`) unchanged.
     public convenience init(
         paths: AppPaths, name: String, keychain: Keychain,
-        configuration: DatabaseConfiguration = DatabaseConfiguration(), createIfMissing: Bool = true
+        configuration: DatabaseConfiguration = DatabaseConfiguration(), createIfMissing: Bool = true, readerCount: Int = 0
     ) throws {
         try Self.validate(name: name, keychain: keychain)
+        guard (0...64).contains(readerCount) else {
+            throw SecureStoreError(SecureStoreError.Code.invalidArgument, "readerCount must be 0 to 64 (it is \(readerCount))")
+        }
         let files = KeyedDatabaseFiles(paths: paths, name: name)
         if !createIfMissing, !KeyedDatabaseFiles.exists(files.path), !KeyedDatabaseFiles.exists(files.restoreCommitPath) {
             throw Self.noDatabaseError(name: name, files: files)
@@ -181,8 +204,21 @@ public final class KeyedDatabase: Sendable {
             try Self.shareLock(lock, id: opened.1, files: files, configuration: configuration)
             return opened
         }
+        var readers: KeyedDatabaseReaders?
+        if readerCount > 0 {
+            do {
+                let key = try Self.readerKey(files: files, items: items, id: opened.1, configuration: configuration)
+                readers = KeyedDatabaseReaders(
+                    try KeyedDatabaseReaders.open(count: readerCount, path: files.path, key: key, configuration: configuration),
+                    path: files.path)
+            } catch {
+                try? opened.0.close()
+                KeyedDatabaseFiles.unlock(lock)
+                throw error
+            }
+        }
         self.init(paths: paths, name: name, keychain: keychain, configuration: configuration,
-                  files: files, items: items, queue: opened.0, databaseID: opened.1, lock: lock)
+                  files: files, items: items, queue: opened.0, databaseID: opened.1, lock: lock, readers: readers)
     }
 
     /// Runs `body`, an open holding `lock`, and releases the lock when it throws: an open that fails holds
@@ -209,15 +245,17 @@ public final class KeyedDatabase: Sendable {
 
     init(
         paths: AppPaths, name: String, keychain: Keychain, configuration: DatabaseConfiguration,
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, queue: DatabaseQueue, databaseID: String, lock: Int32
+        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, queue: DatabaseQueue, databaseID: String, lock: Int32,
+        readers: KeyedDatabaseReaders? = nil
     ) {
+        self.readers = readers
         self.paths = paths
         self.name = name
         self.keychain = keychain
         self.configuration = configuration
         self.files = files
         self.items = items
-        self.databaseID = databaseID
+        identity = Mutex(databaseID)
         currentQueue = queue
         state = Mutex(State(lock: lock))
         queue.changeCenter.forward(to: changeCenter)
@@ -227,6 +265,7 @@ public final class KeyedDatabase: Sendable {
     /// connection must not outlive the shared lock that keeps other processes from rotating the key
     /// under it, so keep the `KeyedDatabase` for as long as its ``queue`` is in use.
     deinit {
+        readers?.close(reason: Self.closedHandleReason)
         state.withLock { state in
             try? currentQueue.close(reason: Self.closedHandleReason)
             KeyedDatabaseFiles.unlock(state.lock)
@@ -238,6 +277,7 @@ public final class KeyedDatabase: Sendable {
     /// ``queue``) throw `misuse`; closing twice does nothing.
     public func close() throws {
         try withState("close") { state in
+            readers?.close(reason: Self.closedHandleReason)
             defer {
                 KeyedDatabaseFiles.unlock(state.lock)
                 state.lock = -1
@@ -261,8 +301,21 @@ extension KeyedDatabase: DatabaseWriter {
     /// reads with the new key, where a queue kept from before the rotation is closed. Calling ``read(_:)``,
     /// ``write(_:)``, ``rotateKey(progress:)`` or ``close()`` of this handle inside `body` throws
     /// `DatabaseError.Code.misuse`.
+    ///
+    /// With reading connections (``readerCount`` above 0) it runs on a free one instead, in parallel with other
+    /// reads and with a write, in a snapshot of the last commit before it began; during a key rotation or a backup it
+    /// does not wait (it reads the database as it was), except for the moment the rotation swaps the file.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try withQueue { queue in try queue.read(body) }
+        if let readers {
+            if owner.load(ordering: .acquiring) == UInt(pthread_self()) {
+                throw DatabaseError(
+                    .misuse,
+                    "read was called inside read, write or rotateKey of the same database '\(files.path)'; use the db "
+                        + "given to the outer closure (a nested call would deadlock)")
+            }
+            return try readers.read(body)
+        }
+        return try withQueue { queue in try queue.read(body) }
     }
 
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`) of the current connection: committed when
@@ -283,7 +336,7 @@ extension KeyedDatabase: DatabaseWriter {
     /// The `async` form of ``read(_:)``: runs on a dispatch queue of this handle, never on Swift concurrency's
     /// cooperative pool (it may wait for a rotation or for another process's lock).
     public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await runBlocking(on: asyncQueue) { try self.read(body) }
+        try await runBlocking(on: readers == nil ? asyncQueue : asyncReadQueue) { try self.read(body) }
     }
 
     /// The `async` form of ``write(_:)``, on a dispatch queue of this handle.

@@ -87,18 +87,7 @@ extension KeyedDatabase {
             return retired < date
         }
         guard !doomed.isEmpty else { return [] }
-        var files: [String] = []
-        for item in catalogue {
-            if case .current(_, let path) = item.role, KeyedDatabaseFiles.exists(path) { files.append(path) }
-        }
-        for item in doomed {
-            guard let key = try items.key(account: item.account) else { continue }
-            for path in files where try KeyedDatabase.peek(path: path, key: key, { _ in true }) == true {
-                throw SecureStoreError(
-                    SecureStoreError.Code.keyStillInUse,
-                    "the retired key '\(item.account)' still opens the database '\(path)'; nothing was deleted")
-            }
-        }
+        try refuseKeysOpeningOtherDatabases(doomed, items: items, catalogue: catalogue, except: nil, noun: "retired key")
         for item in doomed { try items.delete(account: item.account) }
         return doomed.map(\.account)
     }

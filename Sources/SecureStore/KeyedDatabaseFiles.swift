@@ -101,20 +101,26 @@ struct KeyedDatabaseFiles: Sendable {
     /// flushed): after it, the restore is finished rather than undone. `withAttachments` says whether a restored
     /// attachments file replaces the attachments file, or the attachments file goes (the backup had none).
     func writeRestoreCommit(withAttachments: Bool) throws {
-        let temporary = restoreCommitPath + ".tmp"
+        try Self.writeMarker(restoreCommitPath, withAttachments ? "attachments\n" : "no attachments\n", what: "the restore's marker")
+    }
+
+    /// Writes the marker file `path` holding `text`: a temporary file, flushed, renamed into place, the directory
+    /// flushed. `what` names it in errors.
+    static func writeMarker(_ path: String, _ text: String, what: String) throws {
+        let temporary = path + ".tmp"
         try? removeFile(temporary)
         do {
             let descriptor = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow])
             try descriptor.closeAfter { () throws(Errno) in
-                try descriptor.writeAll(Array((withAttachments ? "attachments\n" : "no attachments\n").utf8))
+                try descriptor.writeAll(Array(text.utf8))
                 try descriptor.sync()
             }
         } catch {
             try? removeFile(temporary)
-            throw Self.errnoError(error, "cannot write the restore's marker '\(temporary)'")
+            throw errnoError(error, "cannot write \(what) '\(temporary)'")
         }
-        try Self.rename(temporary, over: restoreCommitPath)
-        Self.syncDirectory(directory)
+        try rename(temporary, over: path)
+        syncDirectory(directoryPart(path))
     }
 
     /// Finishes a restore that reached its commit point (``restoreCommitPath`` exists), under the exclusive lock:
@@ -349,6 +355,12 @@ struct KeyedDatabaseFiles: Sendable {
         let file = FileDescriptor(rawValue: descriptor)
         guard (try? file.resize(to: 0)) != nil else { return }
         try? file.writeAll(Array((id + "\n").utf8), at: 0)
+    }
+
+    /// Empties the lock file (held exclusively by the caller) of its database id hint, once the database is deleted.
+    static func clearIDHint(_ descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        try? FileDescriptor(rawValue: descriptor).resize(to: 0)
     }
 
     /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never

@@ -4,6 +4,7 @@ internal import Attachments
 public import EncryptedDatabase
 public import Foundation
 public import Keychain
+internal import Synchronization
 
 /// What ``KeyedDatabase/restore(from:paths:name:keychain:code:configuration:progress:)`` did. Never
 /// contains a key.
@@ -131,6 +132,74 @@ extension KeyedDatabase {
         from backup: URL, paths: AppPaths, name: String, keychain: Keychain, code: Secret? = nil,
         configuration: DatabaseConfiguration = DatabaseConfiguration(), progress: (RestoreStep) -> Void = { _ in }
     ) throws -> KeyedDatabaseRestoreReport {
+        try restore(
+            from: backup, paths: paths, name: name, keychain: keychain, code: code, configuration: configuration,
+            heldLock: nil, progress: progress)
+    }
+
+    /// Restores the backup at `backup` into this open handle, which then reads and writes the restored database.
+    ///
+    /// The restore is the one of ``restore(from:paths:name:keychain:code:configuration:progress:)`` (verified
+    /// copy, new key and id, the database that was there kept aside as `<name>.before-restore-<time>.db`, crash-safe
+    /// at every step), run while this handle holds the database alone:
+    ///
+    /// - a read or write of this handle already running finishes first, on the database as it was; those that
+    ///   start meanwhile wait, then run on the restored database: none sees a mix of the two;
+    /// - the handle's connection is replaced (a ``queue`` kept from before throws `misuse` saying so), its
+    ///   ``databaseID`` becomes the restored database's, and its observations fetch again;
+    /// - a refusal (``SecureStoreError/Code/inUse`` while another handle or process has the database open, a damaged
+    ///   backup, a missing key…) changes nothing, and the handle keeps reading and writing the database as it was.
+    ///
+    /// - Parameter progress: called after each step, on the caller's thread; it must not use this database.
+    @discardableResult
+    public func restore(
+        from backup: URL, code: Secret? = nil, progress: (RestoreStep) -> Void = { _ in }
+    ) throws -> KeyedDatabaseRestoreReport {
+        let report = try withState("restore") { state in
+            let lock = state.lock
+            return try exclusively(&state, readOnly: "a restore", changing: "changing (rotating, restoring or deleting)") {
+                try closeConnections(reason: Self.restoredQueueReason)
+                do {
+                    let report = try Self.restore(
+                        from: backup, paths: paths, name: name, keychain: keychain, code: code,
+                        configuration: configuration, heldLock: lock, progress: progress)
+                    guard let key = try items.key(account: items.currentAccount(id: report.databaseID)) else {
+                        throw Self.missingKeyError(files: files, items: items)
+                    }
+                    currentQueue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
+                    identity.withLock { $0 = report.databaseID }
+                    resumeReaders(key: key)
+                    return report
+                } catch {
+                    // Before its commit point the database is as it was; after it, the restored one is installed.
+                    // Either way this handle reopens whatever is at the path now.
+                    if let (queue, id) = try? Self.openResolving(
+                        files: files, items: items, configuration: configuration, create: false)
+                    {
+                        currentQueue = queue
+                        identity.withLock { $0 = id }
+                    }
+                    resumeReaders()
+                    throw error
+                }
+            }
+        }
+        // Every observation of this handle fetches again, after the lock is released.
+        changeCenter.notify(.everything)
+        return report
+    }
+
+    /// Why the queue of this handle is closed after ``restore(from:code:progress:)``.
+    static let restoredQueueReason =
+        "a restore into its KeyedDatabase replaced this queue with a connection to the restored database. Keep the "
+        + "KeyedDatabase (a DatabaseWriter: read, write) rather than its queue"
+
+    /// The restore; `heldLock` is the lock file descriptor when the caller (a live handle) already holds it
+    /// exclusively, nil to take it here.
+    static func restore(
+        from backup: URL, paths: AppPaths, name: String, keychain: Keychain, code: Secret?,
+        configuration: DatabaseConfiguration, heldLock: Int32?, progress: (RestoreStep) -> Void
+    ) throws -> KeyedDatabaseRestoreReport {
         try validate(name: name, keychain: keychain)
         let codeKey = try code.map { try RecoveryCode.key(from: $0) }
         guard KeyedDatabaseFiles.isRegularFile(backup.path) else {
@@ -179,10 +248,11 @@ extension KeyedDatabase {
         progress(.verified)
 
         try KeyedDatabaseFiles.makeDirectories(files.directory)
-        let lock = try files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
-        defer { KeyedDatabaseFiles.unlock(lock) }
+        let lock = try heldLock ?? files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
+        defer { if heldLock == nil { KeyedDatabaseFiles.unlock(lock) } }
         // A restore killed after its commit point is finished first (it is a restore the user asked for).
         try files.finishCommittedRestore()
+        try files.finishInterruptedDeletion(items: items)
         try files.removeRestoreLeftovers()
         try foldCurrentLog(files: files, items: items, configuration: configuration)
         try foldCurrentAttachmentsJournal(files: files, items: items, configuration: configuration)

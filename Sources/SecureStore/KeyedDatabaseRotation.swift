@@ -64,81 +64,75 @@ extension KeyedDatabase {
     @discardableResult
     public func rotateKey(progress: (RotationStep) -> Void = { _ in }) throws -> KeyedDatabaseRetiredKey {
         try withState("rotateKey") { state in
-            if state.lock == KeyedDatabaseFiles.noLockFile || isOnReadOnlyFileSystem(files.path) {
-                throw DatabaseError(
-                    .readOnly, "'\(files.path)' is on a read-only file system; a key rotation rewrites it, so nothing was changed")
-            }
-            guard state.lock >= 0 else {
-                throw SecureStoreError(SecureStoreError.Code.invalidArgument, "the database '\(files.path)' is closed")
-            }
-            guard try KeyedDatabaseFiles.beginRotation(state.lock, path: files.path) else {
-                throw SecureStoreError(
-                    SecureStoreError.Code.inUse,
-                    "another SecureStore process (or handle) is rotating the key of '\(files.path)'; nothing was "
-                        + "changed; wait for it to finish",
-                    databaseName: items.databaseName, path: files.path)
-            }
-            defer { KeyedDatabaseFiles.endRotation(state.lock) }
-            do {
-                // Wait a little for another process's open to finish, not for a handle that stays open.
-                try KeyedDatabaseFiles.relock(
-                    state.lock, exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds),
-                    path: files.path)
-            } catch {
-                // A failed conversion drops the shared lock; take it back.
-                try? KeyedDatabaseFiles.relock(
-                    state.lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds,
-                    path: files.path)
-                throw error
-            }
-            defer {
-                try? KeyedDatabaseFiles.relock(
-                    state.lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds,
-                    path: files.path)
-            }
-            // Left by a rotation whose promotion waits for the keyring's approval: the file may be under the
-            // pending key, so a new pending key must never be stored over it.
-            if try items.key(account: items.pendingAccount(id: databaseID)) != nil {
-                throw SecureStoreError(
-                    SecureStoreError.Code.approvalPending,
-                    "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the "
-                        + "pending key and making it the current key needs the keyring's approval; "
-                        + Self.promotionState(files: files, items: items, id: databaseID)
-                        + "; nothing was changed",
-                    databaseName: items.databaseName, path: files.path)
-            }
-            guard let oldKey = try items.key(account: items.currentAccount(id: databaseID)) else {
-                throw Self.missingKeyError(files: files, items: items)
-            }
-            try currentQueue.checkpoint()
-            try currentQueue.close(reason: Self.rotatedQueueReason)
-            var replaced = false
-            do {
-                let (newKey, retired) = try rotate(from: oldKey, progress: progress, replaced: &replaced)
-                currentQueue = try DatabaseQueue(path: files.path, key: newKey, configuration: configuration)
-                return retired
-            } catch {
-                if !replaced {
-                    // Undo: the file is still under the old key. Remove the copy, then the pending key.
-                    try? files.removeRotationLeftovers()
-                    _ = try? items.delete(account: items.pendingAccount(id: databaseID))
-                }
-                // Reopen with whichever stored key opens the file now.
-                if let (queue, _) = try? Self.openResolving(
-                    files: files, items: items, configuration: configuration, create: false)
-                {
-                    currentQueue = queue
-                }
-                throw error
+            try exclusively(&state, readOnly: "a key rotation", changing: "rotating the key of") {
+                try rotateExclusively(progress: progress)
             }
         }
     }
 
-    func rotate(from oldKey: DatabaseKey, progress: (RotationStep) -> Void, replaced: inout Bool) throws
-        -> (DatabaseKey, KeyedDatabaseRetiredKey)
-    {
+    /// The rotation proper, holding the lock exclusively.
+    private func rotateExclusively(progress: (RotationStep) -> Void) throws -> KeyedDatabaseRetiredKey {
+        // Left by a rotation whose promotion waits for the keyring's approval: the file may be under the
+        // pending key, so a new pending key must never be stored over it.
+        if try items.key(account: items.pendingAccount(id: databaseID)) != nil {
+            throw SecureStoreError(
+                SecureStoreError.Code.approvalPending,
+                "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the "
+                    + "pending key and making it the current key needs the keyring's approval; "
+                    + Self.promotionState(files: files, items: items, id: databaseID)
+                    + "; nothing was changed",
+                databaseName: items.databaseName, path: files.path)
+        }
+        guard let oldKey = try items.key(account: items.currentAccount(id: databaseID)) else {
+            throw Self.missingKeyError(files: files, items: items)
+        }
+        // With reading connections, reads go on during the export and the check: the connections stay open on the
+        // file as it is (no write can run: this rotation holds the handle) until just before the swap.
+        let keepsReading = readers != nil
+        if !keepsReading {
+            try currentQueue.checkpoint()
+            try currentQueue.close(reason: Self.rotatedQueueReason)
+        }
+        var replaced = false
+        var closed = !keepsReading
+        do {
+            let (newKey, retired) = try rotate(
+                from: oldKey, progress: progress, replaced: &replaced, connectionsOpen: keepsReading
+            ) {
+                readers?.pause()
+                closed = true
+                try currentQueue.close(reason: Self.rotatedQueueReason)
+            }
+            currentQueue = try DatabaseQueue(path: files.path, key: newKey, configuration: configuration)
+            resumeReaders(key: newKey)
+            return retired
+        } catch {
+            if !replaced {
+                // Undo: the file is still under the old key. Remove the copy, then the pending key.
+                try? files.removeRotationLeftovers()
+                _ = try? items.delete(account: items.pendingAccount(id: databaseID))
+            }
+            // Stopped before the connections were closed: they still read and write the unchanged file.
+            guard closed else { throw error }
+            // Reopen with whichever stored key opens the file now.
+            if let (queue, _) = try? Self.openResolving(
+                files: files, items: items, configuration: configuration, create: false)
+            {
+                currentQueue = queue
+            }
+            resumeReaders()
+            throw error
+        }
+    }
+
+    /// The rotation's steps. `connectionsOpen`: this handle's connections are still open on the file (then its -wal
+    /// is expected) and `closeConnections` closes them before the swap.
+    func rotate(
+        from oldKey: DatabaseKey, progress: (RotationStep) -> Void, replaced: inout Bool, connectionsOpen: Bool = false,
+        closeConnections: () throws -> Void = {}
+    ) throws -> (DatabaseKey, KeyedDatabaseRetiredKey) {
         // The old connection is closed; its -wal is gone unless another connection holds the file open.
-        if KeyedDatabaseFiles.exists(files.walPath) {
+        if !connectionsOpen, KeyedDatabaseFiles.exists(files.walPath) {
             throw SecureStoreError(
                 SecureStoreError.Code.inUse,
                 "the database '\(files.path)' is open in another program (its -wal remains after closing); close it "
@@ -177,6 +171,7 @@ extension KeyedDatabase {
         progress(.verified)
 
         try KeyedDatabaseFiles.syncFile(files.rotatingPath)
+        try closeConnections()
         try source.checkpoint()
         try source.close()
         if KeyedDatabaseFiles.exists(files.walPath) {

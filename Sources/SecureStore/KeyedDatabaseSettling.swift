@@ -48,7 +48,7 @@ extension KeyedDatabase {
         files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration, hint: String?
     ) throws -> (DatabaseQueue, String)? {
         guard KeyedDatabaseFiles.exists(files.path), files.rotationLeftovers().isEmpty,
-            !KeyedDatabaseFiles.exists(files.restoreCommitPath)
+            !KeyedDatabaseFiles.exists(files.restoreCommitPath), !KeyedDatabaseFiles.exists(files.deletionMarkerPath)
         else { return nil }
         let candidates: [(id: String, account: String)]
         if let hint, try !items.keychain.exists(service: items.service, account: items.pendingAccount(id: hint)) {
@@ -92,6 +92,8 @@ extension KeyedDatabase {
     ) throws -> (DatabaseQueue, String) {
         // A restore killed after its commit point is finished before anything is opened (Docs/key-lifecycle.md).
         try files.finishCommittedRestore()
+        // So is a deletion killed after its commit point: the name then has no database.
+        try files.finishInterruptedDeletion(items: items)
         // What killed commands left in the folder (a backup's or export's temporary file, a check folder).
         ScratchFiles.sweep(files.directory)
         let catalogue = try items.catalogue()

@@ -230,8 +230,66 @@ let dbCommand = Command(
                 }
                 return ExitStatus.success
             }),
+        deleteCommand,
         keysCommand,
     ])
+
+/// `--delete-keys`: `db delete` deletes the keys too (KeyedDatabase.KeyDisposal.delete).
+private let deleteKeysFlag = Flag(
+    "delete-keys", help: "Delete its keys too (current and retired): its backups then open only with a recovery code.")
+
+/// `securestore db delete`: the database, its attachments and its keys (KeyedDatabase.delete).
+private let deleteCommand = Command(
+    name: "delete", abstract: "Delete the database, its attachments and its key (kept as a retired key); asks first on a terminal.",
+    discussion: """
+        Removes the database file, its -wal and -shm, its attachments file and what interrupted rotations or restores
+        left, then its key items. By default its key is kept as a retired key, so backups made of it still restore
+        ('db keys prune' deletes it later); with --delete-keys every key of the database is deleted. Refused while
+        the database is open anywhere. A deletion killed halfway is finished by the next command on the database.
+        Databases kept aside by a restore, and the sync folder, are left alone.
+        """,
+    options: [nameOption, deleteKeysFlag, yesFlag],
+    run: { invocation in
+        try requireYesOffTerminal(invocation, "deletes a database for good")
+        let context = try Context(invocation)
+        let name = try databaseName(invocation)
+        let keys: KeyedDatabase.KeyDisposal = invocation[deleteKeysFlag] ? .delete : .retire
+        let path = context.paths.databaseURL(name: name).path
+        // Without a file there is nothing to ask about: either nothing to delete, or a deletion killed after its commit
+        // point, which the library finishes.
+        if fileExists(path, followingLinks: true) {
+            try confirm(
+                "delete the database '\(name)' at \(escapedForTerminal(path)) with its attachments, and "
+                    + (keys == .delete
+                        ? "delete its keys: backups made of it will open only with their recovery code"
+                        : "keep its key as a retired key (its backups still restore)"),
+                invocation)
+        }
+        let report: KeyedDatabaseDeletion
+        do {
+            report = try KeyedDatabase.delete(paths: context.paths, name: name, keychain: context.keychain, keys: keys)
+        } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound {
+            throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(name))
+        }
+        if invocation.global.json {
+            try Console.json(
+                DeletedDatabaseJSON(
+                    path: report.path, databaseId: report.databaseID, removedFiles: report.removedFiles,
+                    retiredAccounts: report.retiredAccounts, deletedAccounts: report.deletedAccounts))
+        } else {
+            Console.out(report.description + "\n")
+        }
+        return ExitStatus.success
+    })
+
+/// `db delete --json`.
+private struct DeletedDatabaseJSON: Encodable {
+    let path: String
+    let databaseId: String
+    let removedFiles: [String]
+    let retiredAccounts: [String]
+    let deletedAccounts: [String]
+}
 
 /// A date as key listings show it: `2026-11-23T16:15:02Z`.
 private func keyDate(_ date: Date) -> String { timestampTextInSeconds(date) }

@@ -97,6 +97,12 @@ echo
 echo "# pool vs queue: $bin/securestore-bench pool ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
 "$bin/securestore-bench" pool "$work/pool" "${pass[@]}" | { grep '^POOL ' || true; }
 
+# KeyedDatabase with reading connections (readerCount: 4) against without (issue 25), interleaved pairs on one file
+# and the harness keyring; `ratio` is the median of the per-pair ratios readers/none (Docs/performance.md).
+echo
+echo "# keyed database readers: $bin/securestore-bench keyed-pool ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+"$bin/securestore-bench" keyed-pool "$work/keyed-pool" "${pass[@]}" | { grep '^KEYEDPOOL ' || true; }
+
 # The task list's word search (full-text index) against the LIKE scan it replaced, interleaved pairs on 1M tasks;
 # `ratio` is the median of the per-pair ratios fts/like (Docs/performance.md, "Search").
 echo

@@ -178,6 +178,8 @@ import Testing
         try expectDocument(try ss(["db", "keys", "list"]), "db-keys-list", checked)
         try expectDocument(try ss(["db", "restore", backup]), "db-restore", checked)
         try expectDocument(try ss(["db", "keys", "prune", "--before", "2100-01-01", "--yes"]), "db-keys-prune", checked)
+        #expect(try ss(["tasks", "add", "--name", "scratch", "to be deleted"]).status == 0)
+        try expectDocument(try ss(["db", "delete", "--name", "scratch", "--yes"]), "db-delete", checked)
         let plain = work.path + "/plain.db"
         let made = try run(["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()", plain])
         #expect(made.status == 0, "\(made.stderr)")

@@ -467,6 +467,10 @@ do {
     case ("search", 2):
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
         try SearchBench(directory: arguments[1], options: options).run()
+    case ("keyed-pool", 2):
+        // KeyedDatabase with reading connections against without, interleaved pairs (KeyedPoolBench.swift).
+        try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+        try KeyedPoolBench(directory: arguments[1], options: options).run()
     case ("pool", 2):
         // DatabasePool against DatabaseQueue, interleaved pairs (PoolBench.swift).
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
