@@ -3,6 +3,7 @@ internal import Foundation
 internal import Keychain
 internal import SecureStore
 internal import SecureStoreCore
+internal import Sync
 internal import Tasks
 
 /// `--name NAME`: the database a `db` or `tasks` command works on.
@@ -246,7 +247,8 @@ private let deleteCommand = Command(
         left, then its key items. By default its key is kept as a retired key, so backups made of it still restore
         ('db keys prune' deletes it later); with --delete-keys every key of the database is deleted. Refused while
         the database is open anywhere. A deletion killed halfway is finished by the next command on the database.
-        Databases kept aside by a restore, and the sync folder, are left alone.
+        Databases kept aside by a restore, and the sync folder, are left alone; its sync key is deleted with
+        --delete-keys and kept otherwise (a restored backup syncs again with it).
         """,
     options: [nameOption, deleteKeysFlag, yesFlag],
     run: { invocation in
@@ -271,13 +273,19 @@ private let deleteCommand = Command(
         } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound {
             throw CLIError(status: ExitStatus.notFound, message: error.message, hint: createHint(name))
         }
+        // Its sync key (stored under its database id) goes with its other keys; kept with a retired key, it lets a
+        // restored backup sync again (Docs/sync.md).
+        let deletedSyncKey =
+            try keys == .delete && context.keychain.delete(service: SyncEngine.keyService(context.paths), account: report.databaseID)
         if invocation.global.json {
             try Console.json(
                 DeletedDatabaseJSON(
                     path: report.path, databaseId: report.databaseID, removedFiles: report.removedFiles,
-                    retiredAccounts: report.retiredAccounts, deletedAccounts: report.deletedAccounts))
+                    retiredAccounts: report.retiredAccounts, deletedAccounts: report.deletedAccounts,
+                    deletedSyncKey: deletedSyncKey))
         } else {
             Console.out(report.description + "\n")
+            if deletedSyncKey { Console.out("deleted its sync key\n") }
         }
         return ExitStatus.success
     })
@@ -289,6 +297,8 @@ private struct DeletedDatabaseJSON: Encodable {
     let removedFiles: [String]
     let retiredAccounts: [String]
     let deletedAccounts: [String]
+    /// Whether `--delete-keys` deleted the database's sync key too (false: it had none, or keys were retired).
+    let deletedSyncKey: Bool
 }
 
 /// A date as key listings show it: `2026-11-23T16:15:02Z`.

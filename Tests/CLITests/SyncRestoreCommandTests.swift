@@ -164,6 +164,24 @@ import Testing
         #expect(filesUnder(second).map(\.data) != secondBefore, "the new group was pushed to the second remote")
         #expect(filesUnder(first).map(\.data) == firstBefore, "the first remote is untouched")
     }
+
+    /// `db delete` of a synced database keeps its sync key with its retired key (a restored backup syncs again with
+    /// it), and `--delete-keys` deletes the sync key too: no secret of a deleted database is left behind.
+    @Test func deletingASyncedDatabaseDeletesItsSyncKeyOnlyWithItsKeys() throws {
+        let remote = work.path + "/remote-deleted"
+        let kept = SyncCLIDevice("kept-key", under: work.path), gone = SyncCLIDevice("gone-key", under: work.path)
+        for device in [kept, gone] {
+            try device.ok(["tasks", "add", "something"])
+            try device.ok(["sync", "init", "--folder", remote + "-" + device.app])
+            #expect(try StoreClient.accounts(service: device.app + ".sync-key", dataHome: device.data).count == 1)
+        }
+        let retired = try kept.ok(["--json", "db", "delete", "--yes"])
+        #expect(jsonObject(retired.stdout)["deletedSyncKey"] as? Bool == false)
+        #expect(try StoreClient.accounts(service: kept.app + ".sync-key", dataHome: kept.data).count == 1)
+        let deleted = try gone.ok(["db", "delete", "--delete-keys", "--yes"])
+        #expect(deleted.stdout.contains("deleted its sync key"), "\(deleted.stdout)")
+        #expect(try StoreClient.accounts(service: gone.app + ".sync-key", dataHome: gone.data).isEmpty)
+    }
 }
 
 /// Whether the tool can run here under another machine id bind-mounted over /etc/machine-id.
