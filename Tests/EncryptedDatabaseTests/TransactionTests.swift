@@ -221,7 +221,7 @@ struct Failure: Error {}
         #expect(error?.code == .unknownMigration)
         #expect(error?.message.contains("'3 tags'") == true)
         #expect(error?.message.contains("newer version") == true)
-        expectCode(.unknownMigration) { try DatabaseMigrator().migrate(older) }
+        expectError(DatabaseError.Code.unknownMigration) { try DatabaseMigrator().migrate(older) }
         try older.close()
         #expect(contents(path) == before)
         #expect(try migrator(3).appliedMigrations(DatabaseQueue(path: path, key: try testKey())).count == 3)

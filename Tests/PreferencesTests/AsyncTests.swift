@@ -7,9 +7,9 @@ import Testing
 
 @Suite struct AsyncTests {
     @Test func asyncWritesAndReadsGoThroughTheFile() async throws {
-        let dir = FileManager.default.temporaryDirectory.appending(path: "prefs-async-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let temporary = try TemporaryDirectory()
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.url
         let prefs = try Preferences(location: try testLocation(dir))
         struct Window: Codable, Sendable, Equatable { var width: Int; var height: Int }
 
@@ -27,9 +27,9 @@ import Testing
     }
 
     @Test func manyTasksWritingAtOnceLoseNoKey() async throws {
-        let dir = FileManager.default.temporaryDirectory.appending(path: "prefs-async-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let temporary = try TemporaryDirectory()
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.url
         let prefs = try Preferences(location: try testLocation(dir))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for n in 0..<40 {
@@ -44,9 +44,9 @@ import Testing
 
     @Test func anAsyncReadSeesAnotherProcesssWriteAndKeepsItsOwnKeys() async throws {
         let executable = try #require(stressExecutable(), "securestore-stress must be built")
-        let dir = FileManager.default.temporaryDirectory.appending(path: "prefs-async-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let temporary = try TemporaryDirectory()
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.url
         let prefs = try Preferences(location: try testLocation(dir))
         try await prefs.set("mine", forKey: "local")
         let writer = try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "remote", "3"])

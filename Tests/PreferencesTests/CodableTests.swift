@@ -74,9 +74,9 @@ private struct Window: Codable, Equatable {
 
     @Test func changesArriveAsAnAsyncSequenceFromAnotherProcess() async throws {
         let executable = try #require(stressExecutable(), "securestore-stress must be built")
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("prefs-changes-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let temporary = try TemporaryDirectory()
+        defer { withExtendedLifetime(temporary) {} }
+        let dir = temporary.url
         let prefs = try Preferences(location: try testLocation(dir))
         let changes = try prefs.changes()
         let writer = try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "remote", "3"])

@@ -147,30 +147,6 @@ func kdMode(_ path: String) throws -> Int {
     return (attributes[.posixPermissions] as? Int) ?? -1
 }
 
-/// Expects `body` to throw an error whose code is `code` (SecureStoreError, KeychainError or
-/// DatabaseError, compared by name) and returns its message.
-@discardableResult
-func kdExpectError<R>(
-    _ code: String, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> R
-) -> String? {
-    do {
-        _ = try body()
-        Issue.record("expected error \(code), nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as SecureStoreError {
-        if error.code.name == code { return error.message }
-        Issue.record("expected \(code), got SecureStoreError.\(error.code): \(error.message)", sourceLocation: sourceLocation)
-    } catch let error as KeychainError {
-        if error.code.name == code { return error.message }
-        Issue.record("expected \(code), got KeychainError.\(error.code): \(error.message)", sourceLocation: sourceLocation)
-    } catch let error as DatabaseError {
-        if error.code.name == code { return error.message }
-        Issue.record("expected \(code), got DatabaseError.\(error.code): \(error.message)", sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
-}
-
 /// The `securestore-stress` helper (TestSupport.stressExecutable).
 var kdStressBinary: String { stressExecutable }
 

@@ -290,6 +290,9 @@ public final class TemporaryDirectory: @unchecked Sendable {
     }
 
     deinit { try? FileManager.default.removeItem(at: url) }
+
+    /// The path of `name` in this directory.
+    public func file(_ name: String) -> String { path + "/" + name }
 }
 
 /// What a test needs of the machine, for `.enabled(if:)` traits that say why a test did not run (never a test that
