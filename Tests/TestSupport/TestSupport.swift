@@ -284,7 +284,8 @@ public final class TemporaryDirectory: @unchecked Sendable {
     public var path: String { url.path }
 
     public init() throws {
-        var template = Array((NSTemporaryDirectory() + "/securestore-test.XXXXXX").utf8CString)
+        let base = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
+        var template = Array((base + "/securestore-test.XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw HarnessFailure(description: "mkdtemp failed: errno \(errno)") }
         url = URL(fileURLWithPath: String(cString: made), isDirectory: true)
     }
