@@ -32,6 +32,23 @@ private func completionScript(
     return try write(script.stdout, name, in: directory)
 }
 
+/// Each line of `lines` completed by fish (`complete -C`, answers separated by `==` lines) after sourcing the built
+/// tool's fish script, once as fish is and once with its qmark-noglob feature on: fish 4 (Debian 13) no longer takes
+/// '?' as a glob (that feature, on by default there), and fish 3 with it reads the script as fish 4 does. `check`
+/// gets each run with the features it ran with; fish must exit 0.
+private func completeInFish(
+    _ lines: [String], sourceLocation: SourceLocation = #_sourceLocation, _ check: ([String], ProcessResult) throws -> Void
+) throws {
+    let directory = try TemporaryDirectory()
+    let path = try completionScript("fish", "securestore.fish", in: directory, sourceLocation: sourceLocation)
+    let program = "source '\(path)'; " + lines.map { "complete -C '\($0)'" }.joined(separator: "; echo ==; ")
+    for features in [[], ["--features", "qmark-noglob"]] {
+        let fish = try run(["fish"] + features + ["--no-config", "-c", program])
+        #expect(fish.status == 0, "\(features): \(fish.stderr)", sourceLocation: sourceLocation)
+        try check(features, fish)
+    }
+}
+
 /// An app with a task in its own data folder and two tokens, `github` and one whose name a shell could expand;
 /// the tokens are deleted when it is released.
 private final class TaskAndTokenFixture {
@@ -275,23 +292,16 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(!(try securestore(["--help"])).stdout.contains("__complete"))
     }
 
-    /// fish asks as bash does. fish 4 (Debian 13) no longer takes '?' as a glob (its qmark-noglob feature, on by
-    /// default there): fish 3 with that feature on reads the script as fish 4 does.
+    /// fish asks as bash does (fish 3, and fish 3 reading as fish 4 does).
     @Test(.enabled(if: Prerequisites.installed("fish"), fishMissing))
     func fishCompletesTaskIDsAndTokenNames() throws {
         let fixture = try TaskAndTokenFixture()
         let (app, data, id) = (fixture.app, fixture.data, fixture.id)
         let tool = product("securestore")
-        let directory = try TemporaryDirectory()
-        let path = try completionScript("fish", "securestore.fish", in: directory)
-        for features in [[], ["--features", "qmark-noglob"]] {
-            let fish = try run(
-                ["fish"] + features + [
-                    "--no-config", "-c",
-                    "source '\(path)'; complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks done '; echo ==; "
-                        + "complete -C '\(tool) --app \(app) token delete '; echo ==; complete -C '\(tool) --app \(app)-absent token get '",
-                ])
-            #expect(fish.status == 0, "\(features): \(fish.stderr)")
+        try completeInFish([
+            "\(tool) --app \(app) --data-dir \(data.path) tasks done ", "\(tool) --app \(app) token delete ",
+            "\(tool) --app \(app)-absent token get ",
+        ]) { features, fish in
             #expect(fish.stdout == "\(id)\n==\ngithub\n==\n", "\(features)")
         }
     }
@@ -376,23 +386,15 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         let fixture = try AttachmentAndPreferencesFixture()
         let (app, data, attachment) = (fixture.app, fixture.data, fixture.attachment)
         let tool = product("securestore")
-        let directory = try TemporaryDirectory()
-        let path = try completionScript("fish", "securestore.fish", in: directory)
-        for features in [[], ["--features", "qmark-noglob"]] {
-            let fish = try run(
-                ["fish"] + features + [
-                    "--no-config", "-c",
-                    "source '\(path)'; complete -C '\(tool) tasks export --format '; echo ==; "
-                        + "complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks attachment get '; echo ==; "
-                        + "complete -C '\(tool) --app \(app) prefs delete '; echo ==; "
-                        + "complete -C '\(tool) tasks export --output \(data.path)/rec'",
-                ])
-            #expect(fish.status == 0, "\(features): \(fish.stderr)")
+        try completeInFish([
+            "\(tool) tasks export --format ", "\(tool) --app \(app) --data-dir \(data.path) tasks attachment get ",
+            "\(tool) --app \(app) prefs delete ", "\(tool) tasks export --output \(data.path)/rec",
+        ]) { features, fish in
             let parts = fish.stdout.components(separatedBy: "==\n").map { part in
                 part.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
             }
             #expect(parts.count == 4, "\(features): \(fish.stdout)")
-            guard parts.count == 4 else { continue }
+            guard parts.count == 4 else { return }
             #expect(Set(parts[0]) == ["jsonl", "csv", "json"], "\(features)")
             #expect(parts[1] == [attachment], "\(features)")
             #expect(parts[2] == ["theme", "window.width"], "\(features)")
