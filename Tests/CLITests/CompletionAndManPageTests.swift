@@ -49,6 +49,20 @@ private func completeInFish(
     }
 }
 
+/// Runs the zsh `program` (zsh -f) with the built tool's zsh script as $1 and `arguments` as $2…; zsh must exit 0.
+/// zsh's completion system needs a terminal: the programs replace the functions the script calls (compadd, _files,
+/// _describe) by ones that print what they were given, and call the script's function with `words` and `CURRENT`
+/// set as zsh sets them.
+private func completeInZsh(
+    _ program: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation
+) throws -> ProcessResult {
+    let directory = try TemporaryDirectory()
+    let path = try completionScript("zsh", "_securestore", in: directory, sourceLocation: sourceLocation)
+    let result = try run(["zsh", "-f", "-c", program, "zsh", path] + arguments)
+    #expect(result.status == 0, "\(result.stderr)", sourceLocation: sourceLocation)
+    return result
+}
+
 /// An app with a task in its own data folder and two tokens, `github` and one whose name a shell could expand;
 /// the tokens are deleted when it is released.
 private final class TaskAndTokenFixture {
@@ -217,8 +231,6 @@ func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: Str
     /// print what they were given, and the script's function is called with `words` and `CURRENT` set as zsh sets them.
     @Test(.enabled(if: Prerequisites.installed("zsh"), zshMissing))
     func zshCompletesCommandsAndOptions() throws {
-        let directory = try TemporaryDirectory()
-        let path = try completionScript("zsh", "_securestore", in: directory)
         let program = #"""
             source "$1" >/dev/null 2>&1
             _describe() { shift 3; local -a a; eval 'a=("${'$1'[@]}")'; print -r -- "> ${(j: :)${(@)a%%:*}}"; }
@@ -231,8 +243,7 @@ func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: Str
             c securestore --data-dir ''
             c securestore db backup ''
             """#
-        let result = try run(["zsh", "-f", "-c", program, "zsh", path])
-        #expect(result.status == 0, "\(result.stderr)")
+        let result = try completeInZsh(program)
         let replies = result.stdout.split(separator: "\n").filter { $0.hasPrefix("> ") }.map { String($0.dropFirst(2)) }
         #expect(replies.count == 5)
         guard replies.count == 5 else { return }
@@ -313,9 +324,6 @@ func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: Str
     func zshCompletesTaskIDsAndTokenNames() throws {
         let fixture = try TaskAndTokenFixture()
         let (app, data, id) = (fixture.app, fixture.data, fixture.id)
-        let tool = product("securestore")
-        let directory = try TemporaryDirectory()
-        let path = try completionScript("zsh", "_securestore", in: directory)
         let program = #"""
             source "$1" >/dev/null 2>&1
             compadd() { shift 2; print -r -- "> $*"; }
@@ -323,8 +331,7 @@ func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: Str
             c "$2" --app "$3" --data-dir "$4" tasks undo ''
             c "$2" --app "$3" token get ''
             """#
-        let zsh = try run(["zsh", "-f", "-c", program, "zsh", path, tool, app, data.path])
-        #expect(zsh.status == 0, "\(zsh.stderr)")
+        let zsh = try completeInZsh(program, [product("securestore"), app, data.path])
         #expect(zsh.stdout == "> \(id)\n> github\n")
     }
 
@@ -364,9 +371,6 @@ func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: Str
     func zshCompletesOptionValuesAttachmentIDsPreferenceKeysAndOutputFiles() throws {
         let fixture = try AttachmentAndPreferencesFixture()
         let (app, data, attachment) = (fixture.app, fixture.data, fixture.attachment)
-        let tool = product("securestore")
-        let directory = try TemporaryDirectory()
-        let path = try completionScript("zsh", "_securestore", in: directory)
         let program = #"""
             source "$1" >/dev/null 2>&1
             compadd() { [[ $1 == -Q ]] && shift; shift; print -r -- "> $*"; }
@@ -377,8 +381,7 @@ func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: Str
             c "$2" --app "$3" --data-dir "$4" tasks detach ''
             c "$2" --app "$3" prefs get ''
             """#
-        let zsh = try run(["zsh", "-f", "-c", program, "zsh", path, tool, app, data.path])
-        #expect(zsh.status == 0, "\(zsh.stderr)")
+        let zsh = try completeInZsh(program, [product("securestore"), app, data.path])
         #expect(zsh.stdout == "> skip replace fail\n> files \n> \(attachment)\n> theme window.width\n")
     }
 

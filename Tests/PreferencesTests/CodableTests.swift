@@ -74,18 +74,17 @@ private struct Window: Codable, Equatable {
 
     @Test func changesArriveAsAnAsyncSequenceFromAnotherProcess() async throws {
         let executable = try #require(stressExecutable(), "securestore-stress must be built")
-        let temporary = try TemporaryDirectory()
-        defer { withExtendedLifetime(temporary) {} }
-        let dir = temporary.url
-        let prefs = try Preferences(location: try testLocation(dir))
-        let changes = try prefs.changes()
-        let writer = try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "remote", "3"])
-        #expect(writer.wait() == .exited(0))
-        var seen: Set<String> = []
-        for await keys in changes {
-            seen.formUnion(keys)
-            if seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]) { break }
+        try await withTemporaryDirectoryAsync { dir in
+            let prefs = try Preferences(location: try testLocation(dir))
+            let changes = try prefs.changes()
+            let writer = try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "remote", "3"])
+            #expect(writer.wait() == .exited(0))
+            var seen: Set<String> = []
+            for await keys in changes {
+                seen.formUnion(keys)
+                if seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]) { break }
+            }
+            #expect(seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]))
         }
-        #expect(seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]))
     }
 }
