@@ -91,7 +91,7 @@ let package = Package(
         .executableTarget(name: "SecureStoreTool", dependencies: ["SecureStoreCommands"], swiftSettings: swiftSettings),
         // Tests: one target per module, plus end-to-end tests of the built tool, and the helpers they share
         // (the keyring harness, running processes, temporary directories).
-        .target(name: "TestSupport", dependencies: ["Keychain"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(name: "TestSupport", dependencies: ["Keychain", "EncryptedDatabase", "Preferences", "Attachments", "Sync"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "EncryptedDatabaseTests",

@@ -39,8 +39,8 @@ public struct SecureStoreError: Error, Sendable, CustomStringConvertible {
         self.path = path
     }
 
-    /// The message.
-    public var description: String { message }
+    /// `code: message`.
+    public var description: String { "\(code.name): \(message)" }
 }
 
 extension SecureStoreError.Code {

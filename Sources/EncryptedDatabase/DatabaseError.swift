@@ -19,63 +19,10 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The stable name of the code, e.g. `"wrongKeyOrNotADatabase"`.
         public let name: String
-
-        init(_ name: String) { self.name = name }
-
+        /// A code named `name`.
+        public init(_ name: String) { self.name = name }
         /// The stable name of the code.
         public var description: String { name }
-
-        /// The key does not decrypt the file, or the file is not a database (SQLite's `SQLITE_NOTADB`,
-        /// "file is encrypted or is not a database"). A file of random bytes whose size is a whole number of
-        /// pages cannot be told apart from a database under another key.
-        public static let wrongKeyOrNotADatabase = Code("wrongKeyOrNotADatabase")
-        /// The file is a plaintext (unencrypted) SQLite database. Import it instead of opening it.
-        public static let notEncrypted = Code("notEncrypted")
-        /// The file exists but is empty (0 bytes). This module never leaves such a file behind.
-        public static let emptyFile = Code("emptyFile")
-        /// The file is not a database of any kind: its size is not a whole number of pages and no page
-        /// decrypts.
-        public static let unrecognizedFormat = Code("unrecognizedFormat")
-        /// The file is a SQLCipher database that the key opens in another format than SecureStore's
-        /// (``CipherFormat/secureStore``): for example SQLCipher 4's default format, written by another program.
-        /// The message names the format found. Nothing was written while finding out.
-        public static let otherFormat = Code("otherFormat")
-        /// A `-wal` or `-journal` beside the database does not belong to it (its pages do not authenticate under
-        /// the database's key, or its page size differs): SQLite would have copied it into the database. It is
-        /// left in place and nothing was changed; the message names the file.
-        public static let foreignSideFile = Code("foreignSideFile")
-        /// The file is a database under this key but is damaged or truncated (`SQLITE_CORRUPT`, or an
-        /// `integrity_check` that fails).
-        public static let corrupt = Code("corrupt")
-        /// The file does not exist and the database was opened read-only.
-        public static let notFound = Code("notFound")
-        /// The database or its directory may not be written (`SQLITE_READONLY`).
-        public static let readOnly = Code("readOnly")
-        /// The file or its directory may not be opened (`EACCES`, `SQLITE_PERM`, `SQLITE_CANTOPEN`).
-        public static let permissionDenied = Code("permissionDenied")
-        /// The disk or quota is full (`SQLITE_FULL`, `ENOSPC`).
-        public static let diskFull = Code("diskFull")
-        /// Another connection held the lock longer than the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`).
-        public static let busy = Code("busy")
-        /// A `UNIQUE`, `NOT NULL`, `CHECK` or foreign-key constraint failed (`SQLITE_CONSTRAINT`).
-        public static let constraint = Code("constraint")
-        /// The database has a migration applied that this version of the program does not know: it was
-        /// written by a newer version. It is left untouched.
-        public static let unknownMigration = Code("unknownMigration")
-        /// The API was used wrongly: a closed database, a wrong number of arguments, a nested access, a
-        /// statement used after its row moved on (`SQLITE_MISUSE`, `SQLITE_RANGE`).
-        public static let misuse = Code("misuse")
-        /// A column could not be read as the requested type (a `NULL` where a value was expected, a blob of
-        /// the wrong size for a UUID).
-        public static let typeMismatch = Code("typeMismatch")
-        /// The process does not use SQLCipher: `PRAGMA cipher_version` does not answer, or the plain
-        /// `libsqlite3` is loaded beside it.
-        public static let sqlcipherUnavailable = Code("sqlcipherUnavailable")
-        /// An input/output error from the operating system (`SQLITE_IOERR`).
-        public static let io = Code("io")
-        /// Any other SQLite error (for example a syntax error in SQL text); see the message and
-        /// ``DatabaseError/extendedResultCode``.
-        public static let sqlite = Code("sqlite")
 
         /// Matches an error against a code, so that `catch DatabaseError.Code.busy { … }` works.
         public static func ~= (pattern: Code, value: any Error) -> Bool {
@@ -108,7 +55,60 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
         if let sql { text += " [SQL: \(sql)]" }
         return text
     }
+}
 
+extension DatabaseError.Code {
+    /// The key does not decrypt the file, or the file is not a database (SQLite's `SQLITE_NOTADB`,
+    /// "file is encrypted or is not a database"). A file of random bytes whose size is a whole number of
+    /// pages cannot be told apart from a database under another key.
+    public static let wrongKeyOrNotADatabase = Self("wrongKeyOrNotADatabase")
+    /// The file is a plaintext (unencrypted) SQLite database. Import it instead of opening it.
+    public static let notEncrypted = Self("notEncrypted")
+    /// The file exists but is empty (0 bytes). This module never leaves such a file behind.
+    public static let emptyFile = Self("emptyFile")
+    /// The file is not a database of any kind: its size is not a whole number of pages and no page
+    /// decrypts.
+    public static let unrecognizedFormat = Self("unrecognizedFormat")
+    /// The file is a SQLCipher database that the key opens in another format than SecureStore's
+    /// (``CipherFormat/secureStore``): for example SQLCipher 4's default format, written by another program.
+    /// The message names the format found. Nothing was written while finding out.
+    public static let otherFormat = Self("otherFormat")
+    /// A `-wal` or `-journal` beside the database does not belong to it (its pages do not authenticate under
+    /// the database's key, or its page size differs): SQLite would have copied it into the database. It is
+    /// left in place and nothing was changed; the message names the file.
+    public static let foreignSideFile = Self("foreignSideFile")
+    /// The file is a database under this key but is damaged or truncated (`SQLITE_CORRUPT`, or an
+    /// `integrity_check` that fails).
+    public static let corrupt = Self("corrupt")
+    /// The file does not exist and the database was opened read-only.
+    public static let notFound = Self("notFound")
+    /// The database or its directory may not be written (`SQLITE_READONLY`).
+    public static let readOnly = Self("readOnly")
+    /// The file or its directory may not be opened (`EACCES`, `SQLITE_PERM`, `SQLITE_CANTOPEN`).
+    public static let permissionDenied = Self("permissionDenied")
+    /// The disk or quota is full (`SQLITE_FULL`, `ENOSPC`).
+    public static let diskFull = Self("diskFull")
+    /// Another connection held the lock longer than the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+    public static let busy = Self("busy")
+    /// A `UNIQUE`, `NOT NULL`, `CHECK` or foreign-key constraint failed (`SQLITE_CONSTRAINT`).
+    public static let constraint = Self("constraint")
+    /// The database has a migration applied that this version of the program does not know: it was
+    /// written by a newer version. It is left untouched.
+    public static let unknownMigration = Self("unknownMigration")
+    /// The API was used wrongly: a closed database, a wrong number of arguments, a nested access, a
+    /// statement used after its row moved on (`SQLITE_MISUSE`, `SQLITE_RANGE`).
+    public static let misuse = Self("misuse")
+    /// A column could not be read as the requested type (a `NULL` where a value was expected, a blob of
+    /// the wrong size for a UUID).
+    public static let typeMismatch = Self("typeMismatch")
+    /// The process does not use SQLCipher: `PRAGMA cipher_version` does not answer, or the plain
+    /// `libsqlite3` is loaded beside it.
+    public static let sqlcipherUnavailable = Self("sqlcipherUnavailable")
+    /// An input/output error from the operating system (`SQLITE_IOERR`).
+    public static let io = Self("io")
+    /// Any other SQLite error (for example a syntax error in SQL text); see the message and
+    /// ``DatabaseError/extendedResultCode``.
+    public static let sqlite = Self("sqlite")
 }
 
 extension DatabaseError {

@@ -17,9 +17,15 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// A stable name for the code, e.g. `locked`.
         public let name: String
-        init(_ name: String) { self.name = name }
+        /// A code named `name`.
+        public init(_ name: String) { self.name = name }
         /// The code's name.
         public var description: String { name }
+
+        /// Matches a code against an error in a `catch` or `case` pattern: `catch KeychainError.Code.locked`.
+        public static func ~= (pattern: Code, value: any Error) -> Bool {
+            (value as? KeychainError)?.code == pattern
+        }
     }
 
     /// What went wrong.
@@ -33,15 +39,8 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    /// The message.
-    public var description: String { message }
-}
-
-extension KeychainError.Code {
-    /// Matches a code against an error in a `catch` or `case` pattern: `catch KeychainError.Code.locked`.
-    public static func ~= (pattern: KeychainError.Code, value: any Error) -> Bool {
-        (value as? KeychainError)?.code == pattern
-    }
+    /// `code: message`.
+    public var description: String { "\(code.name): \(message)" }
 }
 
 extension KeychainError.Code {

@@ -74,8 +74,8 @@ public enum PreferenceValue: Sendable, Hashable {
             self = .dictionary(try value.mapValues { try PreferenceValue(converting: $0) })
         default:
             throw PreferencesError(
-                code: .unsupportedType,
-                message: "a value of type \(type(of: any)) cannot be stored in preferences; "
+                .unsupportedType,
+                "a value of type \(type(of: any)) cannot be stored in preferences; "
                     + "use Bool, Int, Double, String, Data, Date, or arrays and String-keyed dictionaries of them"
             )
         }

@@ -85,8 +85,8 @@ public final class Preferences: Sendable {
         guard let stored = value(forKey: key) else { return nil }
         guard let typed = T(preferenceValue: stored) else {
             throw PreferencesError(
-                code: .typeMismatch,
-                message: "the value for \"\(Self.shortened(key))\" is \(Self.article(stored.typeName)), not \(T.self)"
+                .typeMismatch,
+                "the value for \"\(Self.shortened(key))\" is \(Self.article(stored.typeName)), not \(T.self)"
             )
         }
         return typed
@@ -240,8 +240,8 @@ public final class Preferences: Sendable {
         let newTotal = newSizes.values.reduce(0, +)
         if newTotal > limits.hardTotalSize && newTotal > oldTotal, let change = largestChange {
             throw PreferencesError(
-                code: .limitExceeded,
-                message: "setting \"\(Self.shortened(change.key))\" (\(change.size) bytes) would make the preferences "
+                .limitExceeded,
+                "setting \"\(Self.shortened(change.key))\" (\(change.size) bytes) would make the preferences "
                     + "total \(newTotal) bytes, over the hard limit of \(limits.hardTotalSize) bytes; nothing was changed"
             )
         }
@@ -375,13 +375,13 @@ public final class Preferences: Sendable {
         } catch let problem {
             if problem.newerVersion {
                 throw PreferencesError(
-                    code: .unsupportedFormat,
-                    message: "\(path) was written by a newer SecureStore: \(problem.text). It was left untouched."
+                    .unsupportedFormat,
+                    "\(path) was written by a newer SecureStore: \(problem.text). It was left untouched."
                 )
             }
             throw PreferencesError(
-                code: .damagedFile,
-                message: "\(path) is damaged: \(problem.text). It was left untouched; fix it by hand, "
+                .damagedFile,
+                "\(path) is damaged: \(problem.text). It was left untouched; fix it by hand, "
                     + "or reset the domain to move it aside and start with no values."
             )
         }
@@ -395,13 +395,13 @@ public final class Preferences: Sendable {
 
     private func checkKey(_ key: String) throws {
         guard !key.isEmpty else {
-            throw PreferencesError(code: .invalidKey, message: "a preferences key cannot be empty")
+            throw PreferencesError(.invalidKey, "a preferences key cannot be empty")
         }
         let length = key.utf8.count
         if length > limits.maxKeyLength {
             throw PreferencesError(
-                code: .limitExceeded,
-                message: "the key \"\(Self.shortened(key))\" is \(length) bytes long, over the key-length limit of "
+                .limitExceeded,
+                "the key \"\(Self.shortened(key))\" is \(length) bytes long, over the key-length limit of "
                     + "\(limits.maxKeyLength) bytes; nothing was changed"
             )
         }
@@ -414,16 +414,16 @@ public final class Preferences: Sendable {
         let depth = Self.nestingDepth(value, stoppingAfter: Self.maximumNesting)
         if depth > Self.maximumNesting {
             throw PreferencesError(
-                code: .limitExceeded,
-                message: "the value for \"\(Self.shortened(key))\" is nested more than \(Self.maximumNesting) levels deep, "
+                .limitExceeded,
+                "the value for \"\(Self.shortened(key))\" is nested more than \(Self.maximumNesting) levels deep, "
                     + "over the nesting limit of \(Self.maximumNesting); nothing was changed"
             )
         }
         let size = try FormatWriter.compactSize(value)
         if size > limits.maxValueSize {
             throw PreferencesError(
-                code: .limitExceeded,
-                message: "the value for \"\(Self.shortened(key))\" is \(size) bytes, over the per-value limit of "
+                .limitExceeded,
+                "the value for \"\(Self.shortened(key))\" is \(size) bytes, over the per-value limit of "
                     + "\(limits.maxValueSize) bytes; nothing was changed"
             )
         }

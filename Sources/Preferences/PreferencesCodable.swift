@@ -36,8 +36,8 @@ extension Preferences {
             return try decoder.decode(T.self, from: Data(text.utf8))
         } catch {
             throw PreferencesError(
-                code: .typeMismatch,
-                message: "the value for \"\(Self.shortened(key))\" (\(stored.typeName)) does not decode as \(T.self)")
+                .typeMismatch,
+                "the value for \"\(Self.shortened(key))\" (\(stored.typeName)) does not decode as \(T.self)")
         }
     }
 
@@ -51,14 +51,14 @@ extension Preferences {
             bytes = try encoder.encode(value)
         } catch {
             throw PreferencesError(
-                code: .unsupportedValue, message: "a value of type \(T.self) cannot be encoded as JSON")
+                .unsupportedValue, "a value of type \(T.self) cannot be encoded as JSON")
         }
         do {
             return try FormatReader.value([UInt8](bytes))
         } catch {
             throw PreferencesError(
-                code: .unsupportedValue,
-                message: "the JSON encoding of a value of type \(T.self) cannot be stored: \(error.reason)")
+                .unsupportedValue,
+                "the JSON encoding of a value of type \(T.self) cannot be stored: \(error.reason)")
         }
     }
 
@@ -116,8 +116,8 @@ extension Preferences {
             imported = try FormatReader.document([UInt8](document))
         } catch {
             throw PreferencesError(
-                code: error.newerVersion ? .unsupportedFormat : .damagedFile,
-                message: "the document to import is not a preferences document: \(error.text); nothing was changed")
+                error.newerVersion ? .unsupportedFormat : .damagedFile,
+                "the document to import is not a preferences document: \(error.text); nothing was changed")
         }
         return try update { values in
             if replacing { values = imported } else { values.merge(imported) { _, new in new } }

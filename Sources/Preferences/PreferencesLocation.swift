@@ -35,8 +35,8 @@ public struct PreferencesLocation: Sendable, Hashable, CustomStringConvertible {
         try checkName(app, what: "app")
         guard let base = BaseDirectory.config.path(environment: environment) else {
             throw PreferencesError(
-                code: .invalidLocation,
-                message: "no configuration directory: XDG_CONFIG_HOME and HOME are unset or not absolute"
+                .invalidLocation,
+                "no configuration directory: XDG_CONFIG_HOME and HOME are unset or not absolute"
             )
         }
         return try PreferencesLocation(directory: URL(filePath: base, directoryHint: .isDirectory).appending(path: app), domain: domain)
@@ -61,8 +61,8 @@ public struct PreferencesLocation: Sendable, Hashable, CustomStringConvertible {
             && name.utf8.count <= 200
         guard valid else {
             throw PreferencesError(
-                code: .invalidLocation,
-                message: "the \(what) name \"\(name)\" cannot be used as a file name (empty, '.', '..', "
+                .invalidLocation,
+                "the \(what) name \"\(name)\" cannot be used as a file name (empty, '.', '..', "
                     + "a '/' or longer than 200 bytes)"
             )
         }

@@ -51,14 +51,14 @@ public final class PreferencesObservation: Sendable {
         let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard descriptor >= 0 else {
             throw PreferencesError(
-                code: .io, message: "cannot watch \(preferences.location.directoryPath) for changes: errno \(errno)")
+                .io, "cannot watch \(preferences.location.directoryPath) for changes: errno \(errno)")
         }
         let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
         guard inotify_add_watch(descriptor, preferences.location.directoryPath, mask) >= 0 else {
             let code = errno
             FileDescriptor(rawValue: descriptor).close()
             throw PreferencesError(
-                code: .io, message: "cannot watch \(preferences.location.directoryPath) for changes: errno \(code)")
+                .io, "cannot watch \(preferences.location.directoryPath) for changes: errno \(code)")
         }
         let seen = Seen(preferences.storedValues)
         let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)

@@ -32,8 +32,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         self.path = path
     }
 
-    /// The message.
-    public var description: String { message }
+    /// `code: message`.
+    public var description: String { "\(code.name): \(message)" }
 }
 
 extension SyncError.Code {

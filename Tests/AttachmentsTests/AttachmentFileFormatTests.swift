@@ -71,10 +71,9 @@ import Testing
         try store.close()
         try queue.close()
 
-        let prelude = "PRAGMA key = \"x'\(keyHex)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
-        let query = prelude + "SELECT a.name, a.size, hex(d.data) FROM securestore_attachments a "
+        let query = "SELECT a.name, a.size, hex(d.data) FROM securestore_attachments a "
             + "JOIN securestore_attachment_data d ON d.id = a.id;\n"
-        let reference = try run(["sqlcipher", path], input: Data(query.utf8))
+        let reference = try sqlcipher(path, key: .raw(hex: keyHex), pageSize: 4096, query)
         let hex = text.map { String(format: "%02X", $0) }.joined()
         #expect(reference.stdout.split(separator: "\n").last.map(String.init) == "note.txt|\(text.count)|\(hex)",
             "\(reference.stdout) \(reference.stderr)")

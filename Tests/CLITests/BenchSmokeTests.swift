@@ -2,6 +2,22 @@ import Foundation
 import TestSupport
 import Testing
 
+/// The benchmark package (`Tests/Benchmarks`, built by `make build-tests` beside the suite) and its debug build,
+/// with each of `executables` in it: one that is not built is one issue that ends the test.
+private func benchmarkBuild(
+    _ executables: [String], sourceLocation: SourceLocation = #_sourceLocation
+) throws -> (package: String, binaries: String) {
+    let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Benchmarks").path
+    let binaries = package + "/.build/debug"
+    for name in executables {
+        try #require(
+            FileManager.default.isExecutableFile(atPath: binaries + "/" + name),
+            "\(name) is not built: swift build --package-path Tests/Benchmarks", sourceLocation: sourceLocation)
+    }
+    return (package, binaries)
+}
+
 /// `make bench` at a tiny size: the driver, both benchmark executables and the joined output keep working.
 /// (The real figures come from a release build: Docs/performance.md.)
 @Suite(.enabled(if: Harness.hasSecretService, "the benchmarks measure the tool against the Secret Service")) struct BenchSmokeTests {
@@ -14,16 +30,8 @@ import Testing
     ]
 
     @Test func theBenchDriverPrintsOneBenchLinePerWorkloadWithARatio() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let script = root.appendingPathComponent("Tests/Benchmarks/run-bench.sh").path
-        // The benchmarks are their own package, built by `make build-tests` beside the suite.
-        let binaries = root.appendingPathComponent("Tests/Benchmarks/.build/debug").path
-        for name in ["securestore-bench", "securestore-bench-baseline", "securestore-bench-grdb"] {
-            #expect(FileManager.default.isExecutableFile(atPath: binaries + "/" + name),
-                    "build it: swift build --package-path Tests/Benchmarks")
-        }
-        let result = try run([script, "--bin", binaries, "--scale", "1000", "--runs", "1"])
+        let (package, binaries) = try benchmarkBuild(["securestore-bench", "securestore-bench-baseline", "securestore-bench-grdb"])
+        let result = try run([package + "/run-bench.sh", "--bin", binaries, "--scale", "1000", "--runs", "1"])
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").filter { $0.hasPrefix("BENCH ") }
         for workload in Self.workloads {
@@ -42,16 +50,9 @@ import Testing
     /// The attachment benchmark's driver at a tiny size (two sizes, one round, ~200 KB per round), warm and cold:
     /// one ATTACH line per size and operation, with every side's throughput and both ratios.
     @Test(arguments: [false, true]) func theAttachmentBenchDriverPrintsOneLinePerSizeAndOperation(cold: Bool) throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let script = root.appendingPathComponent("Tests/Benchmarks/run-attachment-bench.sh").path
-        let binaries = root.appendingPathComponent("Tests/Benchmarks/.build/debug").path
-        for name in ["securestore-bench-attachments", "securestore-bench-attachments-baseline"] {
-            #expect(FileManager.default.isExecutableFile(atPath: binaries + "/" + name),
-                    "build it: swift build --package-path Tests/Benchmarks")
-        }
+        let (package, binaries) = try benchmarkBuild(["securestore-bench-attachments", "securestore-bench-attachments-baseline"])
         let result = try run(
-            [script, "--bin", binaries, "--pairs", "1", "--sizes", "4000 300000", "--total", "200000"]
+            [package + "/run-attachment-bench.sh", "--bin", binaries, "--pairs", "1", "--sizes", "4000 300000", "--total", "200000"]
                 + (cold ? ["--cold"] : []))
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").filter { $0.hasPrefix("ATTACH ") }
@@ -75,13 +76,8 @@ import Testing
     /// The ceiling driver (a warm store read beside a cold plain-file read, Docs/attachments.md "Targets") at a tiny
     /// size: one table row per size with both throughputs and their ratio.
     @Test func theAttachmentCeilingDriverPrintsOneRowPerSizeWithARatio() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let script = root.appendingPathComponent("Tests/Benchmarks/run-attachment-ceiling.sh").path
-        let binaries = root.appendingPathComponent("Tests/Benchmarks/.build/debug").path
-        #expect(FileManager.default.isExecutableFile(atPath: binaries + "/securestore-bench-attachments"),
-                "build it: swift build --package-path Tests/Benchmarks")
-        let result = try run([script, "--bin", binaries, "--pairs", "1", "--sizes", "4000 300000", "--total", "200000"])
+        let (package, binaries) = try benchmarkBuild(["securestore-bench-attachments"])
+        let result = try run([package + "/run-attachment-ceiling.sh", "--bin", binaries, "--pairs", "1", "--sizes", "4000 300000", "--total", "200000"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("| size | securestore warm MB/s | plain file cold MB/s | warm store / cold file"))
         for size in ["4000", "300000"] {

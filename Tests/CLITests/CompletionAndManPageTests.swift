@@ -8,8 +8,9 @@ import Testing
 
 private let tree = Command(name: "securestore", abstract: "test", subcommands: commandTree())
 
-/// Whether `program` is on PATH.
-private func installed(_ program: String) -> Bool { Prerequisites.installed(program) }
+/// Why a test of one shell did not run.
+private let zshMissing: Comment = "zsh is not installed ('make deps' installs it)"
+private let fishMissing: Comment = "fish is not installed ('make deps' installs it)"
 
 /// Writes `text` to a file in `directory` and returns its path.
 private func write(_ text: String, _ name: String, in directory: TemporaryDirectory) throws -> String {
@@ -18,12 +19,101 @@ private func write(_ text: String, _ name: String, in directory: TemporaryDirect
     return path
 }
 
+/// The built tool's completion script for `shell`, written to `name` in `directory`. A tool that is not built, or
+/// a script that is not generated, is one issue that ends the test.
+private func completionScript(
+    _ shell: String, _ name: String, in directory: TemporaryDirectory, sourceLocation: SourceLocation = #_sourceLocation
+) throws -> String {
+    try #require(
+        FileManager.default.isExecutableFile(atPath: product("securestore")),
+        "the securestore tool is not built (swift build)", sourceLocation: sourceLocation)
+    let script = try securestore(["completion", shell])
+    try #require(script.status == 0, "securestore completion \(shell): \(script.stderr)", sourceLocation: sourceLocation)
+    return try write(script.stdout, name, in: directory)
+}
+
+/// Each line of `lines` completed by fish (`complete -C`, answers separated by `==` lines) after sourcing the built
+/// tool's fish script, once as fish is and once with its qmark-noglob feature on: fish 4 (Debian 13) no longer takes
+/// '?' as a glob (that feature, on by default there), and fish 3 with it reads the script as fish 4 does. `check`
+/// gets each run with the features it ran with; fish must exit 0.
+private func completeInFish(
+    _ lines: [String], sourceLocation: SourceLocation = #_sourceLocation, _ check: ([String], ProcessResult) throws -> Void
+) throws {
+    let directory = try TemporaryDirectory()
+    let path = try completionScript("fish", "securestore.fish", in: directory, sourceLocation: sourceLocation)
+    let program = "source '\(path)'; " + lines.map { "complete -C '\($0)'" }.joined(separator: "; echo ==; ")
+    for features in [[], ["--features", "qmark-noglob"]] {
+        let fish = try run(["fish"] + features + ["--no-config", "-c", program])
+        #expect(fish.status == 0, "\(features): \(fish.stderr)", sourceLocation: sourceLocation)
+        try check(features, fish)
+    }
+}
+
+/// Runs the zsh `program` (zsh -f) with the built tool's zsh script as $1 and `arguments` as $2…; zsh must exit 0.
+/// zsh's completion system needs a terminal: the programs replace the functions the script calls (compadd, _files,
+/// _describe) by ones that print what they were given, and call the script's function with `words` and `CURRENT`
+/// set as zsh sets them.
+private func completeInZsh(
+    _ program: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation
+) throws -> ProcessResult {
+    let directory = try TemporaryDirectory()
+    let path = try completionScript("zsh", "_securestore", in: directory, sourceLocation: sourceLocation)
+    let result = try run(["zsh", "-f", "-c", program, "zsh", path] + arguments)
+    #expect(result.status == 0, "\(result.stderr)", sourceLocation: sourceLocation)
+    return result
+}
+
+/// An app with a task in its own data folder and two tokens, `github` and one whose name a shell could expand;
+/// the tokens are deleted when it is released.
+private final class TaskAndTokenFixture {
+    let app = uniqueApp("completion-ids")
+    let data: TemporaryDirectory
+    /// The task's ID prefix, as `tasks add` prints it.
+    let id: String
+
+    init() throws {
+        data = try TemporaryDirectory()
+        let added = try securestore(["--data-dir", data.path, "tasks", "add", "Buy milk"], app: app)
+        try #require(added.status == 0, "\(added.stderr)")
+        id = String(added.stdout.prefix(8))
+        try #require(try securestore(["token", "set", "github"], app: app, input: "ghp_value_not_offered\n").status == 0)
+        // A name a shell could expand is never offered.
+        try #require(try securestore(["token", "set", "$(touch pwned)"], app: app, input: "x\n").status == 0)
+    }
+
+    deinit {
+        _ = try? securestore(["token", "delete", "github"], app: app)
+        _ = try? securestore(["token", "delete", "$(touch pwned)"], app: app)
+    }
+}
+
+/// An app with a task that has one attachment, and two preferences (`theme` dark, `window.width` 1200).
+private struct AttachmentAndPreferencesFixture {
+    let app = uniqueApp("completion-values")
+    let data: TemporaryDirectory
+    /// The attachment's ID prefix, as `tasks attach` prints it.
+    let attachment: String
+
+    init() throws {
+        data = try TemporaryDirectory()
+        let added = try securestore(["--data-dir", data.path, "tasks", "add", "Scan"], app: app)
+        let id = String(added.stdout.prefix(8))
+        let file = data.path + "/receipt.txt"
+        try Data("milk\n".utf8).write(to: URL(fileURLWithPath: file))
+        let attached = try securestore(["--data-dir", data.path, "tasks", "attach", id, file], app: app)
+        try #require(attached.status == 0, "\(attached.stderr)")
+        attachment = String(attached.stdout.prefix(8))
+        try #require(try securestore(["prefs", "set", "theme", "dark"], app: app).status == 0)
+        try #require(try securestore(["prefs", "set", "window.width", "--int", "1200"], app: app).status == 0)
+    }
+}
+
 /// The built tool's bash completion script, sourced in `bash --norc`, then each line of `words` (words separated by
 /// spaces; a trailing space means an empty word under the cursor) completed as bash would: the completion function
 /// called with COMP_WORDS and COMP_CWORD set. Returns bash's result and one line of candidates per input line.
-private func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: String = "") throws -> (ProcessResult, [[String]]) {
+func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: String = "") throws -> (ProcessResult, [[String]]) {
     let script = try securestore(["completion", "bash"])
-    #expect(script.status == 0)
+    try #require(script.status == 0, "securestore completion bash: \(script.stderr)")
     let path = try write(script.stdout, "securestore.bash", in: directory)
     var program = """
         set -u
@@ -113,28 +203,34 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(!replies[0].contains("__complete"))
     }
 
-    @Test func zshAndFishScriptsPassTheirShellsSyntaxCheck() throws {
+    /// Each shell's script is generated, whether or not that shell is installed.
+    @Test(arguments: ["bash", "zsh", "fish"])
+    func theScriptOfEveryShellIsGenerated(shell: String) throws {
+        let script = try securestore(["completion", shell])
+        #expect(script.status == 0, "\(script.stderr)")
+        #expect(script.stderr.isEmpty)
+        #expect(!script.stdout.isEmpty)
+    }
+
+    @Test(.enabled(if: Prerequisites.installed("zsh"), zshMissing))
+    func theZshScriptPassesZshsSyntaxCheck() throws { try checkSyntax("zsh") }
+
+    @Test(.enabled(if: Prerequisites.installed("fish"), fishMissing))
+    func theFishScriptPassesFishsSyntaxCheck() throws { try checkSyntax("fish") }
+
+    /// `shell -n` on the shell's completion script: no error, nothing on standard error.
+    private func checkSyntax(_ shell: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let directory = try TemporaryDirectory()
-        for shell in ["zsh", "fish"] {
-            let script = try securestore(["completion", shell])
-            #expect(script.status == 0)
-            guard installed(shell) else {
-                print("SKIPPED: \(shell) -n on the \(shell) completion script: \(shell) is not installed ('make deps' installs it)")
-                continue
-            }
-            let path = try write(script.stdout, "securestore.\(shell)", in: directory)
-            let check = try run([shell, "-n", path])
-            #expect(check.status == 0, "\(shell): \(check.stderr)")
-            #expect(check.stderr.isEmpty)
-        }
+        let path = try completionScript(shell, "securestore.\(shell)", in: directory, sourceLocation: sourceLocation)
+        let check = try run([shell, "-n", path])
+        #expect(check.status == 0, "\(shell): \(check.stderr)", sourceLocation: sourceLocation)
+        #expect(check.stderr.isEmpty, sourceLocation: sourceLocation)
     }
 
     /// zsh's completion system needs a terminal; its three functions the script calls are replaced by ones that
     /// print what they were given, and the script's function is called with `words` and `CURRENT` set as zsh sets them.
-    @Test(.enabled(if: Prerequisites.installed("zsh"), "zsh is not installed ('make deps' installs it)"))
+    @Test(.enabled(if: Prerequisites.installed("zsh"), zshMissing))
     func zshCompletesCommandsAndOptions() throws {
-        let directory = try TemporaryDirectory()
-        let path = try write(try securestore(["completion", "zsh"]).stdout, "_securestore", in: directory)
         let program = #"""
             source "$1" >/dev/null 2>&1
             _describe() { shift 3; local -a a; eval 'a=("${'$1'[@]}")'; print -r -- "> ${(j: :)${(@)a%%:*}}"; }
@@ -147,8 +243,7 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
             c securestore --data-dir ''
             c securestore db backup ''
             """#
-        let result = try run(["zsh", "-f", "-c", program, "zsh", path])
-        #expect(result.status == 0, "\(result.stderr)")
+        let result = try completeInZsh(program)
         let replies = result.stdout.split(separator: "\n").filter { $0.hasPrefix("> ") }.map { String($0.dropFirst(2)) }
         #expect(replies.count == 5)
         guard replies.count == 5 else { return }
@@ -160,10 +255,10 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(replies[4] == "files ")
     }
 
-    @Test(.enabled(if: Prerequisites.installed("fish"), "fish is not installed ('make deps' installs it)"))
+    @Test(.enabled(if: Prerequisites.installed("fish"), fishMissing))
     func fishCompletesCommandsAndOptions() throws {
         let directory = try TemporaryDirectory()
-        let path = try write(try securestore(["completion", "fish"]).stdout, "securestore.fish", in: directory)
+        let path = try completionScript("fish", "securestore.fish", in: directory)
         let result = try run([
             "fish", "--no-config", "-c",
             "source '\(path)'; complete -C 'securestore ta'; echo ==; complete -C 'securestore tasks list --li'",
@@ -176,19 +271,8 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
     }
 
     @Test func taskIDsAndTokenNamesAreCompletedAndNothingWhenUnavailable() throws {
-        let app = uniqueApp()
-        let data = try TemporaryDirectory()
-        let added = try securestore(["--data-dir", data.path, "tasks", "add", "Buy milk"], app: app)
-        #expect(added.status == 0)
-        let id = String(added.stdout.prefix(8))
-        #expect(try securestore(["token", "set", "github"], app: app, input: "ghp_value_not_offered\n").status == 0)
-        // A name a shell could expand is never offered.
-        #expect(try securestore(["token", "set", "$(touch pwned)"], app: app, input: "x\n").status == 0)
-        defer {
-            _ = try? securestore(["token", "delete", "github"], app: app)
-            _ = try? securestore(["token", "delete", "$(touch pwned)"], app: app)
-        }
-
+        let fixture = try TaskAndTokenFixture()
+        let (app, data, id) = (fixture.app, fixture.data, fixture.id)
         let directory = try TemporaryDirectory()
         let (result, replies) = try completeInBash(
             [
@@ -210,40 +294,6 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(!result.stdout.contains("ghp_value_not_offered"))
         #expect(!FileManager.default.fileExists(atPath: data.path + "/none"), "completion creates nothing")
 
-        // fish and zsh ask the same way. fish 4 (Debian 13) no longer takes '?' as a glob (its qmark-noglob feature,
-        // on by default there): fish 3 with that feature on reads the script as fish 4 does.
-        let tool = product("securestore")
-        if installed("fish") {
-            let path = try write(try securestore(["completion", "fish"]).stdout, "securestore.fish", in: directory)
-            for features in [[], ["--features", "qmark-noglob"]] {
-                let fish = try run(
-                    ["fish"] + features + [
-                        "--no-config", "-c",
-                        "source '\(path)'; complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks done '; echo ==; "
-                            + "complete -C '\(tool) --app \(app) token delete '; echo ==; complete -C '\(tool) --app \(app)-absent token get '",
-                    ])
-                #expect(fish.status == 0, "\(features): \(fish.stderr)")
-                #expect(fish.stdout == "\(id)\n==\ngithub\n==\n", "\(features)")
-            }
-        } else {
-            print("SKIPPED: fish task ID and token name completion: fish is not installed ('make deps' installs it)")
-        }
-        if installed("zsh") {
-            let path = try write(try securestore(["completion", "zsh"]).stdout, "_securestore", in: directory)
-            let program = #"""
-                source "$1" >/dev/null 2>&1
-                compadd() { shift 2; print -r -- "> $*"; }
-                c() { words=("$@"); CURRENT=${#words}; _securestore; }
-                c "$2" --app "$3" --data-dir "$4" tasks undo ''
-                c "$2" --app "$3" token get ''
-                """#
-            let zsh = try run(["zsh", "-f", "-c", program, "zsh", path, tool, app, data.path])
-            #expect(zsh.status == 0, "\(zsh.stderr)")
-            #expect(zsh.stdout == "> \(id)\n> github\n")
-        } else {
-            print("SKIPPED: zsh task ID and token name completion: zsh is not installed ('make deps' installs it)")
-        }
-
         // The hidden command itself: names only, never a secret; silent and 0 when there is nothing to read.
         let names = try securestore(["__complete", "token-names"], app: app)
         #expect(names.status == 0)
@@ -255,18 +305,39 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(!(try securestore(["--help"])).stdout.contains("__complete"))
     }
 
+    /// fish asks as bash does (fish 3, and fish 3 reading as fish 4 does).
+    @Test(.enabled(if: Prerequisites.installed("fish"), fishMissing))
+    func fishCompletesTaskIDsAndTokenNames() throws {
+        let fixture = try TaskAndTokenFixture()
+        let (app, data, id) = (fixture.app, fixture.data, fixture.id)
+        let tool = product("securestore")
+        try completeInFish([
+            "\(tool) --app \(app) --data-dir \(data.path) tasks done ", "\(tool) --app \(app) token delete ",
+            "\(tool) --app \(app)-absent token get ",
+        ]) { features, fish in
+            #expect(fish.stdout == "\(id)\n==\ngithub\n==\n", "\(features)")
+        }
+    }
+
+    /// zsh asks as bash does.
+    @Test(.enabled(if: Prerequisites.installed("zsh"), zshMissing))
+    func zshCompletesTaskIDsAndTokenNames() throws {
+        let fixture = try TaskAndTokenFixture()
+        let (app, data, id) = (fixture.app, fixture.data, fixture.id)
+        let program = #"""
+            source "$1" >/dev/null 2>&1
+            compadd() { shift 2; print -r -- "> $*"; }
+            c() { words=("$@"); CURRENT=${#words}; _securestore; }
+            c "$2" --app "$3" --data-dir "$4" tasks undo ''
+            c "$2" --app "$3" token get ''
+            """#
+        let zsh = try completeInZsh(program, [product("securestore"), app, data.path])
+        #expect(zsh.stdout == "> \(id)\n> github\n")
+    }
+
     @Test func optionValuesAttachmentIDsPreferenceKeysAndOutputFilesAreCompleted() throws {
-        let app = uniqueApp()
-        let data = try TemporaryDirectory()
-        let added = try securestore(["--data-dir", data.path, "tasks", "add", "Scan"], app: app)
-        let id = String(added.stdout.prefix(8))
-        let file = data.path + "/receipt.txt"
-        try Data("milk\n".utf8).write(to: URL(fileURLWithPath: file))
-        let attached = try securestore(["--data-dir", data.path, "tasks", "attach", id, file], app: app)
-        #expect(attached.status == 0, "\(attached.stderr)")
-        let attachment = String(attached.stdout.prefix(8))
-        #expect(try securestore(["prefs", "set", "theme", "dark"], app: app).status == 0)
-        #expect(try securestore(["prefs", "set", "window.width", "--int", "1200"], app: app).status == 0)
+        let fixture = try AttachmentAndPreferencesFixture()
+        let (app, data, attachment) = (fixture.app, fixture.data, fixture.attachment)
 
         let directory = try TemporaryDirectory()
         let line = "securestore --app \(app) --data-dir \(data.path)"
@@ -294,50 +365,45 @@ private func completeInBash(_ lines: [String], directory: TemporaryDirectory, se
         #expect(replies[9] == ["window.width"])
         #expect(replies[10].isEmpty)
         #expect(!result.stdout.contains("dark") && !result.stdout.contains("1200"), "keys, never values")
+    }
 
+    @Test(.enabled(if: Prerequisites.installed("zsh"), zshMissing))
+    func zshCompletesOptionValuesAttachmentIDsPreferenceKeysAndOutputFiles() throws {
+        let fixture = try AttachmentAndPreferencesFixture()
+        let (app, data, attachment) = (fixture.app, fixture.data, fixture.attachment)
+        let program = #"""
+            source "$1" >/dev/null 2>&1
+            compadd() { [[ $1 == -Q ]] && shift; shift; print -r -- "> $*"; }
+            _files() { print -r -- "> files $*"; }
+            c() { words=("$@"); CURRENT=${#words}; _securestore; }
+            c "$2" tasks import --on-duplicate ''
+            c "$2" tasks export --output ''
+            c "$2" --app "$3" --data-dir "$4" tasks detach ''
+            c "$2" --app "$3" prefs get ''
+            """#
+        let zsh = try completeInZsh(program, [product("securestore"), app, data.path])
+        #expect(zsh.stdout == "> skip replace fail\n> files \n> \(attachment)\n> theme window.width\n")
+    }
+
+    /// fish 3, and fish 3 reading as fish 4 does (qmark-noglob).
+    @Test(.enabled(if: Prerequisites.installed("fish"), fishMissing))
+    func fishCompletesOptionValuesAttachmentIDsPreferenceKeysAndOutputFiles() throws {
+        let fixture = try AttachmentAndPreferencesFixture()
+        let (app, data, attachment) = (fixture.app, fixture.data, fixture.attachment)
         let tool = product("securestore")
-        if installed("zsh") {
-            let path = try write(try securestore(["completion", "zsh"]).stdout, "_securestore", in: directory)
-            let program = #"""
-                source "$1" >/dev/null 2>&1
-                compadd() { [[ $1 == -Q ]] && shift; shift; print -r -- "> $*"; }
-                _files() { print -r -- "> files $*"; }
-                c() { words=("$@"); CURRENT=${#words}; _securestore; }
-                c "$2" tasks import --on-duplicate ''
-                c "$2" tasks export --output ''
-                c "$2" --app "$3" --data-dir "$4" tasks detach ''
-                c "$2" --app "$3" prefs get ''
-                """#
-            let zsh = try run(["zsh", "-f", "-c", program, "zsh", path, tool, app, data.path])
-            #expect(zsh.status == 0, "\(zsh.stderr)")
-            #expect(zsh.stdout == "> skip replace fail\n> files \n> \(attachment)\n> theme window.width\n")
-        } else {
-            print("SKIPPED: zsh option value completion: zsh is not installed ('make deps' installs it)")
-        }
-        if installed("fish") {
-            let path = try write(try securestore(["completion", "fish"]).stdout, "securestore.fish", in: directory)
-            for features in [[], ["--features", "qmark-noglob"]] {
-                let fish = try run(
-                    ["fish"] + features + [
-                        "--no-config", "-c",
-                        "source '\(path)'; complete -C '\(tool) tasks export --format '; echo ==; "
-                            + "complete -C '\(tool) --app \(app) --data-dir \(data.path) tasks attachment get '; echo ==; "
-                            + "complete -C '\(tool) --app \(app) prefs delete '; echo ==; "
-                            + "complete -C '\(tool) tasks export --output \(data.path)/rec'",
-                    ])
-                #expect(fish.status == 0, "\(features): \(fish.stderr)")
-                let parts = fish.stdout.components(separatedBy: "==\n").map { part in
-                    part.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
-                }
-                #expect(parts.count == 4, "\(features): \(fish.stdout)")
-                guard parts.count == 4 else { continue }
-                #expect(Set(parts[0]) == ["jsonl", "csv", "json"], "\(features)")
-                #expect(parts[1] == [attachment], "\(features)")
-                #expect(parts[2] == ["theme", "window.width"], "\(features)")
-                #expect(parts[3] == ["\(data.path)/receipt.txt"], "\(features)")
+        try completeInFish([
+            "\(tool) tasks export --format ", "\(tool) --app \(app) --data-dir \(data.path) tasks attachment get ",
+            "\(tool) --app \(app) prefs delete ", "\(tool) tasks export --output \(data.path)/rec",
+        ]) { features, fish in
+            let parts = fish.stdout.components(separatedBy: "==\n").map { part in
+                part.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
             }
-        } else {
-            print("SKIPPED: fish option value completion: fish is not installed ('make deps' installs it)")
+            #expect(parts.count == 4, "\(features): \(fish.stdout)")
+            guard parts.count == 4 else { return }
+            #expect(Set(parts[0]) == ["jsonl", "csv", "json"], "\(features)")
+            #expect(parts[1] == [attachment], "\(features)")
+            #expect(parts[2] == ["theme", "window.width"], "\(features)")
+            #expect(parts[3] == ["\(data.path)/receipt.txt"], "\(features)")
         }
     }
 

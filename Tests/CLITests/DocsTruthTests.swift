@@ -60,9 +60,7 @@ import Testing
         let account = try #require(try currentAccount(app, name: "tasks"))
         let key = try StoreClient.lookup(service: "\(app).database-key", account: account) ?? ""
         #expect(key.wholeMatch(of: #/[0-9a-f]{64}/#) != nil)
-        let script = "PRAGMA key = \"x'\(key)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
-            + "SELECT title FROM tasks;\n"
-        let opened = try run(["sqlcipher", data + "/tasks.db"], input: Data(script.utf8))
+        let opened = try sqlcipher(data + "/tasks.db", key: .raw(hex: key), pageSize: 4096, "SELECT title FROM tasks;\n")
         #expect(opened.stdout.hasSuffix("Read me elsewhere\n"), "\(opened.stdout) \(opened.stderr)")
     }
 
@@ -76,19 +74,17 @@ import Testing
         #expect(try tool(["tasks", "attach", String(added.stdout.prefix(8)), file], app: app).status == 0)
         let account = try #require(try currentAccount(app, name: "tasks"))
         let key = try StoreClient.lookup(service: "\(app).database-key", account: account) ?? ""
-        let record = "PRAGMA key = \"x'\(key)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
-            + "SELECT lower(hex(key)) FROM securestore_attachment_key;\n"
-        let attachmentsKey = try run(["sqlcipher", data + "/tasks.db"], input: Data(record.utf8)).stdout
+        let record = "SELECT lower(hex(key)) FROM securestore_attachment_key;\n"
+        let attachmentsKey = try sqlcipher(data + "/tasks.db", key: .raw(hex: key), pageSize: 4096, record).stdout
             .split(separator: "\n").last.map(String.init) ?? ""
         #expect(attachmentsKey.wholeMatch(of: #/[0-9a-f]{64}/#) != nil, "\(attachmentsKey)")
-        let chunks = "PRAGMA key = \"x'\(attachmentsKey)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 32768;\n"
-            + "SELECT count(*) > 0 FROM chunk;\n"
-        let opened = try run(["sqlcipher", data + "/tasks.attachments.db"], input: Data(chunks.utf8))
+        let opened = try sqlcipher(
+            data + "/tasks.attachments.db", key: .raw(hex: attachmentsKey), pageSize: 32768, "SELECT count(*) > 0 FROM chunk;\n")
         #expect(opened.stdout.hasSuffix("1\n"), "\(opened.stdout) \(opened.stderr)")
         // As a passphrase (the bytes themselves, not x'…') it does not open.
-        let passphrase = "PRAGMA key = '\(attachmentsKey)';\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 32768;\n"
-            + "SELECT count(*) FROM chunk;\n"
-        #expect(!(try run(["sqlcipher", data + "/tasks.attachments.db"], input: Data(passphrase.utf8)).stdout.hasSuffix("1\n")))
+        let passphrase = try sqlcipher(
+            data + "/tasks.attachments.db", key: .passphrase(attachmentsKey), pageSize: 32768, "SELECT count(*) FROM chunk;\n")
+        #expect(!passphrase.stdout.hasSuffix("1\n"))
     }
 
     /// Docs/keychain.md: python keyring's get_password does not find our tokens, but get_credential(service, None)

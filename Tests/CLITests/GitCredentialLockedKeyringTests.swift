@@ -9,14 +9,7 @@ struct GitCredentialLockedKeyringTests {
     init() throws { try Harness.require() }
 
     private func git(_ arguments: [String], app: String, input: String) throws -> ProcessResult {
-        var environment = ProcessInfo.processInfo.environment
-        environment["GIT_TERMINAL_PROMPT"] = "0"
-        environment["GIT_ASKPASS"] = "/bin/false"
-        environment["SSH_ASKPASS"] = "/bin/false"
-        let helper = "!\(product("securestore")) --app \(app) git-credential"
-        return try run(
-            ["git", "-c", "credential.helper=", "-c", "credential.helper=\(helper)"] + arguments,
-            input: Data(input.utf8), environment: environment)
+        try TestSupport.git(arguments, input: input, credentialHelper: "!\(product("securestore")) --app \(app) git-credential")
     }
 
     private let lockedLine =

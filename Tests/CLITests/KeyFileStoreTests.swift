@@ -92,13 +92,10 @@ import Testing
     /// descriptor), then the helper git starts reads the key from the session cache, as with gpg-agent.
     @Test func realGitApprovesFillsAndRejectsThroughTheKeyFileWithNoDBus() throws {
         #expect(try tool(["token", "set", "unlock-once"], input: "x", cacheSeconds: 60).status == 0)
-        var environment = try headless(cacheSeconds: 60)
-        environment["GIT_TERMINAL_PROMPT"] = "0"
-        environment["GIT_ASKPASS"] = "/bin/false"
+        let environment = try headless(cacheSeconds: 60)
         let helper = "!\(product("securestore")) git-credential"
         func git(_ arguments: [String], _ input: String) throws -> ProcessResult {
-            try run(["git", "-c", "credential.helper=", "-c", "credential.helper=\(helper)"] + arguments,
-                    input: Data(input.utf8), environment: environment)
+            try TestSupport.git(arguments, input: input, credentialHelper: helper, environment: environment)
         }
         #expect(try git(["credential", "approve"], "protocol=https\nhost=git.example.com\nusername=alice\npassword=s3cret-pw\n\n").status == 0)
         let fill = try git(["credential", "fill"], "protocol=https\nhost=git.example.com\n\n")

@@ -83,10 +83,9 @@ import Testing
         let path = directory + "/tasks.db"
         let otherPath = try dataDirectory(other) + "/tasks.db"
         let otherKey = try #require(try storedKey(other))
-        let script = "PRAGMA key = \"x'\(otherKey)'\";\nPRAGMA cipher_compatibility = 3;\n"
-            + "PRAGMA cipher_page_size = 4096;\nINSERT INTO tasks (id, title, done, created_at) "
+        let script = "INSERT INTO tasks (id, title, done, created_at) "
             + "SELECT randomblob(16), 'theirs too', 0, 0;\n.shell cp \(otherPath)-wal \(path)-wal\n"
-        let wrote = try run(["sqlcipher", otherPath], input: Data(script.utf8))
+        let wrote = try sqlcipher(otherPath, key: .raw(hex: otherKey), pageSize: 4096, script)
         #expect(wrote.status == 0, "\(wrote.stderr)")
         #expect(FileManager.default.fileExists(atPath: path + "-wal"))
         let before = try files(directory)
@@ -116,9 +115,8 @@ import Testing
         #expect(try securestore(["tasks", "add", "from this version"], app: app).status == 0)
         let path = try dataDirectory(app) + "/tasks.db"
         let key = try #require(try storedKey(app))
-        let script = "PRAGMA key = \"x'\(key)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
-            + "INSERT INTO securestore_migrations (id, applied_at) VALUES ('tasks v99 from the future', 0);\n"
-        #expect(try run(["sqlcipher", path], input: Data(script.utf8)).status == 0)
+        let script = "INSERT INTO securestore_migrations (id, applied_at) VALUES ('tasks v99 from the future', 0);\n"
+        #expect(try sqlcipher(path, key: .raw(hex: key), pageSize: 4096, script).status == 0)
         let before = try #require(rlContents(path))
         for command in [["tasks", "list"], ["tasks", "add", "x"], ["tasks", "done-all", "--yes"]] {
             let result = try securestore(command, app: app)

@@ -101,7 +101,7 @@ private func jsonObject(_ text: String) -> [String: Any] {
     /// the conflict log, and nothing readable is in the repository or its history (no title, no key, no code).
     @Test func threeDevicesThroughABareGitRepository() throws {
         let remote = work.path + "/remote.git"
-        #expect(try run(["git", "init", "--quiet", "--bare", remote]).status == 0)
+        #expect(try git(["init", "--quiet", "--bare", remote]).status == 0)
         let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path), c = SyncCLIDevice("c", under: work.path)
         let id = try #require(jsonObject(try a.ok(["--json", "tasks", "add", "Buy", "milk"]).stdout)["id"] as? String)
         let code = try #require(jsonObject(try a.ok(["--json", "sync", "init", "--git", remote]).stdout)["pairingCode"] as? String)
@@ -138,10 +138,10 @@ private func jsonObject(_ text: String) -> [String: Any] {
 
         // Nothing readable: every file of the bare repository, every object decompressed, and the history as patches.
         let clone = work.path + "/inspect"
-        #expect(try run(["git", "clone", "--quiet", remote, clone]).status == 0)
+        #expect(try git(["clone", "--quiet", remote, clone]).status == 0)
         var everything = Data()
         for file in filesUnder(remote) + filesUnder(clone) { everything += file.data }
-        everything += Data(try run(["git", "-C", clone, "log", "-p", "--all", "--format=%H %an %ae %s"]).stdout.utf8)
+        everything += Data(try git(["-C", clone, "log", "-p", "--all", "--format=%H %an %ae %s"]).stdout.utf8)
         everything += Data(try run(["bash", "-c", "git -C \"$0\" cat-file --batch-all-objects --batch", remote]).stdout.utf8)
         #expect(everything.count > 1_000)
         // The sync key as another client of A's store reads it (secret-tool, or A's key file with no D-Bus).
@@ -271,7 +271,7 @@ private func jsonObject(_ text: String) -> [String: Any] {
     /// (never a merge of bundle files) and pushes again; both exit 0 and every change reaches the third device.
     @Test func aGitPushRaceIsResolvedByFetchingAndPushingAgain() throws {
         let remote = work.path + "/remote.git"
-        #expect(try run(["git", "init", "--quiet", "--bare", remote]).status == 0)
+        #expect(try git(["init", "--quiet", "--bare", remote]).status == 0)
         let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path), c = SyncCLIDevice("c", under: work.path)
         let code = try a.ok(["sync", "init", "--git", remote]).stdout.trimmingCharacters(in: .newlines)
         for device in [b, c] { try device.ok(["sync", "join", "--git", remote], input: code + "\n") }
@@ -286,7 +286,7 @@ private func jsonObject(_ text: String) -> [String: Any] {
         }
         try a.ok(["sync", "now"])
         #expect(try a.tasks().count == 8)
-        let merges = try run(["git", "-C", remote, "log", "--merges", "--oneline", "main"]).stdout
+        let merges = try git(["-C", remote, "log", "--merges", "--oneline", "main"]).stdout
         #expect(merges.isEmpty, "merge commits: \(merges)")
     }
 

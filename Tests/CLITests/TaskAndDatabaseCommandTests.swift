@@ -158,9 +158,9 @@ import Testing
         #expect(try securestore(["tasks", "list"], app: app).stdout.contains("survives rotation"))
         // The reference tool opens the file with the new key, and not with the old one.
         let path = try databasePath(app)
-        let withNew = try run(["sqlcipher", path], input: Data("PRAGMA key = \"x'\(newKey)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\nSELECT title FROM tasks;\n".utf8))
+        let withNew = try sqlcipher(path, key: .raw(hex: newKey), pageSize: 4096, "SELECT title FROM tasks;\n")
         #expect(withNew.stdout.contains("survives rotation"))
-        let withOld = try run(["sqlcipher", path], input: Data("PRAGMA key = \"x'\(oldKey)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\nSELECT title FROM tasks;\n".utf8))
+        let withOld = try sqlcipher(path, key: .raw(hex: oldKey), pageSize: 4096, "SELECT title FROM tasks;\n")
         #expect(!withOld.stdout.contains("survives rotation"))
 
         let directory = try TemporaryDirectory()

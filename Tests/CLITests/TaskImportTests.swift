@@ -5,12 +5,6 @@ import Foundation
 import TestSupport
 import Testing
 
-/// Whether `program` is on PATH.
-private func installed(_ program: String) -> Bool {
-    (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        .contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }
-}
-
 private func write(_ text: String, to path: String) throws {
     try Data(text.utf8).write(to: URL(fileURLWithPath: path))
 }
@@ -43,7 +37,7 @@ private func ourDate(_ taskwarrior: String) -> String {
 @Suite(.serialized) struct TaskImportTests {
     init() throws { try Harness.require() }
 
-    @Test(.enabled(if: installed("task"), "needs taskwarrior (Debian package taskwarrior)"))
+    @Test(.enabled(if: Prerequisites.installed("task"), "needs taskwarrior (Debian package taskwarrior)"))
     func taskwarriorsExportKeepsIDsAndDatesMapsStatusesAndImportsAgainAsANoOp() throws {
         let directory = try TemporaryDirectory()
         var environment = ProcessInfo.processInfo.environment
@@ -221,7 +215,7 @@ private func ourDate(_ taskwarrior: String) -> String {
         #expect(missing.stderr == "securestore: cannot read '/nonexistent/todo.txt': No such file or directory\n")
     }
 
-    @Test(.enabled(if: installed("todo-txt"), "needs todo.txt's CLI (Debian package todotxt-cli)"))
+    @Test(.enabled(if: Prerequisites.installed("todo-txt"), "needs todo.txt's CLI (Debian package todotxt-cli)"))
     func aFileWrittenByTodoTxtsOwnToolImports() throws {
         let directory = try TemporaryDirectory()
         let config = directory.path + "/config"

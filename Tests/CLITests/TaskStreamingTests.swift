@@ -122,8 +122,7 @@ import Testing
         let path = try databasePath(app)
         let key = try currentDatabaseKey(app, path: path)
         try #require(key.count == 64)
-        let prelude = "PRAGMA key = \"x'\(key)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
-        return try run(["sqlcipher", path], input: Data((prelude + sql).utf8))
+        return try TestSupport.sqlcipher(path, key: .raw(hex: key), pageSize: 4096, sql)
     }
 
     private func hex(_ bytes: some Sequence<UInt8>) -> String {

@@ -5,12 +5,6 @@ import Foundation
 import TestSupport
 import Testing
 
-/// Whether `program` is on PATH.
-private func installed(_ program: String) -> Bool {
-    (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        .contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }
-}
-
 private func write(_ text: String, to path: String) throws {
     try Data(text.utf8).write(to: URL(fileURLWithPath: path))
 }
@@ -183,7 +177,7 @@ private func write(_ text: String, to path: String) throws {
         }
     }
 
-    @Test(.enabled(if: installed("pass") && installed("gpg"), "needs pass and gnupg (Debian packages pass, gnupg)"))
+    @Test(.enabled(if: Prerequisites.installed("pass") && Prerequisites.installed("gpg"), "needs pass and gnupg (Debian packages pass, gnupg)"))
     func passEntriesAreDecryptedByPassWithTheirGPGKeyAndKeepTheirNames() throws {
         let directory = try TemporaryDirectory()
         var environment = ProcessInfo.processInfo.environment

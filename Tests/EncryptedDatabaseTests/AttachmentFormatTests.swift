@@ -42,14 +42,14 @@ import Testing
         let attachments = directory.file("files.db")
         try DatabaseQueue(path: attachments, key: try testKey(), configuration: attachmentsFormat).close()
         let before = try snapshot(directory.path)
-        let asDatabase = expectCode(.otherFormat) { try DatabaseQueue(path: attachments, key: try testKey()) }
+        let asDatabase = expectError(DatabaseError.Code.otherFormat) { try DatabaseQueue(path: attachments, key: try testKey()) }
         #expect(asDatabase?.message.contains("securestore-attachments-1") == true)
         #expect(asDatabase?.message.contains("the key is right") == true)
         #expect(try snapshot(directory.path) == before, "nothing was written while finding out")
 
         let database = directory.file("records.db")
         try DatabaseQueue(path: database, key: try testKey()).close()
-        let asAttachments = expectCode(.otherFormat) {
+        let asAttachments = expectError(DatabaseError.Code.otherFormat) {
             try DatabaseQueue(path: database, key: try testKey(), configuration: attachmentsFormat)
         }
         #expect(asAttachments?.message.contains("another SQLCipher format, securestore-1 ") == true)
@@ -74,9 +74,7 @@ import Testing
         try queue.close()
         // What Docs/attachments.md tells a person to type: SQLCipher 4 needs the compatibility pragma first;
         // SQLCipher 3 ignores it.
-        let query = "PRAGMA key = \"x'\(testKeyHex())'\";\nPRAGMA cipher_compatibility = 3;\n"
-            + "PRAGMA cipher_page_size = 32768;\nSELECT name FROM chunk;\n"
-        let reference = try run("sqlcipher", [path], input: query)
+        let reference = try sqlcipher(path, key: .raw(hex: testKeyHex()), pageSize: 32768, "SELECT name FROM chunk;\n")
         #expect(reference.output.contains("kestrel-2207"), "\(reference.error)")
     }
 }

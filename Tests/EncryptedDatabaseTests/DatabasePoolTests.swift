@@ -86,8 +86,8 @@ private func count(_ db: Database) throws -> Int { try db.scalar("SELECT count(*
     @Test func aNestedAccessIsAnErrorAndAWriteCannotHappenInARead() throws {
         let directory = try TemporaryDirectory()
         let pool = try makePool(directory.file("a.db"), titles: ["one"])
-        expectCode(.misuse) { try pool.write { _ in try pool.read(count) } }
-        expectCode(.misuse) { try pool.read { _ in try pool.read(count) } }
+        expectError(DatabaseError.Code.misuse) { try pool.write { _ in try pool.read(count) } }
+        expectError(DatabaseError.Code.misuse) { try pool.read { _ in try pool.read(count) } }
         let error = #expect(throws: DatabaseError.self) {
             try pool.read { db in try db.execute("INSERT INTO item (title) VALUES ('no')") }
         }
@@ -112,9 +112,9 @@ private func count(_ db: Database) throws -> Int { try db.scalar("SELECT count(*
         let pool = try makePool(path, titles: ["one", "two"])
         try pool.close()
         try pool.close()
-        let error = expectCode(.misuse) { try pool.read(count) }
+        let error = expectError(DatabaseError.Code.misuse) { try pool.read(count) }
         #expect(error?.message.contains("is closed") == true)
-        expectCode(.misuse) { try pool.write { _ in } }
+        expectError(DatabaseError.Code.misuse) { try pool.write { _ in } }
         #expect(try titles(try DatabaseQueue(path: path, key: try testKey())) == ["one", "two"])
     }
 
@@ -122,7 +122,7 @@ private func count(_ db: Database) throws -> Int { try db.scalar("SELECT count(*
         let directory = try TemporaryDirectory()
         let path = directory.file("a.db")
         try makePool(path, titles: ["one"]).close()
-        expectCode(.wrongKeyOrNotADatabase) { try DatabasePool(path: path, key: try testKey(0x43)) }
+        expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { try DatabasePool(path: path, key: try testKey(0x43)) }
     }
 
     @Test func thePoolsOwnWriteWakesAnObservationAndAnotherConnectionsIsPolled() async throws {
@@ -159,7 +159,7 @@ private final class Results: Sendable {
         for _ in 0..<3 { #expect(try queue.read(count) == 1) }
         try queue.write { db in try db.execute("INSERT INTO item (title) VALUES ('two')") }
         #expect(try queue.read(count) == 2)
-        expectCode(.readOnly) { try queue.read { db in try db.execute("DELETE FROM item") } }
+        expectError(DatabaseError.Code.readOnly) { try queue.read { db in try db.execute("DELETE FROM item") } }
         try queue.writeWithoutTransaction { db in try db.execute("INSERT INTO item (title) VALUES ('three')") }
         #expect(try queue.read(count) == 3)
         try queue.close()

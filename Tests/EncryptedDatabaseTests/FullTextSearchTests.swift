@@ -217,13 +217,9 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
             (FullTextIndex(name: "s", table: "doc", columns: ["text"], key: ["other"]), "neither its primary key nor a unique index"),
         ]
         for (index, message) in bad {
-            do {
-                try queue.write { db in try db.create(fullTextIndex: index) }
-                Issue.record("\(index.name) on \(index.table) was accepted")
-            } catch let error as DatabaseError {
-                #expect(error.code == .misuse)
-                #expect("\(error)".contains(message), "\(error)")
-            }
+            let error = expectError(DatabaseError.Code.misuse) { try queue.write { db in try db.create(fullTextIndex: index) } }
+            let description = error.map { "\($0)" } ?? ""
+            #expect(description.contains(message), "\(index.name) on \(index.table): \(description)")
         }
         #expect(try schema() == before)
     }

@@ -4,13 +4,6 @@ import Foundation
 import TestSupport
 import Testing
 
-/// The SQL a person types into the `sqlcipher` tool (3.4 or 4.x) to open a SecureStore database with a raw
-/// key, as Docs/database.md gives it: SQLCipher 4 needs the compatibility pragma, then the page size (in
-/// that order); SQLCipher 3 ignores the compatibility pragma.
-func sqlcipherPrelude(keyHex: String) -> String {
-    "PRAGMA key = \"x'\(keyHex)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\n"
-}
-
 /// The SQLCipher this process uses, as the library reports it.
 func sqlcipherMajor() throws -> Int {
     let directory = try TemporaryDirectory()
@@ -36,13 +29,11 @@ func sqlcipherMajor() throws -> Int {
         try queue.close()
         #expect(!containsBytes(try #require(contents(path)), secretTitles[0]))
 
-        let query = sqlcipherPrelude(keyHex: testKeyHex()) + "SELECT title FROM item ORDER BY id;\n"
-        let reference = try run("sqlcipher", [path], input: query)
+        let reference = try sqlcipher(path, key: .raw(hex: testKeyHex()), pageSize: 4096, "SELECT title FROM item ORDER BY id;\n")
         #expect(reference.output.split(separator: "\n").map(String.init).suffix(2) == secretTitles)
 
         // Without our page size the reference tool cannot read it: the setting is part of the format.
-        let wrongSettings = try run(
-            "sqlcipher", [path], input: "PRAGMA key = \"x'\(testKeyHex())'\";\nSELECT title FROM item;\n")
+        let wrongSettings = try sqlcipher(path, key: .raw(hex: testKeyHex()), compatibility: nil, "SELECT title FROM item;\n")
         #expect(!wrongSettings.output.contains(secretTitles[0]))
 
         let plain = try run("sqlite3", [path, "SELECT title FROM item;"])
@@ -100,13 +91,13 @@ func sqlcipherMajor() throws -> Int {
         let before = try snapshot(directory.path)
         let rawKey = try DatabaseKey(bytes: (0..<32).map { UInt8($0) })
         if try sqlcipherMajor() >= 4 {
-            let error = expectCode(.otherFormat) { try DatabaseQueue(path: path, key: rawKey) }
+            let error = expectError(DatabaseError.Code.otherFormat) { try DatabaseQueue(path: path, key: rawKey) }
             #expect(error?.message.contains("sqlcipher4-default") == true)
             #expect(error?.message.contains("the key is right") == true)
         } else {
             // SQLCipher 3 cannot read HMAC-SHA512 pages at all, so it cannot tell this from a wrong key: the
             // message says both.
-            let error = expectCode(.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: rawKey) }
+            let error = expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: rawKey) }
             #expect(error?.message.contains("SQLCipher 4's default format") == true)
         }
         #expect(try snapshot(directory.path) == before, "nothing was written while finding out")
@@ -116,15 +107,13 @@ func sqlcipherMajor() throws -> Int {
         // Written now by this system's reference tool in SQLCipher 3's defaults (1024-byte pages): SQLCipher 4
         // after the compatibility pragma, SQLCipher 3 as it is.
         let path = directory.file("v3.db")
-        let made = try run("sqlcipher", [path], input: """
-            PRAGMA key = "x'\(testKeyHex())'";
-            PRAGMA cipher_compatibility = 3;
+        let made = try sqlcipher(path, key: .raw(hex: testKeyHex()), """
             CREATE TABLE item (id INTEGER PRIMARY KEY, title TEXT);
             INSERT INTO item (title) VALUES ('kept');
             """)
         #expect(made.status == 0, "\(made.error)")
         let before = try snapshot(directory.path)
-        let error = expectCode(.otherFormat) { try DatabaseQueue(path: path, key: try testKey()) }
+        let error = expectError(DatabaseError.Code.otherFormat) { try DatabaseQueue(path: path, key: try testKey()) }
         #expect(error?.message.contains("sqlcipher3-default") == true)
         #expect(try snapshot(directory.path) == before)
     }
@@ -133,7 +122,7 @@ func sqlcipherMajor() throws -> Int {
         let path = directory.file("a.db")
         try makeItemDatabase(path, key: try testKey(), titles: ["x"]).close()
         let before = try snapshot(directory.path)
-        let error = expectCode(.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(7)) }
+        let error = expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(7)) }
         #expect(error?.message.contains("does not open") == true)
         #expect(try snapshot(directory.path) == before)
     }
@@ -141,9 +130,7 @@ func sqlcipherMajor() throws -> Int {
     @Test func exportsAndImportsAreInTheSameFormatTheReferenceToolReads() throws {
         let source = try makeItemDatabase(directory.file("a.db"), key: try testKey(), titles: ["copied"])
         try source.export(to: directory.file("b.db"), key: try testKey(0x43))
-        let reference = try run(
-            "sqlcipher", [directory.file("b.db")],
-            input: sqlcipherPrelude(keyHex: testKeyHex(0x43)) + "SELECT title FROM item;\n")
+        let reference = try sqlcipher(directory.file("b.db"), key: .raw(hex: testKeyHex(0x43)), pageSize: 4096, "SELECT title FROM item;\n")
         #expect(reference.output.split(separator: "\n").last == "copied")
         let copy = try DatabaseQueue(path: directory.file("b.db"), key: try testKey(0x43))
         #expect(try copy.cipherInfo().hmacAlgorithm == "HMAC_SHA1")

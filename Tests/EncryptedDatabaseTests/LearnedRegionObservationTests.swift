@@ -85,13 +85,11 @@ private let hourly = Duration.seconds(3600)
             try db.scalar("SELECT count(*) FROM item", as: Int.self) ?? 0
         }
         var received: [Int] = []
-        do {
+        let error = await expectError(DatabaseError.Code.misuse) {
             for try await count in counts { received.append(count) }
-            Issue.record("the observation ended without an error")
-        } catch let error as DatabaseError {
-            #expect(error.code == .misuse)
-            #expect("\(error)".contains("'itmes', which is neither a table nor a view"), "\(error)")
         }
+        let description = error.map { "\($0)" } ?? ""
+        #expect(description.contains("'itmes', which is neither a table nor a view"), "\(description)")
         #expect(received.isEmpty)
         // A name in another case, and a view, are fine.
         try await queue.write { db in try db.execute("CREATE VIEW titles AS SELECT title FROM item") }

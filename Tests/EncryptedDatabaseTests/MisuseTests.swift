@@ -2,6 +2,7 @@
 // an enum that does not fit its column, several statements in one execute.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct MisuseTests {
@@ -10,23 +11,23 @@ import Testing
         let queue = try makeItemDatabase(directory.file("kept.db"), key: try testKey(), titles: ["a"])
         let kept = try queue.write { db in db }
         let files = try snapshot(directory.path)
-        let error = expectCode(.misuse) { try kept.execute("INSERT INTO item (title) VALUES (?)", ["b"]) }
+        let error = expectError(DatabaseError.Code.misuse) { try kept.execute("INSERT INTO item (title) VALUES (?)", ["b"]) }
         #expect(error?.message == "a Database was used after the read or write closure that gave it had returned; "
             + "use the db only inside its closure, and keep values, not the db")
-        expectCode(.misuse) { try kept.fetch("SELECT title FROM item") { try $0.string(at: 0) } }
+        expectError(DatabaseError.Code.misuse) { try kept.fetch("SELECT title FROM item") { try $0.string(at: 0) } }
         #expect(try snapshot(directory.path) == files)
         // The handle itself goes on working, and a new closure's db is fine.
         #expect(try titles(queue) == ["a"])
         let pool = try DatabasePool(path: directory.file("kept.db"), key: try testKey())
         let keptReader = try pool.read { db in db }
-        expectCode(.misuse) { try keptReader.scalar("SELECT count(*) FROM item", as: Int.self) }
+        expectError(DatabaseError.Code.misuse) { try keptReader.scalar("SELECT count(*) FROM item", as: Int.self) }
         #expect(try pool.read { db in try db.scalar("SELECT count(*) FROM item", as: Int.self) } == 1)
     }
 
     @Test func aWriteInsideAReadSaysSoAndNotCheckThePermissions() throws {
         let directory = try TemporaryDirectory()
         let queue = try makeItemDatabase(directory.file("read.db"), key: try testKey(), titles: ["a"])
-        let error = expectCode(.readOnly) {
+        let error = expectError(DatabaseError.Code.readOnly) {
             try queue.read { db in try db.execute("DELETE FROM item") }
         }
         #expect(error?.message == "a write was attempted inside a read { db in … }, which only reads; make the change "
@@ -48,11 +49,11 @@ import Testing
             try db.execute("INSERT INTO alarm VALUES (1, 'medium')")
         }
         try queue.read { (db: Database) throws in
-            let byRow = expectCode(.typeMismatch) {
+            let byRow = expectError(DatabaseError.Code.typeMismatch) {
                 try db.fetch("SELECT id, level FROM alarm") { row in try row[1] as Level }
             }
             #expect(byRow?.message == "column 1 (level) holds a value that is not a Level")
-            let byRecord = expectCode(.typeMismatch) { try Alarm.fetchAll(db) }
+            let byRecord = expectError(DatabaseError.Code.typeMismatch) { try Alarm.fetchAll(db) }
             #expect(byRecord?.message == "column 1 (level) holds a value that is not a Level")
         }
     }
@@ -72,10 +73,10 @@ import Testing
             == ["home", "x", "y"])
         // A wrong number of arguments is refused, and the transaction leaves nothing.
         let files = try snapshot(directory.path)
-        expectCode(.misuse) {
+        expectError(DatabaseError.Code.misuse) {
             try queue.write { db in try db.execute("INSERT INTO tag VALUES (?); INSERT INTO tag VALUES (?)", ["z"]) }
         }
-        expectCode(.misuse) {
+        expectError(DatabaseError.Code.misuse) {
             try queue.write { db in try db.execute("INSERT INTO tag VALUES (?); DELETE FROM tag", ["z", "extra"]) }
         }
         #expect(try snapshot(directory.path) == files)

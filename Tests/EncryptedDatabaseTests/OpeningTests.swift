@@ -85,7 +85,7 @@ import Testing
         var configuration = DatabaseConfiguration()
         configuration.readOnly = true
         let path = directory.file("missing/none.db")
-        expectCode(.notFound) {
+        expectError(DatabaseError.Code.notFound) {
             _ = try DatabaseQueue(path: path, key: try testKey(), configuration: configuration)
         }
         #expect(!fileExists(directory.file("missing")))
@@ -97,7 +97,7 @@ import Testing
         configuration.readOnly = true
         let queue = try DatabaseQueue(path: path, key: try testKey(), configuration: configuration)
         #expect(try titles(queue) == ["a", "b", "c"])
-        expectCode(.readOnly) {
+        expectError(DatabaseError.Code.readOnly) {
             try queue.write { db in try db.execute("INSERT INTO item (title) VALUES (?)", ["d"]) }
         }
     }
@@ -109,15 +109,15 @@ import Testing
         try queue.close()
         #expect(try DatabaseQueue(path: path, passphrase: "correct horse battery staple")
             .read { db in try db.tableExists("t") })
-        expectCode(.wrongKeyOrNotADatabase) {
+        expectError(DatabaseError.Code.wrongKeyOrNotADatabase) {
             _ = try DatabaseQueue(path: path, passphrase: "wrong horse")
         }
         // A key is not a passphrase.
-        expectCode(.wrongKeyOrNotADatabase) { _ = try DatabaseQueue(path: path, key: try testKey()) }
+        expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { _ = try DatabaseQueue(path: path, key: try testKey()) }
     }
 
     @Test func keysAreThirtyTwoBytesAndCompareByValue() throws {
-        expectCode(.misuse) { try DatabaseKey(bytes: [UInt8](repeating: 1, count: 31)) }
+        expectError(DatabaseError.Code.misuse) { try DatabaseKey(bytes: [UInt8](repeating: 1, count: 31)) }
         #expect(try testKey(1) == testKey(1))
         #expect(try testKey(1) != testKey(2))
         #expect(DatabaseKey.random() != DatabaseKey.random())
@@ -158,10 +158,10 @@ import Testing
         #expect(try exported.read { db in try db.userVersion() } == 42)
         #expect(try exported.read { db in try db.applicationID() } == 0x5353_5452)
         try exported.integrityCheck()
-        expectCode(.wrongKeyOrNotADatabase) { _ = try DatabaseQueue(path: target, key: try testKey()) }
+        expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { _ = try DatabaseQueue(path: target, key: try testKey()) }
         // Never over an existing file.
         let before = contents(target)
-        expectCode(.misuse) { try queue.export(to: target, key: try testKey(0x78)) }
+        expectError(DatabaseError.Code.misuse) { try queue.export(to: target, key: try testKey(0x78)) }
         #expect(contents(target) == before)
     }
 
@@ -187,7 +187,7 @@ import Testing
         try queue.close()
         #expect(!containsBytes(try #require(contents(destination)), "alpha"))
         // Importing something that is not plaintext SQLite is refused.
-        expectCode(.unrecognizedFormat) {
+        expectError(DatabaseError.Code.unrecognizedFormat) {
             try DatabaseQueue.importPlaintext(from: destination, to: directory.file("again.db"), key: try testKey())
         }
     }

@@ -2,6 +2,7 @@
 // associations (joined and prefetched), on real encrypted files.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 private struct Author: Codable, Equatable, FetchableRecord, PersistableRecord {
@@ -147,7 +148,7 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
         let queue = try makeLibrary(directory)
         try queue.read { (db: Database) throws in
             #expect(try Author.find(db, id: 2).name == "borges")
-            let error = expectCode(.notFound) { try Author.find(db, id: 42) }
+            let error = expectError(DatabaseError.Code.notFound) { try Author.find(db, id: 42) }
             #expect(error?.message == "no row of table 'author' has the id asked for (Author.find)")
             #expect(try Author.fetchOne(db, key: 3)?.name == "Calvino")
             #expect(try Book.fetchOne(db, key: ["title": "Ficciones", "authorId": 2])?.id == 3)
@@ -183,7 +184,7 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
             #expect(ursulas.map(\.id) == [1])
             #expect(try Book.joining(required: Book.author).fetchCount(db) == 3)
             // A non-optional property for an optional association says what to do.
-            let error = expectCode(.typeMismatch) {
+            let error = expectError(DatabaseError.Code.typeMismatch) {
                 try BookInfo.fetchAll(db, Book.including(optional: Book.author))
             }
             #expect(error?.message.contains("declare the property as Author?") == true)
@@ -224,11 +225,11 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
         let queue = try makeLibrary(directory)
         _ = try queue.read { db in try Book.fetchCount(db) }  // sets this connection's read mark in the -shm
         let files = try snapshot(directory.path)
-        let error = expectCode(.constraint) {
+        let error = expectError(DatabaseError.Code.constraint) {
             try queue.write { db in try Book(id: 9, authorId: 42, title: "Orphan", pages: 1, readPages: 0).insert(db) }
         }
         #expect(error?.message.contains("FOREIGN KEY constraint failed") == true)
-        expectCode(.constraint) { try queue.write { db in try Author.deleteOne(db, id: 1) } }
+        expectError(DatabaseError.Code.constraint) { try queue.write { db in try Author.deleteOne(db, id: 1) } }
         #expect(try snapshot(directory.path) == files)
     }
 
@@ -294,7 +295,7 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
             try db.execute("INSERT INTO note VALUES (1, 2)")
         }
         try queue.read { (db: Database) throws in
-            let error = expectCode(.misuse) { try NoteInfo.fetchAll(db, Note.including(required: Note.author)) }
+            let error = expectError(DatabaseError.Code.misuse) { try NoteInfo.fetchAll(db, Note.including(required: Note.author)) }
             #expect(error?.message.contains("using: ForeignKey([\"column\"])") == true)
             let explicit = Note.belongsTo(Author.self, using: ForeignKey(["authorId"]))
             let infos = try NoteInfo.fetchAll(db, Note.including(required: explicit))

@@ -1,6 +1,7 @@
 // The reader/writer protocols: a queue through `some DatabaseReader`, `any DatabaseWriter`, the migrator on them.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 /// What a component that depends on the protocol (and not on a queue) looks like.
@@ -63,7 +64,7 @@ private func rwTexts(_ reader: some DatabaseReader) throws -> [String] {
         let queue = try DatabaseQueue(path: directory.file("notes.db"), key: try testKey())
         let notes = try RWNotes(queue)
         let reader: any DatabaseReader = notes.database
-        expectCode(.readOnly) {
+        expectError(DatabaseError.Code.readOnly) {
             try reader.read { db in try db.execute("INSERT INTO note (text) VALUES (?)", ["nope"]) }
         }
         #expect(try notes.texts() == [])
@@ -85,7 +86,7 @@ private func rwTexts(_ reader: some DatabaseReader) throws -> [String] {
         let queue = try DatabaseQueue(path: directory.file("notes.db"), key: try testKey())
         let notes = try RWNotes(queue)
         try queue.close()
-        let error = expectCode(.misuse) { try notes.add("late") }
+        let error = expectError(DatabaseError.Code.misuse) { try notes.add("late") }
         #expect(error?.message == "the database '\(directory.file("notes.db"))' is closed")
     }
 }

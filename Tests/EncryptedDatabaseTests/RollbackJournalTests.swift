@@ -3,6 +3,7 @@
 // next open instead of being refused as foreign.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct RollbackJournalTests {

@@ -3,6 +3,7 @@
 // rows of tables that refer to it.
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 private struct Author: Codable, Equatable, FetchableRecord, PersistableRecord {
@@ -76,8 +77,8 @@ private func makeLibrary(_ directory: TemporaryDirectory, _ name: String) throws
             }
             #expect(indexes == ["author_on_country", "book_on_authorId", "book_on_title"])
         }
-        expectCode(.constraint) { try queue.write { db in try db.execute("INSERT INTO book (authorId, title) VALUES (9, 'x')") } }
-        expectCode(.constraint) {
+        expectError(DatabaseError.Code.constraint) { try queue.write { db in try db.execute("INSERT INTO book (authorId, title) VALUES (9, 'x')") } }
+        expectError(DatabaseError.Code.constraint) {
             try queue.write { db in try db.execute("INSERT INTO book (authorId, title, pages) VALUES (1, 'x', -1)") }
         }
         try queue.write { db in try db.alter(table: "author") { t in t.add(column: "born", .integer).defaults(to: 1900) } }
@@ -120,13 +121,13 @@ private func makeLibrary(_ directory: TemporaryDirectory, _ name: String) throws
         let queue = try makeLibrary(directory, "refused.db")
         _ = try queue.read { db in try Author.fetchCount(db) }  // sets this connection's read mark in the -shm
         let files = try snapshot(directory.path)
-        let error = expectCode(.misuse) {
+        let error = expectError(DatabaseError.Code.misuse) {
             try queue.write { db in try db.alter(table: "author", rebuild: true) { t in t.drop(column: "country") } }
         }
         #expect(error?.message == "column 'country' of table 'author' is used by index 'author_on_country': drop the index first")
         #expect(try snapshot(directory.path) == files)
         // Foreign keys are on outside migrations: rebuilding a table that others refer to says where to do it.
-        let outside = expectCode(.misuse) {
+        let outside = expectError(DatabaseError.Code.misuse) {
             try queue.write { db in try db.alter(table: "author", rebuild: true) { t in t.rename(column: "name", to: "n") } }
         }
         #expect(outside?.message.contains("alter it inside a migration") == true)
@@ -140,7 +141,7 @@ private func makeLibrary(_ directory: TemporaryDirectory, _ name: String) throws
         migrator.registerMigration("v2") { db in try db.execute("DELETE FROM author WHERE id = 1") }
         _ = try queue.read { db in try Author.fetchCount(db) }  // sets this connection's read mark in the -shm
         let files = try snapshot(directory.path)
-        let error = expectCode(.constraint) { try migrator.migrate(queue) }
+        let error = expectError(DatabaseError.Code.constraint) { try migrator.migrate(queue) }
         #expect(error?.message == "the migration 'v2' leaves 1 rows whose foreign key refers to no row (first in table "
             + "'book'); it was rolled back")
         #expect(try snapshot(directory.path) == files)

@@ -109,14 +109,14 @@ func resealWAL(_ path: String) throws {
         let (path, folder) = try isolate(directory.file("a.db"))
         let before = try snapshot(folder)
 
-        let error = expectCode(.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey()) }
+        let error = expectError(DatabaseError.Code.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey()) }
         #expect(error?.message.contains("'\(path)-wal'") == true)
         #expect(error?.message.contains("nothing was changed") == true)
         #expect(try snapshot(folder) == before, "no byte of the database or its side files changed")
         // Also through a read-only open, and a second try: still refused, still nothing changed.
         var readOnly = DatabaseConfiguration()
         readOnly.readOnly = true
-        expectCode(.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey(), configuration: readOnly) }
+        expectError(DatabaseError.Code.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey(), configuration: readOnly) }
         #expect(try snapshot(folder) == before)
 
         // Moved away, the database opens with every row it had; the foreign log is still there to inspect.
@@ -137,7 +137,7 @@ func resealWAL(_ path: String) throws {
         try resealWAL(path + "-wal")
         let before = try snapshot(folder)
 
-        expectCode(.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey()) }
+        expectError(DatabaseError.Code.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey()) }
         #expect(try snapshot(folder) == before)
     }
 
@@ -145,7 +145,7 @@ func resealWAL(_ path: String) throws {
         let image = try crashImage("a.db", key: try testKey(), titles: ["one"], pending: ["two"])
         let (path, folder) = try isolate(image)
         let before = try snapshot(folder)
-        let error = expectCode(.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(0x01)) }
+        let error = expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(0x01)) }
         #expect(error?.message.contains("nothing was changed") == true)
         #expect(try snapshot(folder) == before, "the log was neither applied nor removed")
         // The right key still recovers everything.
@@ -159,7 +159,7 @@ func resealWAL(_ path: String) throws {
         try wal.prefix(wal.count - 100).write(to: URL(fileURLWithPath: path + "-wal"))
         let before = try snapshot(folder)
 
-        expectCode(.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(0x01)) }
+        expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(0x01)) }
         #expect(try snapshot(folder) == before)
 
         // The last transaction's commit frame is torn: SQLite never applies it; the one before it is kept.
@@ -176,7 +176,7 @@ func resealWAL(_ path: String) throws {
         let (path, folder) = try isolate(directory.file("a.db"))
         let before = try snapshot(folder)
 
-        expectCode(.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(0x43)) }
+        expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { try DatabaseQueue(path: path, key: try testKey(0x43)) }
         #expect(try snapshot(folder) == before)
         // The right key opens it; the index is rebuilt from the database's own (absent) log.
         let queue = try DatabaseQueue(path: path, key: try testKey())
@@ -206,7 +206,7 @@ func resealWAL(_ path: String) throws {
         #expect(journal.count > 4096)
         let before = try snapshot(folder)
 
-        let error = expectCode(.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey()) }
+        let error = expectError(DatabaseError.Code.foreignSideFile) { try DatabaseQueue(path: path, key: try testKey()) }
         #expect(error?.message.contains("'\(path)-journal'") == true)
         #expect(try snapshot(folder) == before, "the journal was neither replayed nor removed")
         try FileManager.default.moveItem(atPath: path + "-journal", toPath: folder + "/set-aside-journal")
@@ -219,7 +219,7 @@ func resealWAL(_ path: String) throws {
         // rollback runs and the rows before the transaction are there.
         let source = directory.file("source.db")
         let image = directory.file("image.db")
-        let made = try run("sqlcipher", [source], input: sqlcipherPrelude(keyHex: testKeyHex()) + """
+        let made = try sqlcipher(source, key: .raw(hex: testKeyHex()), pageSize: 4096, """
             PRAGMA journal_mode = DELETE;
             PRAGMA synchronous = OFF;
             CREATE TABLE item (id INTEGER PRIMARY KEY, title TEXT NOT NULL);
@@ -275,7 +275,7 @@ func resealWAL(_ path: String) throws {
         let before = try snapshot(folder)
 
         #expect(try titles(DatabaseQueue(path: cleanPath, key: try testKey())) == ["one"])
-        let error = expectCode(.readOnly) { try DatabaseQueue(path: path, key: try testKey()) }
+        let error = expectError(DatabaseError.Code.readOnly) { try DatabaseQueue(path: path, key: try testKey()) }
         #expect(error?.message.contains("read-only file system and its -wal holds") == true)
         #expect(try snapshot(folder) == before)
     }
@@ -327,7 +327,7 @@ func resealWAL(_ path: String) throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("fifo.db")
         #expect(mkfifo(path, 0o600) == 0)
-        let error = expectCode(.unrecognizedFormat) { try DatabaseQueue(path: path, key: try testKey()) }
+        let error = expectError(DatabaseError.Code.unrecognizedFormat) { try DatabaseQueue(path: path, key: try testKey()) }
         #expect(error?.message == "'\(path)' is not a regular file")
     }
 }

@@ -1,23 +1,8 @@
-// Helpers shared by the EncryptedDatabase tests: temporary directories, keys, files, child processes.
+// Helpers shared by the EncryptedDatabase tests: keys, files, child processes (temporary directories: TestSupport).
 import EncryptedDatabase
 import Foundation
 import TestSupport
 import Testing
-
-/// A fresh directory under the system temporary directory, removed when released.
-final class TemporaryDirectory {
-    let path: String
-
-    init() throws {
-        var template = Array((NSTemporaryDirectory() + "/securestore-db-XXXXXX").utf8CString)
-        guard let created = mkdtemp(&template) else { throw CocoaError(.fileWriteUnknown) }
-        path = String(cString: created)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func file(_ name: String) -> String { path + "/" + name }
-}
 
 /// A test key whose 32 bytes are all `byte`.
 func testKey(_ byte: UInt8 = 0x42) throws -> DatabaseKey {
@@ -76,12 +61,3 @@ func titles(_ queue: DatabaseQueue) throws -> [String] {
     try queue.read { db in try db.fetch("SELECT title FROM item ORDER BY id") { try $0.string(at: 0) } }
 }
 
-/// Expects `body` to throw a `DatabaseError` with `code`, and returns it.
-@discardableResult
-func expectCode<R>(
-    _ code: DatabaseError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> R
-) -> DatabaseError? {
-    let error = #expect(throws: DatabaseError.self, sourceLocation: sourceLocation) { _ = try body() }
-    #expect(error?.code == code, "\(String(describing: error))", sourceLocation: sourceLocation)
-    return error
-}

@@ -187,13 +187,8 @@ struct Failure: Error {}
         let queue = try DatabaseQueue(path: directory.file("m.db"), key: try testKey())
         var twice = migrator(1)
         twice.registerMigration("1 items") { db in try db.execute("CREATE TABLE other (x)") }
-        do {
-            try twice.migrate(queue)
-            Issue.record("expected a misuse error")
-        } catch let error as DatabaseError {
-            #expect(error.code == .misuse)
-            #expect(error.message == "the migration '1 items' is registered twice; nothing was applied")
-        }
+        let error = expectError(DatabaseError.Code.misuse) { try twice.migrate(queue) }
+        #expect(error?.message == "the migration '1 items' is registered twice; nothing was applied")
         #expect(try queue.read { db in try db.tableExists("item") } == false)
     }
 
@@ -221,7 +216,7 @@ struct Failure: Error {}
         #expect(error?.code == .unknownMigration)
         #expect(error?.message.contains("'3 tags'") == true)
         #expect(error?.message.contains("newer version") == true)
-        expectCode(.unknownMigration) { try DatabaseMigrator().migrate(older) }
+        expectError(DatabaseError.Code.unknownMigration) { try DatabaseMigrator().migrate(older) }
         try older.close()
         #expect(contents(path) == before)
         #expect(try migrator(3).appliedMigrations(DatabaseQueue(path: path, key: try testKey())).count == 3)

@@ -2,6 +2,7 @@
 // an integer-keyed record filled by inserted(_:).
 import EncryptedDatabase
 import Foundation
+import TestSupport
 import Testing
 
 private struct Player: Codable, Equatable, FetchableRecord, PersistableRecord {
@@ -83,7 +84,7 @@ private func upsertScenario(_ queue: DatabaseQueue, emulated: Bool) throws -> (p
         }
         let before = try queue.read { (db: Database) throws in try Player.order(Column("id")).fetchAll(db) }
         let files = try snapshot(directory.path)
-        let error = expectCode(.constraint) {
+        let error = expectError(DatabaseError.Code.constraint) {
             try queue.write { (db: Database) throws in
                 try Player(id: 2, name: "Arthur", score: 9).upsert(db, emulated: emulated)
             }
@@ -104,7 +105,7 @@ private func upsertScenario(_ queue: DatabaseQueue, emulated: Bool) throws -> (p
         }
         let players = try queue.read { (db: Database) throws in try Player.fetchAll(db) }
         #expect(players == [Player(id: 2, name: "Arthur", score: 9)])
-        expectCode(.constraint) {
+        expectError(DatabaseError.Code.constraint) {
             try queue.write { (db: Database) throws in
                 try Player(id: 2, name: "Arthur", score: 9).insert(db, onConflict: .abort)
             }
@@ -121,7 +122,7 @@ private func upsertScenario(_ queue: DatabaseQueue, emulated: Bool) throws -> (p
         }
         #expect(saved == Player(id: 11, name: "Barbara", score: 2))
         // A type that cannot be read back: the mistake is an error, and nothing was inserted.
-        let error = expectCode(.misuse) {
+        let error = expectError(DatabaseError.Code.misuse) {
             try queue.write { (db: Database) throws in try Event(id: nil, what: "boot").inserted(db) }
         }
         #expect(error?.message == "Event was inserted with a nil 'id' and keeps it: write "

@@ -106,7 +106,7 @@ import Testing
 
     @Test func aBlobOfTheWrongSizeIsNotAUUID() throws {
         _ = try roundTrip(Data([1, 2, 3]))
-        expectCode(.typeMismatch) {
+        expectError(DatabaseError.Code.typeMismatch) {
             try queue.read { db in try db.fetchOne("SELECT v FROM value") { try $0.uuid(at: 0) } }
         }
     }
@@ -126,14 +126,14 @@ import Testing
 
     @Test func aMissingOrExtraArgumentIsAMisuseNotANull() throws {
         try queue.write { db in
-            expectCode(.misuse) { try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [1]) }
-            expectCode(.misuse) {
+            expectError(DatabaseError.Code.misuse) { try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [1]) }
+            expectError(DatabaseError.Code.misuse) {
                 try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [1, 2, 3])
             }
-            expectCode(.misuse) {
+            expectError(DatabaseError.Code.misuse) {
                 try db.execute("INSERT INTO value (id, v) VALUES (:id, :v)", ["id": 1])
             }
-            expectCode(.misuse) {
+            expectError(DatabaseError.Code.misuse) {
                 try db.execute("INSERT INTO value (id, v) VALUES (:id, :v)", ["id": 1, "v": 2, "w": 3])
             }
             let count = try db.scalar("SELECT count(*) FROM value", as: Int.self)
@@ -163,7 +163,7 @@ import Testing
     @Test func aRowUsedAfterItsStatementMovedOnThrows() throws {
         let rows = try queue.read { db in try db.fetch("SELECT 1 UNION ALL SELECT 2") { $0 } }
         #expect(rows.count == 2)
-        expectCode(.misuse) { try rows[0].int(at: 0) }
+        expectError(DatabaseError.Code.misuse) { try rows[0].int(at: 0) }
         let error = #expect(throws: DatabaseError.self) {
             try queue.read { db in try db.fetchOne("SELECT 1") { try $0.int(at: 3) } }
         }

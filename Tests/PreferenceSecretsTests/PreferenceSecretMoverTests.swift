@@ -33,12 +33,9 @@ import Testing
         let preferences = try makePreferences(directory)
         preferences.register(defaults: ["apiKey": "default-value"])
         let service = uniqueService()
-        do {
+        expectError(SecureStoreError.Code.notFound) {
             try PreferenceSecretMover(preferences: preferences, keychain: Keychain(), service: service)
                 .move(key: "apiKey", toAccount: "api")
-            Issue.record("expected notFound")
-        } catch let error as SecureStoreError {
-            #expect(error.code == SecureStoreError.Code.notFound)
         }
         #expect(try Keychain().exists(service: service, account: "api") == false)
     }
@@ -49,14 +46,11 @@ import Testing
         let service = uniqueService()
         try Keychain().set("already-there", service: service, account: "api")
         try preferences.set("from-preferences", forKey: "apiKey")
-        do {
+        let error = expectError(SecureStoreError.Code.invalidArgument) {
             try PreferenceSecretMover(preferences: preferences, keychain: Keychain(), service: service)
                 .move(key: "apiKey", toAccount: "api")
-            Issue.record("expected invalidArgument")
-        } catch let error as SecureStoreError {
-            #expect(error.code == SecureStoreError.Code.invalidArgument)
-            #expect(!error.message.contains("already-there") && !error.message.contains("from-preferences"))
         }
+        #expect(error.map { !$0.message.contains("already-there") && !$0.message.contains("from-preferences") } == true)
         #expect(try Keychain().string(service: service, account: "api") == "already-there")
         #expect(try makePreferences(directory).value(forKey: "apiKey") == .string("from-preferences"))
     }

@@ -1,6 +1,7 @@
 // The audit finds planted secrets without ever printing them, does not flag ordinary values, and reports
 // sizes against the limits.
 import Foundation
+import TestSupport
 import Testing
 @testable import Preferences
 
@@ -206,8 +207,7 @@ struct AuditTests {
         try withTemporaryDirectory { dir in
             let prefs = try Preferences(location: testLocation(dir), limits: PreferencesLimits(maxValueSize: 50))
             let secret = "ghp_" + random(60)
-            let error = preferencesError { try prefs.set(secret, forKey: "githubToken") }
-            #expect(error?.code == .limitExceeded)
+            let error = expectError(PreferencesError.Code.limitExceeded) { try prefs.set(secret, forKey: "githubToken") }
             #expect(error?.description.contains(secret) == false)
             #expect(error?.description.contains("githubToken") == true)
         }

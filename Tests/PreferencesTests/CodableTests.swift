@@ -74,18 +74,17 @@ private struct Window: Codable, Equatable {
 
     @Test func changesArriveAsAnAsyncSequenceFromAnotherProcess() async throws {
         let executable = try #require(stressExecutable(), "securestore-stress must be built")
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("prefs-changes-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let prefs = try Preferences(location: try testLocation(dir))
-        let changes = try prefs.changes()
-        let writer = try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "remote", "3"])
-        #expect(writer.wait() == .exited(0))
-        var seen: Set<String> = []
-        for await keys in changes {
-            seen.formUnion(keys)
-            if seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]) { break }
+        try await withTemporaryDirectoryAsync { dir in
+            let prefs = try Preferences(location: try testLocation(dir))
+            let changes = try prefs.changes()
+            let writer = try ChildProcess([executable.path, "prefs", "writer", dir.path, "test", "remote", "3"])
+            #expect(writer.wait() == .exited(0))
+            var seen: Set<String> = []
+            for await keys in changes {
+                seen.formUnion(keys)
+                if seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]) { break }
+            }
+            #expect(seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]))
         }
-        #expect(seen.isSuperset(of: ["remote-0", "remote-1", "remote-2"]))
     }
 }

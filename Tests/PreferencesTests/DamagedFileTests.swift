@@ -1,6 +1,7 @@
 // A damaged file is an error naming the path and what is wrong, and the file is never changed by us
 // until an explicit reset moves it aside.
 import Foundation
+import TestSupport
 import Testing
 @testable import Preferences
 
@@ -78,8 +79,7 @@ struct DamagedFileTests {
         try withTemporaryDirectory { dir in
             let location = try testLocation(dir)
             try Data(damage.bytes).write(to: location.fileURL)
-            let error = preferencesError { _ = try Preferences(location: location) }
-            #expect(error?.code == damage.code)
+            let error = expectError(damage.code) { _ = try Preferences(location: location) }
             let message = error?.message ?? ""
             #expect(message.hasPrefix(location.fileURL.path + " "), "message: \(message)")
             #expect(message.contains(damage.expected), "message: \(message)")
@@ -95,14 +95,13 @@ struct DamagedFileTests {
             try prefs.set("dark", forKey: "theme")
             // Another program damages the file after this handle read it.
             try Data(damage.bytes).write(to: location.fileURL)
-            let error = preferencesError { try prefs.set("light", forKey: "theme") }
-            #expect(error?.code == damage.code)
+            let error = expectError(damage.code) { try prefs.set("light", forKey: "theme") }
             #expect(error?.message.contains(location.fileURL.path) == true)
             #expect(try fileBytes(location.fileURL) == Data(damage.bytes))
             // Reads keep the last good values (never silently empty) and say why the file was not used.
             #expect(prefs.get("theme", default: "none") == "dark")
             #expect(prefs.fileProblem?.code == damage.code)
-            #expect(preferencesError { try prefs.remove("theme") }?.code == damage.code)
+            expectError(damage.code) { try prefs.remove("theme") }
             #expect(try fileBytes(location.fileURL) == Data(damage.bytes))
         }
     }
@@ -112,7 +111,7 @@ struct DamagedFileTests {
             let location = try testLocation(dir)
             let damaged = Data("{ not json".utf8)
             try damaged.write(to: location.fileURL)
-            #expect(preferencesError { _ = try Preferences(location: location) }?.code == .damagedFile)
+            expectError(PreferencesError.Code.damagedFile) { _ = try Preferences(location: location) }
             let moved = try #require(try Preferences.reset(location))
             #expect(moved.deletingLastPathComponent().standardizedFileURL == location.directory)
             let name = moved.lastPathComponent
@@ -170,8 +169,7 @@ struct MoreDamageTests {
         try withTemporaryDirectory { dir in
             let location = try testLocation(dir)
             try FileManager.default.createDirectory(at: location.fileURL, withIntermediateDirectories: false)
-            let error = preferencesError { _ = try Preferences(location: location) }
-            #expect(error?.code == .damagedFile)
+            let error = expectError(PreferencesError.Code.damagedFile) { _ = try Preferences(location: location) }
             #expect(error?.message == "\(location.fileURL.path) is not a regular file")
         }
     }
@@ -181,8 +179,7 @@ struct MoreDamageTests {
             let location = try testLocation(dir)
             let deep = String(repeating: "[", count: 100_000)
             try Data(#"{"format":"securestore-preferences","version":1,"values":{"a":\#(deep)}}"#.utf8).write(to: location.fileURL)
-            let error = preferencesError { _ = try Preferences(location: location) }
-            #expect(error?.code == .damagedFile)
+            let error = expectError(PreferencesError.Code.damagedFile) { _ = try Preferences(location: location) }
             #expect(error?.message.contains("nested more than 100 levels deep") == true)
         }
     }
@@ -196,8 +193,7 @@ struct MoreDamageTests {
             let location = try testLocation(dir)
             try FileManager.default.createDirectory(at: location.directory, withIntermediateDirectories: true)
             #expect(mkfifo(location.fileURL.path, 0o600) == 0)
-            let error = preferencesError { _ = try Preferences(location: location) }
-            #expect(error?.code == .damagedFile)
+            let error = expectError(PreferencesError.Code.damagedFile) { _ = try Preferences(location: location) }
             #expect(error?.message == location.fileURL.path + " is not a regular file")
             var status = stat()
             #expect(lstat(location.fileURL.path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO)

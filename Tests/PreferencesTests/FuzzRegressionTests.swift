@@ -1,6 +1,7 @@
 // Inputs the preferences-reader fuzz target (Tests/Fuzz/PreferencesReader) found or generated, kept as
 // tests of what a user sees: the values, or a damaged-file error with the path, line and column.
 import Foundation
+import TestSupport
 import Testing
 @testable import Preferences
 
@@ -74,8 +75,7 @@ struct FuzzRegressionTests {
         try withTemporaryDirectory { dir in
             let prefs = try Preferences(location: testLocation(dir))
             for interval in [9_223_372_036_854_774_784.0, -9_223_372_036_854_775_808.0, .greatestFiniteMagnitude] {
-                let error = preferencesError { _ = try prefs.set(Date(timeIntervalSinceReferenceDate: interval), forKey: "far") }
-                #expect(error?.code == .unsupportedValue)
+                let error = expectError(PreferencesError.Code.unsupportedValue) { _ = try prefs.set(Date(timeIntervalSinceReferenceDate: interval), forKey: "far") }
                 #expect(error?.message == "a date outside the years 0000–9999 cannot be stored in preferences")
             }
             #expect(prefs.keys.isEmpty)

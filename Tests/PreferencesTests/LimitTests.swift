@@ -1,5 +1,6 @@
 // Size limits are enforced at set time; a refused set changes nothing in memory or on disk.
 import Foundation
+import TestSupport
 import Testing
 @testable import Preferences
 
@@ -11,8 +12,7 @@ struct LimitTests {
             try prefs.set("before", forKey: "existing")
             let before = try fileBytes(prefs.location.fileURL)
             let key = String(repeating: "k", count: 300)
-            let error = preferencesError { try prefs.set(1, forKey: key) }
-            #expect(error?.code == .limitExceeded)
+            let error = expectError(PreferencesError.Code.limitExceeded) { try prefs.set(1, forKey: key) }
             #expect(
                 error?.message == "the key \"\(String(repeating: "k", count: 61))...\" is 300 bytes long, over the "
                     + "key-length limit of 256 bytes; nothing was changed")
@@ -34,13 +34,12 @@ struct LimitTests {
             try prefs.set("before", forKey: "existing")
             let before = try fileBytes(prefs.location.fileURL)
             let limit = Preferences.maximumNesting
-            let error = preferencesError { try prefs.set(nested(limit + 1, bottom: 1), forKey: "deep") }
-            #expect(error?.code == .limitExceeded)
+            let error = expectError(PreferencesError.Code.limitExceeded) { try prefs.set(nested(limit + 1, bottom: 1), forKey: "deep") }
             #expect(error?.message == "the value for \"deep\" is nested more than \(limit) levels deep, over the nesting limit of \(limit); nothing was changed")
             #expect(try fileBytes(prefs.location.fileURL) == before)
             #expect(prefs.keys == ["existing"])
             // A value far deeper than the limit is refused the same way, without deep recursion.
-            #expect(preferencesError { try prefs.set(nested(1_000, bottom: 1), forKey: "deeper") }?.code == .limitExceeded)
+            expectError(PreferencesError.Code.limitExceeded) { try prefs.set(nested(1_000, bottom: 1), forKey: "deeper") }
 
             // At the limit, with tagged values (Data, Date) at the bottom, a fresh handle reads it back.
             let deepest = nested(limit, bottom: .array([.data(Data([1, 2])), .date(Date(timeIntervalSince1970: 5))]))
@@ -58,8 +57,7 @@ struct LimitTests {
             try prefs.set("small", forKey: "thumbnail")
             let before = try fileBytes(prefs.location.fileURL)
             let big = String(repeating: "x", count: 40_000)
-            let error = preferencesError { try prefs.set(big, forKey: "thumbnail") }
-            #expect(error?.code == .limitExceeded)
+            let error = expectError(PreferencesError.Code.limitExceeded) { try prefs.set(big, forKey: "thumbnail") }
             // 40 000 characters plus two quotes.
             #expect(
                 error?.message == "the value for \"thumbnail\" is 40002 bytes, over the per-value limit of 32768 bytes; "
@@ -74,8 +72,7 @@ struct LimitTests {
     @Test func fiftyMebibytesIsRefused() throws {
         try withTemporaryDirectory { dir in
             let prefs = try Preferences(location: testLocation(dir))
-            let error = preferencesError { try prefs.set(Data(count: 50 * 1024 * 1024), forKey: "huge") }
-            #expect(error?.code == .limitExceeded)
+            expectError(PreferencesError.Code.limitExceeded) { try prefs.set(Data(count: 50 * 1024 * 1024), forKey: "huge") }
             #expect(!FileManager.default.fileExists(atPath: prefs.location.fileURL.path))
             #expect(prefs.keys.isEmpty)
         }
@@ -88,8 +85,7 @@ struct LimitTests {
             for index in 0..<3 { try prefs.set(String(repeating: "a", count: 900), forKey: "k\(index)") }
             let before = try fileBytes(prefs.location.fileURL)
             let valuesBefore = prefs.storedValues
-            let error = preferencesError { try prefs.set(String(repeating: "b", count: 500), forKey: "k3") }
-            #expect(error?.code == .limitExceeded)
+            let error = expectError(PreferencesError.Code.limitExceeded) { try prefs.set(String(repeating: "b", count: 500), forKey: "k3") }
             // Each entry is 2 key bytes + 902 value bytes; three are 2712, a fourth of 2 + 502 makes 3216.
             #expect(
                 error?.message == "setting \"k3\" (502 bytes) would make the preferences total 3216 bytes, over the "
@@ -109,12 +105,11 @@ struct LimitTests {
             let prefs = try Preferences(location: testLocation(dir), limits: limits)
             try prefs.set(1, forKey: "kept")
             let before = try fileBytes(prefs.location.fileURL)
-            let error = preferencesError {
+            expectError(PreferencesError.Code.limitExceeded) {
                 try prefs.update { values in
                     for index in 0..<5 { values["big\(index)"] = .string(String(repeating: "z", count: 990)) }
                 }
             }
-            #expect(error?.code == .limitExceeded)
             #expect(try fileBytes(prefs.location.fileURL) == before)
             #expect(prefs.keys == ["kept"])
         }
@@ -157,8 +152,7 @@ struct LimitTests {
     @Test func anEmptyKeyIsRefused() throws {
         try withTemporaryDirectory { dir in
             let prefs = try Preferences(location: testLocation(dir))
-            let error = preferencesError { try prefs.set(1, forKey: "") }
-            #expect(error?.code == .invalidKey)
+            expectError(PreferencesError.Code.invalidKey) { try prefs.set(1, forKey: "") }
             #expect(!FileManager.default.fileExists(atPath: prefs.location.fileURL.path))
         }
     }

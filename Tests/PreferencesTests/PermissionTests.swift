@@ -1,6 +1,7 @@
 // Files are 0600 and directories 0700 whatever the umask; the XDG location rules.
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 @testable import Preferences
 
@@ -54,11 +55,9 @@ struct PermissionTests {
 
     @Test(arguments: ["", ".", "..", "a/b", "x\0y"])
     func namesThatAreNotFileNamesAreRefused(_ name: String) {
-        let app = preferencesError { _ = try PreferencesLocation.app(name, environment: ["HOME": "/home/u"]) }
-        #expect(app?.code == .invalidLocation)
+        let app = expectError(PreferencesError.Code.invalidLocation) { _ = try PreferencesLocation.app(name, environment: ["HOME": "/home/u"]) }
         #expect(app?.message.contains("cannot be used as a file name") == true)
-        let domain = preferencesError { _ = try PreferencesLocation(directory: URL(filePath: "/tmp"), domain: name) }
-        #expect(domain?.code == .invalidLocation)
+        expectError(PreferencesError.Code.invalidLocation) { _ = try PreferencesLocation(directory: URL(filePath: "/tmp"), domain: name) }
     }
 
     @Test func anAppDomainIsCreatedUnderTheConfigHome() throws {
@@ -75,10 +74,9 @@ struct PermissionTests {
         try withTemporaryDirectory { dir in
             let file = dir.appending(path: "occupied")
             try Data("x".utf8).write(to: file)
-            let error = preferencesError {
+            let error = expectError(PreferencesError.Code.invalidLocation) {
                 _ = try Preferences(location: PreferencesLocation(directory: file.appending(path: "app"), domain: "p"))
             }
-            #expect(error?.code == .invalidLocation)
             #expect(error?.message == "\(file.path) exists and is not a directory")
         }
     }

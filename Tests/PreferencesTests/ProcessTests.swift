@@ -86,11 +86,3 @@ struct ProcessTests {
         }
     }
 }
-
-func withTemporaryDirectoryAsync(_ body: (URL) async throws -> Void) async throws {
-    let url = FileManager.default.temporaryDirectory
-        .appending(path: "securestore-prefs-\(UUID().uuidString)", directoryHint: .isDirectory)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    try await body(url)
-}

@@ -1,5 +1,6 @@
 // Values go to the file and come back exactly, with their types, in a new handle that reads the file.
 import Foundation
+import TestSupport
 import Testing
 @testable import Preferences
 
@@ -144,8 +145,7 @@ struct RoundTripTests {
             #expect(reader.keys == ["blob", "flag", "list", "size"])
             // Asking for another type gives the default, or a typeMismatch error when asked strictly.
             #expect(reader.get("flag", default: "no") == "no")
-            let error = preferencesError { _ = try reader.value(forKey: "flag", as: String.self) }
-            #expect(error?.code == .typeMismatch)
+            let error = expectError(PreferencesError.Code.typeMismatch) { _ = try reader.value(forKey: "flag", as: String.self) }
             #expect(error?.message == "the value for \"flag\" is a Bool, not String")
             #expect(try reader.value(forKey: "missing", as: Int.self) == nil)
         }
@@ -184,11 +184,9 @@ struct RoundTripTests {
     }
 
     @Test func otherTypesAreAThrownErrorNamingTheType() throws {
-        let error = preferencesError { _ = try PreferenceValue(converting: URL(filePath: "/tmp")) }
-        #expect(error?.code == .unsupportedType)
+        let error = expectError(PreferencesError.Code.unsupportedType) { _ = try PreferenceValue(converting: URL(filePath: "/tmp")) }
         #expect(error?.message.contains("URL") == true)
-        let nested = preferencesError { _ = try PreferenceValue(converting: ["ok": 1, "bad": [NSObject()]] as [String: Any]) }
-        #expect(nested?.code == .unsupportedType)
+        expectError(PreferencesError.Code.unsupportedType) { _ = try PreferenceValue(converting: ["ok": 1, "bad": [NSObject()]] as [String: Any]) }
         #expect(try PreferenceValue(converting: ["a": [1, 2], "b": "x"] as [String: Any]) == ["a": [1, 2], "b": "x"])
     }
 
@@ -197,10 +195,9 @@ struct RoundTripTests {
             let prefs = try Preferences(location: testLocation(dir))
             try prefs.set("kept", forKey: "a")
             let before = try fileBytes(prefs.location.fileURL)
-            let error = preferencesError {
+            expectError(PreferencesError.Code.unsupportedValue) {
                 try prefs.set(Date(timeIntervalSince1970: -70_000_000_000), forKey: "ancient")
             }
-            #expect(error?.code == .unsupportedValue)
             #expect(try fileBytes(prefs.location.fileURL) == before)
             #expect(prefs.keys == ["a"])
         }

@@ -6,11 +6,15 @@ import Glibc
 
 /// Runs `body` with a new empty directory, removed afterwards.
 func withTemporaryDirectory<T>(_ body: (URL) throws -> T) throws -> T {
-    let url = FileManager.default.temporaryDirectory
-        .appending(path: "securestore-prefs-\(UUID().uuidString)", directoryHint: .isDirectory)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try body(url)
+    let directory = try TemporaryDirectory()
+    return try withExtendedLifetime(directory) { try body(directory.url) }
+}
+
+/// ``withTemporaryDirectory(_:)`` for a body that awaits.
+func withTemporaryDirectoryAsync(_ body: (URL) async throws -> Void) async throws {
+    let directory = try TemporaryDirectory()
+    try await body(directory.url)
+    withExtendedLifetime(directory) {}
 }
 
 /// A location `prefs.json`... in `directory` with the domain "test".
@@ -24,18 +28,6 @@ func fileMode(_ path: String) -> mode_t? {
     var status = stat()
     guard lstat(path, &status) == 0 else { return nil }
     return status.st_mode & 0o7777
-}
-
-/// The thrown PreferencesError, or nil when `body` did not throw one.
-func preferencesError(_ body: () throws -> Void) -> PreferencesError? {
-    do {
-        try body()
-        return nil
-    } catch let error as PreferencesError {
-        return error
-    } catch {
-        return nil
-    }
 }
 
 /// The built `securestore-stress` executable (TestSupport.stressExecutable), when it is there.

@@ -202,9 +202,9 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         let files = try attHashes(fixture.directory.path)
         let accounts = try fixture.accounts()
 
-        let message = try #require(kdExpectError("notFound") {
+        let message = try #require(expectError(SecureStoreError.Code.notFound) {
             try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message == "the backup '\(backup.path)' lists 2 attachments kept in an attachments file, but that file '\(backups)/tasks.attachments.db' "
             + "is not beside it (db backup writes it there); put it back and try again. Nothing was restored")
         #expect(try attHashes(fixture.directory.path) == files)
@@ -227,9 +227,9 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         let files = try attHashes(fixture.directory.path)
         let accounts = try fixture.accounts()
 
-        let message = try #require(kdExpectError("verificationFailed") {
+        let message = try #require(expectError(SecureStoreError.Code.verificationFailed) {
             try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.hasPrefix("the attachments file beside the backup, '\(attachments)', "))
         #expect(message.hasSuffix("Nothing was restored") || message.hasSuffix("nothing was restored"))
         #expect(try attHashes(fixture.directory.path) == files)
@@ -244,9 +244,9 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         try database.close()
         try FileManager.default.removeItem(atPath: attachments)
         try FileManager.default.copyItem(atPath: other.directory.path + "/tasks.attachments.db", toPath: attachments)
-        let foreign = try #require(kdExpectError("verificationFailed") {
+        let foreign = try #require(expectError(SecureStoreError.Code.verificationFailed) {
             try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(foreign == "the attachments file beside the backup, '\(attachments)', does not open with the attachments "
             + "key inside the backup: it belongs to another backup or is damaged. Nothing was restored")
         #expect(try attHashes(fixture.directory.path) == files)
@@ -294,7 +294,7 @@ private func attAsideNames(_ fixture: KDFixture) throws -> [String] {
         try store.close()
         try database.close()
         #expect(try fixture.deleteCurrentKey())
-        kdExpectError("missingKey") { try fixture.open() }
+        expectError(SecureStoreError.Code.missingKey) { try fixture.open() }
 
         let recovered = try KeyedDatabase.recover(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, code: code)
         let recoveredStore = recovered.attachmentStore()

@@ -35,14 +35,14 @@ import Testing
 
         try database.rotateKey()
 
-        let message = try #require(kdExpectError("misuse") { try kept.read { try $0.scalar("SELECT 1", as: Int.self) } })
+        let message = try #require(expectError(DatabaseError.Code.misuse) { try kept.read { try $0.scalar("SELECT 1", as: Int.self) } }?.message)
         #expect(message.hasPrefix("the database '\(fixture.path)' is closed: a key rotation of its KeyedDatabase replaced this queue"))
         #expect(message.contains("Keep the KeyedDatabase"))
         // The handle itself, and the queue it has now, read the rows.
         #expect(try database.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == kdRowCount)
         try kdExpectRows(database.queue)
         try database.close()
-        let closed = try #require(kdExpectError("misuse") { try database.read { _ in } })
+        let closed = try #require(expectError(DatabaseError.Code.misuse) { try database.read { _ in } }?.message)
         #expect(closed == "the database '\(fixture.path)' is closed: its KeyedDatabase was closed")
     }
 
@@ -75,7 +75,7 @@ import Testing
         let reopened = try fixture.open()
         var older = DatabaseMigrator()
         older.registerMigration("notes 1") { _ in }
-        _ = kdExpectError("unknownMigration") { try older.migrate(reopened) }
+        _ = expectError(DatabaseError.Code.unknownMigration) { try older.migrate(reopened) }
         try reopened.close()
     }
 
@@ -134,15 +134,15 @@ import Testing
         let database = try fixture.open()
         try kdFill(database, rows: 3)
 
-        let nested = try #require(kdExpectError("misuse") {
+        let nested = try #require(expectError(DatabaseError.Code.misuse) {
             try database.write { _ in try database.read { _ in } }
-        })
+        }?.message)
         #expect(nested.contains("was called inside read, write or rotateKey of the same database"))
-        _ = kdExpectError("misuse") { try database.read { _ in try database.rotateKey() } }
+        _ = expectError(DatabaseError.Code.misuse) { try database.read { _ in try database.rotateKey() } }
         // The queue, asked for inside a write, is handed out (no deadlock), and refuses a nested read.
-        let inner = try #require(kdExpectError("misuse") {
+        let inner = try #require(expectError(DatabaseError.Code.misuse) {
             try database.write { _ in try database.queue.read { _ in } }
-        })
+        }?.message)
         #expect(inner.hasPrefix("read or write was called inside another read or write of the same database"))
         var inProgress: [String] = []
         try database.rotateKey { _ in

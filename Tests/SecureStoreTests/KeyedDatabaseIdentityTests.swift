@@ -104,14 +104,14 @@ private func kdRecordedID(_ path: String, hex: String) throws -> String? {
         let accounts = try fixture.accounts()
         let hex = try fixture.storedHex()
 
-        let message = try #require(kdExpectError("copiedDatabase") {
+        let message = try #require(expectError(SecureStoreError.Code.copiedDatabase) {
             try KeyedDatabase(paths: restorePaths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.hasPrefix("'\(copy)' is a copy of the database at '\(kdCanonical(fixture.path))'"))
         #expect(message.contains("nothing was changed"))
-        let recoverMessage = try #require(kdExpectError("copiedDatabase") {
+        let recoverMessage = try #require(expectError(SecureStoreError.Code.copiedDatabase) {
             try KeyedDatabase.recover(paths: restorePaths, name: "tasks", keychain: fixture.keychain, code: code)
-        })
+        }?.message)
         #expect(recoverMessage.contains(kdCanonical(fixture.path)))
 
         #expect(kdBytes(fixture.path) == original)
@@ -146,9 +146,9 @@ private func kdRecordedID(_ path: String, hex: String) throws -> String? {
         #expect(retired.alsoOpens == [kdCanonical(otherPath)], "the rotation says who else uses the retired key")
         // Pruning that retired key would lock the other folder out: refused, nothing deleted.
         let accounts = try fixture.accounts()
-        let message = try #require(kdExpectError("keyStillInUse") {
+        let message = try #require(expectError(SecureStoreError.Code.keyStillInUse) {
             try KeyedDatabase.pruneRetiredKeys(paths: fixture.paths, keychain: fixture.keychain, before: Date().addingTimeInterval(60))
-        })
+        }?.message)
         #expect(message == "the retired key '\(retired.account)' still opens the database '\(kdCanonical(otherPath))'; nothing was deleted")
         #expect(try fixture.accounts() == accounts)
         #expect(try kdRecordedID(fixture.path, hex: try #require(try fixture.storedHex())) == firstID)

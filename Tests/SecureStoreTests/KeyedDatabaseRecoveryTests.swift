@@ -32,25 +32,25 @@ import Testing
         let position = 5 * 5 + 1
         characters[position] = characters[position] == "X" ? "Y" : "X"
         let typo = String(characters)
-        let message = try #require(kdExpectError("invalidRecoveryCode") { try RecoveryCode.key(from: Secret(string: typo)) })
+        let message = try #require(expectError(SecureStoreError.Code.invalidRecoveryCode) { try RecoveryCode.key(from: Secret(string: typo)) }?.message)
         #expect(message.contains("checksum"))
         #expect(message.contains("group 6"))
         for group in code.split(separator: "-") { #expect(!message.contains(group)) }
 
         let short = String(code.dropLast(5))
-        let shortMessage = try #require(kdExpectError("invalidRecoveryCode") { try RecoveryCode.key(from: Secret(string: short)) })
+        let shortMessage = try #require(expectError(SecureStoreError.Code.invalidRecoveryCode) { try RecoveryCode.key(from: Secret(string: short)) }?.message)
         #expect(shortMessage.contains("has 52 letters and digits"))
 
         var bad = Array(code)
         bad[10] = "U"
-        let badMessage = try #require(kdExpectError("invalidRecoveryCode") { try RecoveryCode.key(from: Secret(string: String(bad))) })
+        let badMessage = try #require(expectError(SecureStoreError.Code.invalidRecoveryCode) { try RecoveryCode.key(from: Secret(string: String(bad))) }?.message)
         #expect(badMessage.contains("character 1 of group 3"))
 
         // Two neighbouring characters swapped are caught too.
         var swapped = Array(code)
         if swapped[0] != swapped[1] {
             swapped.swapAt(0, 1)
-            kdExpectError("invalidRecoveryCode") { try RecoveryCode.key(from: Secret(string: String(swapped))) }
+            expectError(SecureStoreError.Code.invalidRecoveryCode) { try RecoveryCode.key(from: Secret(string: String(swapped))) }
         }
     }
 
@@ -62,7 +62,7 @@ import Testing
         let hex = try fixture.storedHex()
         try database.close()
         #expect(try fixture.deleteCurrentKey())
-        kdExpectError("missingKey") { try fixture.open() }
+        expectError(SecureStoreError.Code.missingKey) { try fixture.open() }
 
         let recovered = try KeyedDatabase.recover(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, code: code)
         try kdExpectRows(recovered.queue)
@@ -84,9 +84,9 @@ import Testing
 
         // Well formed, but another key.
         let other = RecoveryCode.code(for: DatabaseKey.random())
-        let message = try #require(kdExpectError("invalidRecoveryCode") {
+        let message = try #require(expectError(SecureStoreError.Code.invalidRecoveryCode) {
             try KeyedDatabase.recover(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, code: other)
-        })
+        }?.message)
         #expect(message.contains("does not open"))
         #expect(message.contains("Nothing was stored"))
         #expect(try fixture.storedHex() == nil)
@@ -94,7 +94,7 @@ import Testing
         // Mistyped.
         var typo = Array(code)
         typo[0] = typo[0] == "Z" ? "Y" : "Z"
-        kdExpectError("invalidRecoveryCode") {
+        expectError(SecureStoreError.Code.invalidRecoveryCode) {
             try KeyedDatabase.recover(
                 paths: fixture.paths, name: "tasks", keychain: fixture.keychain, code: Secret(string: String(typo)))
         }
@@ -130,10 +130,10 @@ import Testing
 
         // Never over an existing database.
         let existing = try #require(kdBytes(fixture.path))
-        let message = try #require(kdExpectError("alreadyExists") {
+        let message = try #require(expectError(SecureStoreError.Code.alreadyExists) {
             try KeyedDatabase.importPlaintext(
                 from: URL(fileURLWithPath: source), paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.contains("never replaces"))
         #expect(kdBytes(fixture.path) == existing)
     }
@@ -143,9 +143,9 @@ import Testing
         try FileManager.default.createDirectory(at: fixture.directory, withIntermediateDirectories: true)
         let source = fixture.directory.appendingPathComponent("notes.txt")
         try Data("just some text, not a database at all".utf8).write(to: source)
-        let message = try #require(kdExpectError("invalidData") {
+        let message = try #require(expectError(SecureStoreError.Code.invalidData) {
             try KeyedDatabase.importPlaintext(from: source, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.contains("not a plaintext SQLite database"))
         #expect(try fixture.storedHex() == nil)
         #expect(!FileManager.default.fileExists(atPath: fixture.path))
@@ -191,7 +191,7 @@ import Testing
         try queue.close()
 
         // Never over an existing file.
-        let message = try #require(kdExpectError("alreadyExists") { try database.backup(to: destination) })
+        let message = try #require(expectError(SecureStoreError.Code.alreadyExists) { try database.backup(to: destination) }?.message)
         #expect(message.contains("never replaces"))
         #expect(kdBytes(destination.path) == backupBytes)
 
@@ -213,7 +213,7 @@ import Testing
         try handle.seek(toOffset: UInt64(2 * 4096 + 1000))
         try handle.write(contentsOf: Data(repeating: 0xFF, count: 64))
         try handle.close()
-        let message = try #require(kdExpectError("verificationFailed") { try database.verifyBackup(at: destination) })
+        let message = try #require(expectError(SecureStoreError.Code.verificationFailed) { try database.verifyBackup(at: destination) }?.message)
         #expect(message.contains(destination.path))
         #expect(message.contains("integrity") || message.contains("damaged"))
 
@@ -222,9 +222,9 @@ import Testing
         let other = try DatabaseQueue(path: foreign, key: DatabaseKey.random())
         try other.write { db in try db.execute("CREATE TABLE t (x)") }
         try other.close()
-        let foreignMessage = try #require(kdExpectError("verificationFailed") {
+        let foreignMessage = try #require(expectError(SecureStoreError.Code.verificationFailed) {
             try database.verifyBackup(at: URL(fileURLWithPath: foreign))
-        })
+        }?.message)
         #expect(foreignMessage.contains("no stored key of database 'tasks' opens"))
         try database.close()
     }

@@ -74,16 +74,16 @@ private func kdAsideNames(_ fixture: KDFixture) throws -> [String] {
         let other = try AppPaths(app: fixture.app, dataDirectory: fixture.directory.appendingPathComponent("new-machine"))
         let before = try fixture.files()
 
-        let message = try #require(kdExpectError("missingKey") {
+        let message = try #require(expectError(SecureStoreError.Code.missingKey) {
             try KeyedDatabase.restore(from: backup, paths: other, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.hasPrefix("no key in the keyring (service '\(fixture.service)'"))
         #expect(message.hasSuffix("give the recovery code of the key it was made under. Nothing was restored"))
         #expect(try fixture.files() == before)
         #expect(!FileManager.default.fileExists(atPath: other.dataDirectory.path), "the target folder was not made")
         #expect(try fixture.accounts().isEmpty)
         let wrong = RecoveryCode.code(for: DatabaseKey.random())
-        kdExpectError("invalidRecoveryCode") {
+        expectError(SecureStoreError.Code.invalidRecoveryCode) {
             try KeyedDatabase.restore(from: backup, paths: other, name: "tasks", keychain: fixture.keychain, code: wrong)
         }
         #expect(try fixture.accounts().isEmpty)
@@ -105,9 +105,9 @@ private func kdAsideNames(_ fixture: KDFixture) throws -> [String] {
         try bytes.write(to: backup)
         let files = try fixture.files().map { ($0, kdBytes(fixture.directory.path + "/" + $0)) }
         let accounts = try fixture.accounts()
-        let message = try #require(kdExpectError("verificationFailed") {
+        let message = try #require(expectError(SecureStoreError.Code.verificationFailed) {
             try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.hasSuffix("nothing was restored"))
         #expect(try fixture.files().map { ($0, kdBytes(fixture.directory.path + "/" + $0)) }.elementsEqual(files) { $0 == $1 })
         #expect(try fixture.accounts() == accounts)
@@ -123,9 +123,9 @@ private func kdAsideNames(_ fixture: KDFixture) throws -> [String] {
         defer { try? open.close() }
         let accounts = try fixture.accounts()
         let files = try fixture.files()
-        let message = try #require(kdExpectError("inUse") {
+        let message = try #require(expectError(SecureStoreError.Code.inUse) {
             try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.contains("is open in another process (or another handle)"))
         #expect(try fixture.accounts() == accounts)
         #expect(try fixture.files() == files)

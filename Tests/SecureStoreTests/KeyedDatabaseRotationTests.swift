@@ -27,15 +27,15 @@ import Testing
         #expect(newHex != oldHex)
         #expect(try !fixture.hasPendingKey())
         #expect(try fixture.files() == ["tasks.db"], "no copy, -wal or pending file is left")
-        kdExpectError("wrongKeyOrNotADatabase") { try DatabaseQueue(path: fixture.path, key: try kdKey(hex: oldHex)) }
+        expectError(DatabaseError.Code.wrongKeyOrNotADatabase) { try DatabaseQueue(path: fixture.path, key: try kdKey(hex: oldHex)) }
         let queue = try DatabaseQueue(path: fixture.path, key: try kdKey(hex: newHex))
         #expect(try queue.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == kdRowCount + 1)
         try queue.integrityCheck()
         try queue.close()
 
         // The reference tool reads it with the new key.
-        let sql = "PRAGMA key = \"x'\(newHex)'\";\nPRAGMA cipher_compatibility = 3;\nPRAGMA cipher_page_size = 4096;\nSELECT count(*) FROM item;\nPRAGMA user_version;\n"
-        let reference = try kdRun(["sqlcipher", fixture.path], input: Data(sql.utf8))
+        let reference = try sqlcipher(
+            fixture.path, key: .raw(hex: newHex), pageSize: 4096, "SELECT count(*) FROM item;\nPRAGMA user_version;\n")
         #expect(reference.stdout.split(separator: "\n").suffix(2) == ["\(kdRowCount + 1)", "7"])
     }
 
@@ -50,7 +50,7 @@ import Testing
         try outsider.write { db in try db.execute("CREATE TABLE IF NOT EXISTS outsider (x)") }
         let before = try fixture.files()
 
-        let message = try #require(kdExpectError("inUse") { try database.rotateKey() })
+        let message = try #require(expectError(SecureStoreError.Code.inUse) { try database.rotateKey() }?.message)
         #expect(message.contains("is open in another program"))
         #expect(try fixture.storedHex() == hex, "the current key is unchanged")
         #expect(try !fixture.hasPendingKey(), "no pending key is left behind")
@@ -71,7 +71,7 @@ import Testing
         let other = try fixture.open()
         let hex = try fixture.storedHex()
 
-        let message = try #require(kdExpectError("inUse") { try database.rotateKey() })
+        let message = try #require(expectError(SecureStoreError.Code.inUse) { try database.rotateKey() }?.message)
         #expect(message.contains("open in another process"))
         #expect(try fixture.storedHex() == hex)
         #expect(try !fixture.hasPendingKey())

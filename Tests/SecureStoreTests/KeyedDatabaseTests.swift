@@ -66,7 +66,7 @@ import Testing
         let before = try #require(kdBytes(fixture.path))
         let filesBefore = try fixture.files()
 
-        let message = try #require(kdExpectError("missingKey") { try fixture.open() })
+        let message = try #require(expectError(SecureStoreError.Code.missingKey) { try fixture.open() }?.message)
         #expect(message.contains("no key for database 'tasks'"))
         #expect(message.contains(fixture.service))
         #expect(message.contains("a recovery code of its key"))
@@ -84,7 +84,7 @@ import Testing
         let wal = fixture.path + "-wal"
         #expect(FileManager.default.createFile(atPath: wal, contents: Data(repeating: 0xA5, count: 8192)))
 
-        let message = try #require(kdExpectError("notFound") { try fixture.open() })
+        let message = try #require(expectError(SecureStoreError.Code.notFound) { try fixture.open() }?.message)
         #expect(message.contains("write-ahead log"))
         #expect(!FileManager.default.fileExists(atPath: fixture.path))
         #expect(kdBytes(wal) == Data(repeating: 0xA5, count: 8192))
@@ -101,7 +101,7 @@ import Testing
         let account = try #require(try fixture.currentAccount())
         try fixture.keychain.set(other, service: fixture.service, account: account)
 
-        let message = try #require(kdExpectError("keyMismatch") { try fixture.open() })
+        let message = try #require(expectError(SecureStoreError.Code.keyMismatch) { try fixture.open() }?.message)
         #expect(message.contains("does not open"))
         #expect(message.contains(fixture.path))
         #expect(message.contains("file was not changed"))
@@ -116,7 +116,7 @@ import Testing
         try database.close()
         let account = try #require(try fixture.currentAccount())
         try fixture.keychain.set("hunter2", service: fixture.service, account: account)
-        let message = try #require(kdExpectError("keyMismatch") { try fixture.open() })
+        let message = try #require(expectError(SecureStoreError.Code.keyMismatch) { try fixture.open() }?.message)
         #expect(message.contains("64 hexadecimal digits"))
         #expect(!message.contains("hunter2"))
     }
@@ -126,7 +126,7 @@ import Testing
         try Harness.keyringCtl("lock")
         defer { _ = try? kdRun(["keyring-ctl", "unlock"]) }
 
-        kdExpectError("locked") { try fixture.open() }
+        expectError(KeychainError.Code.locked) { try fixture.open() }
         #expect(!FileManager.default.fileExists(atPath: fixture.path))
         #expect(try fixture.files().isEmpty)
 
@@ -138,7 +138,7 @@ import Testing
         // Locked with an existing database: the same error, the file untouched.
         let before = try #require(kdBytes(fixture.path))
         try Harness.keyringCtl("lock")
-        kdExpectError("locked") { try fixture.open() }
+        expectError(KeychainError.Code.locked) { try fixture.open() }
         #expect(kdBytes(fixture.path) == before)
     }
 
@@ -172,7 +172,7 @@ import Testing
     @Test(arguments: ["", ".hidden", "a/b", "tasks.pending", String(repeating: "x", count: 65)])
     func badDatabaseNamesAreRefused(name: String) throws {
         let fixture = try KDFixture()
-        kdExpectError("invalidArgument") {
+        expectError(SecureStoreError.Code.invalidArgument) {
             try KeyedDatabase(paths: fixture.paths, name: name, keychain: fixture.keychain)
         }
         #expect(try fixture.keychain.items(service: fixture.service).isEmpty)
@@ -214,9 +214,9 @@ private final class KDResults: @unchecked Sendable {
     @Test func aKeyIsNeverPutInTheSessionCollection() throws {
         let fixture = try KDFixture()
         let session = Keychain(configuration: Keychain.Configuration(collection: .session))
-        let message = try #require(kdExpectError("invalidArgument") {
+        let message = try #require(expectError(SecureStoreError.Code.invalidArgument) {
             try KeyedDatabase(paths: fixture.paths, name: "tasks", keychain: session)
-        })
+        }?.message)
         #expect(message.contains("gone at logout"))
         #expect(!FileManager.default.fileExists(atPath: fixture.path))
     }

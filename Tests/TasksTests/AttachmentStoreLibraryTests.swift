@@ -26,23 +26,6 @@ private func asShell(_ script: String, input: Data = Data()) throws -> ProcessRe
 private func asSHA256(path: String) throws -> String { String(try asShell("sha256sum '\(path)'").stdout.prefix(64)) }
 private func asSHA256(_ data: Data) throws -> String { String(try asShell("sha256sum", input: data).stdout.prefix(64)) }
 
-/// Expects `body` to throw a SecureStoreError with `code`; returns its message.
-@discardableResult
-private func asExpectError<R>(
-    _ code: SecureStoreError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> R
-) -> String? {
-    do {
-        _ = try body()
-        Issue.record("expected \(code), nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as SecureStoreError {
-        if error.code == code { return error.message }
-        Issue.record("expected \(code), got \(error.code): \(error.message)", sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
-}
-
 @Suite(.serialized) struct AttachmentStoreLibraryTests {
     /// 64 KiB chunks, so that a megabyte is many chunks and several transactions.
     private func configuration() -> AttachmentStoreConfiguration {
@@ -118,9 +101,9 @@ private func asExpectError<R>(
         #expect(try store.delete(id: gone.id) == gone)
         #expect(try store.attachments(of: owner) == [kept])
         #expect(try store.attachment(id: gone.id) == nil)
-        let message = asExpectError(.notFound) { try store.data(id: gone.id) }
+        let message = expectError(SecureStoreError.Code.notFound) { try store.data(id: gone.id) }?.message
         #expect(message == "no attachment has the ID \(gone.id.uuidString.lowercased())")
-        asExpectError(.notFound) { try store.delete(id: gone.id) }
+        expectError(SecureStoreError.Code.notFound) { try store.delete(id: gone.id) }
         #expect(try store.collectGarbage() == 0, "its chunks went with it")
         #expect(try asSHA256(try store.data(id: kept.id)) == kept.sha256)
         let verification = try store.verify()
@@ -143,10 +126,10 @@ private func asExpectError<R>(
             try db.execute("UPDATE securestore_attachments SET size = size + 1 WHERE id = ?", [photo.id])
         }
 
-        let digest = asExpectError(.verificationFailed) { try store.data(id: scan.id) }
+        let digest = expectError(SecureStoreError.Code.verificationFailed) { try store.data(id: scan.id) }?.message
         #expect(digest == "the attachment 'scan.pdf' (\(scan.id.uuidString.lowercased())) is damaged: its bytes do not match its SHA-256 "
             + "digest, although SQLCipher authenticated every chunk; all 150000 bytes were delivered: do not use them")
-        let size = asExpectError(.verificationFailed) { try store.read(id: photo.id) { _ in } }
+        let size = expectError(SecureStoreError.Code.verificationFailed) { try store.read(id: photo.id) { _ in } }?.message
         #expect(size == "the attachment 'photo.jpg' (\(photo.id.uuidString.lowercased())) is damaged: chunk 2 of 2 holds 24464 bytes instead "
             + "of 24465; its first 65536 bytes were delivered, each authenticated, and nothing after them")
         let problems = try store.verify().problems
@@ -225,14 +208,14 @@ private func asExpectError<R>(
         let path = try fixture.randomFile("growing-log.bin", bytes: 12 << 20)
 
         var changed = false
-        let message = asExpectError(.invalidData) {
+        let message = expectError(SecureStoreError.Code.invalidData) {
             try store.add(.file(path), to: owner) { progress in
                 guard progress.bytes > 0, !changed else { return }
                 changed = true
                 #expect(progress.bytes == 8 << 20, "the first transaction: 8 MiB of 12")
                 #expect((try? asShell("\(change) '\(path)'").status) == 0)
             }
-        }
+        }?.message
         #expect(changed)
         if change == "rm" {
             #expect(message == "\(path) was deleted while it was being read; nothing was attached")

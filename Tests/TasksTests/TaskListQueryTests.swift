@@ -3,6 +3,7 @@ import EncryptedDatabase
 import Foundation
 import SecureStore
 import Tasks
+import TestSupport
 import Testing
 
 @Suite("TaskList: listing and finding")
@@ -191,24 +192,21 @@ struct TaskListQueryTests {
         #expect(try store.tasks.resolve(prefix: b.id.uuidString).id == b.id)             // with dashes
         #expect(try store.tasks.resolve(prefix: b.id.uuidString.lowercased()).title == "B")
 
-        let ambiguous = TLError { _ = try store.tasks.resolve(prefix: "ab1") }
-        #expect(ambiguous?.code == SecureStoreError.Code.ambiguous)
+        let ambiguous = expectError(SecureStoreError.Code.ambiguous) { _ = try store.tasks.resolve(prefix: "ab1") }
         #expect(ambiguous?.message
             == "the ID prefix ab1 matches 3 tasks (\(a.id.uuidString.lowercased()), \(c.id.uuidString.lowercased()), …); give more digits")
-        let two = TLError { _ = try store.tasks.resolve(prefix: "ab12") }
+        let two = expectError(SecureStoreError.Code.ambiguous) { _ = try store.tasks.resolve(prefix: "ab12") }
         #expect(two?.message == "the ID prefix ab12 matches 2 tasks (\(a.id.uuidString.lowercased()), \(c.id.uuidString.lowercased())); give more digits")
 
-        let none = TLError { _ = try store.tasks.resolve(prefix: "ab14") }
-        #expect(none?.code == SecureStoreError.Code.notFound)
+        let none = expectError(SecureStoreError.Code.notFound) { _ = try store.tasks.resolve(prefix: "ab14") }
         #expect(none?.message == "no task has an ID starting with ab14")
-        #expect(TLError { _ = try store.tasks.resolve(prefix: "0124") }?.code == SecureStoreError.Code.notFound)
+        expectError(SecureStoreError.Code.notFound) { _ = try store.tasks.resolve(prefix: "0124") }
 
-        let invalid = TLError { _ = try store.tasks.resolve(prefix: "xyz") }
-        #expect(invalid?.code == SecureStoreError.Code.invalidArgument)
+        let invalid = expectError(SecureStoreError.Code.invalidArgument) { _ = try store.tasks.resolve(prefix: "xyz") }
         #expect(invalid?.message == "'xyz' is not a task ID or ID prefix: use hexadecimal digits 0-9 and a-f")
-        #expect(TLError { _ = try store.tasks.resolve(prefix: "") }?.message
+        #expect(expectError(SecureStoreError.Code.invalidArgument) { _ = try store.tasks.resolve(prefix: "") }?.message
             == "a task ID prefix needs at least one hexadecimal digit")
-        #expect(TLError { _ = try store.tasks.resolve(prefix: f.hexID + "0") }?.code == SecureStoreError.Code.invalidArgument)
+        expectError(SecureStoreError.Code.invalidArgument) { _ = try store.tasks.resolve(prefix: f.hexID + "0") }
     }
 
     @Test func aHundredThousandTaskSeedShowsTheRightFirstPageAndCount() throws {

@@ -9,17 +9,16 @@ import Testing
 
 /// A task list in a fresh encrypted file under a temporary directory, removed when released.
 final class TLStore {
-    let directory: String
+    private let temporary: TemporaryDirectory
+    var directory: String { temporary.path }
     let path: String
     let key = DatabaseKey.random()
     private(set) var queue: DatabaseQueue
     private(set) var tasks: TaskList
 
     init() throws {
-        var template = Array((NSTemporaryDirectory() + "/securestore-tasks-XXXXXX").utf8CString)
-        guard let created = mkdtemp(&template) else { throw CocoaError(.fileWriteUnknown) }
-        directory = String(cString: created)
-        path = directory + "/tasks.db"
+        temporary = try TemporaryDirectory()
+        path = temporary.file("tasks.db")
         queue = try DatabaseQueue(path: path, key: key)
         tasks = try TaskList(queue: queue)
     }
@@ -33,10 +32,7 @@ final class TLStore {
         return tasks
     }
 
-    deinit {
-        try? queue.close()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    deinit { try? queue.close() }
 }
 
 /// A date `seconds` after 2024-01-01 00:00:00 UTC.
@@ -57,20 +53,6 @@ func TLUUID(_ hex: String, fill: UInt8 = 0x11) -> UUID {
     }
     return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
                        bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
-}
-
-/// The error `body` throws, as a SecureStoreError (failing the test if it throws something else or nothing).
-func TLError(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> SecureStoreError? {
-    do {
-        try body()
-        Issue.record("expected an error", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as SecureStoreError {
-        return error
-    } catch {
-        Issue.record("expected a SecureStoreError, got \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
 }
 
 /// A keyed database of a unique throw-away application in the harness's keyring, removed when released.

@@ -3,6 +3,7 @@ import EncryptedDatabase
 import Foundation
 import SecureStore
 import Tasks
+import TestSupport
 import Testing
 
 @Suite("TaskList: tasks")
@@ -56,8 +57,7 @@ struct TaskListTests {
             { _ = try store.tasks.rename(id: missing, to: "x") },
             { _ = try store.tasks.delete(id: missing) },
         ] as [() throws -> Void] {
-            let error = TLError(change)
-            #expect(error?.code == SecureStoreError.Code.notFound)
+            let error = expectError(SecureStoreError.Code.notFound, change)
             #expect(error?.message == "no task has the ID 0123abcd-0000-4000-8000-000000000000")
         }
         #expect(try store.tasks.count() == 1)
@@ -91,13 +91,12 @@ struct TaskListTests {
             (String(repeating: "👩‍👩‍👧", count: 1001), "a task title can be at most 1000 characters long; this one has 1001"),
         ]
         for (title, message) in cases {
-            let created = TLError { try store.tasks.create(title: title) }
-            #expect(created?.code == SecureStoreError.Code.invalidArgument)
+            let created = expectError(SecureStoreError.Code.invalidArgument) { try store.tasks.create(title: title) }
             #expect(created?.message == message)
-            let renamed = TLError { try store.tasks.rename(id: kept.id, to: title) }
+            let renamed = expectError(SecureStoreError.Code.invalidArgument) { try store.tasks.rename(id: kept.id, to: title) }
             #expect(renamed?.message == message)
         }
-        let batch = TLError {
+        let batch = expectError(SecureStoreError.Code.invalidArgument) {
             try store.tasks.insert([TaskItem(title: "ok 1"), TaskItem(title: "ok 2"), TaskItem(title: "bad\u{0}")])
         }
         #expect(batch?.message == "task 3 of the batch: a task title cannot contain a NUL character")
@@ -116,11 +115,10 @@ struct TaskListTests {
     @Test func aTakenIDIsRefusedAndNothingIsAdded() throws {
         let store = try TLStore()
         let first = try store.tasks.create(title: "First")
-        let error = TLError { try store.tasks.create(title: "Again", id: first.id) }
-        #expect(error?.code == SecureStoreError.Code.invalidArgument)
+        let error = expectError(SecureStoreError.Code.invalidArgument) { try store.tasks.create(title: "Again", id: first.id) }
         #expect(error?.message == "a task with the ID \(first.id.uuidString.lowercased()) already exists; nothing was added")
         let twice = TaskItem(title: "Twice")
-        #expect(TLError { try store.tasks.insert([TaskItem(title: "new"), twice, twice]) } != nil)
+        expectError(SecureStoreError.Code.invalidArgument) { try store.tasks.insert([TaskItem(title: "new"), twice, twice]) }
         #expect(try store.tasks.list().map(\.title) == ["First"])
         #expect(try store.tasks.count() == 1)
     }
@@ -257,8 +255,8 @@ struct TaskListTests {
 
     @Test func negativePagingIsRefused() throws {
         let store = try TLStore()
-        #expect(TLError { _ = try store.tasks.list(limit: -1) }?.message == "a page limit cannot be negative (-1)")
-        #expect(TLError { _ = try store.tasks.page(offset: -5) }?.message == "a page offset cannot be negative (-5)")
+        #expect(expectError(SecureStoreError.Code.invalidArgument) { _ = try store.tasks.list(limit: -1) }?.message == "a page limit cannot be negative (-1)")
+        #expect(expectError(SecureStoreError.Code.invalidArgument) { _ = try store.tasks.page(offset: -5) }?.message == "a page offset cannot be negative (-5)")
         #expect(try store.tasks.list(limit: 0).isEmpty)
     }
 

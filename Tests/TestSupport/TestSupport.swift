@@ -284,12 +284,16 @@ public final class TemporaryDirectory: @unchecked Sendable {
     public var path: String { url.path }
 
     public init() throws {
-        var template = Array((NSTemporaryDirectory() + "/securestore-test.XXXXXX").utf8CString)
+        let base = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
+        var template = Array((base + "/securestore-test.XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw HarnessFailure(description: "mkdtemp failed: errno \(errno)") }
         url = URL(fileURLWithPath: String(cString: made), isDirectory: true)
     }
 
     deinit { try? FileManager.default.removeItem(at: url) }
+
+    /// The path of `name` in this directory.
+    public func file(_ name: String) -> String { path + "/" + name }
 }
 
 /// What a test needs of the machine, for `.enabled(if:)` traits that say why a test did not run (never a test that

@@ -56,7 +56,7 @@ enum FileSystem {
         switch found {
         case .missing: return nil
         case .notRegular:
-            throw PreferencesError(code: .damagedFile, message: "\(path) is not a regular file")
+            throw PreferencesError(.damagedFile, "\(path) is not a regular file")
         case .opened(let opened, let openedStatus):
             descriptor = opened
             status = openedStatus
@@ -65,8 +65,8 @@ enum FileSystem {
         let size = Int(status.st_size)
         guard size <= maxSize else {
             throw PreferencesError(
-                code: .limitExceeded,
-                message: "\(path) is \(size) bytes, more than the \(maxSize) bytes a preferences file may have; "
+                .limitExceeded,
+                "\(path) is \(size) bytes, more than the \(maxSize) bytes a preferences file may have; "
                     + "it was left untouched (reset() moves it aside)"
             )
         }
@@ -85,7 +85,7 @@ enum FileSystem {
             try makeDirectories(path)
         } catch {
             if error.errno == .notDirectory {
-                throw PreferencesError(code: .invalidLocation, message: "\(error.path) exists and is not a directory")
+                throw PreferencesError(.invalidLocation, "\(error.path) exists and is not a directory")
             }
             throw .system("create the directory", path: error.path, error: error.errno)
         }
@@ -97,8 +97,8 @@ enum FileSystem {
     /// Symbolic links to the *directory* are followed: only its owner can make one inside their config home.
     static func symbolicLink(_ path: String) -> PreferencesError {
         PreferencesError(
-            code: .invalidLocation,
-            message: "\(path) is a symbolic link; preferences files are never read or written through one. "
+            .invalidLocation,
+            "\(path) is a symbolic link; preferences files are never read or written through one. "
                 + "It was left untouched; replace it with the file it points to")
     }
 

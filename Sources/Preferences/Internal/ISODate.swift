@@ -15,8 +15,8 @@ enum ISODate {
         let interval = date.timeIntervalSinceReferenceDate
         guard let unix = unixSeconds(interval) else {
             throw PreferencesError(
-                code: .unsupportedValue,
-                message: "a date outside the years 0000–9999 cannot be stored in preferences"
+                .unsupportedValue,
+                "a date outside the years 0000–9999 cannot be stored in preferences"
             )
         }
         let fraction: String?
