@@ -70,7 +70,7 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
         #expect(try fixture.storedHex(account: report.retiredAccounts[0])?.count == 64)
 
         // The name has no database now: an open that may not create says so, and creates nothing.
-        kdExpectError("notFound") {
+        expectError(SecureStoreError.Code.notFound) {
             try KeyedDatabase(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, createIfMissing: false)
         }
         // The backup (made under the key current at the deletion) still restores, with the retired key.
@@ -102,7 +102,7 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
         #expect(try fixture.accounts() == others)
         #expect(kddSnapshot(fixture).keys.sorted() == [".other.db.lock", ".tasks.db.lock", "other.db"])
 
-        kdExpectError("missingKey") {
+        expectError(SecureStoreError.Code.missingKey) {
             try KeyedDatabase.restore(from: backup, paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
         }
         let restored = try KeyedDatabase.restore(
@@ -117,9 +117,9 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
         try kdFill(database)
         let before = kddSnapshot(fixture)
         let accounts = try fixture.accounts()
-        let message = try #require(kdExpectError("inUse") {
+        let message = try #require(expectError(SecureStoreError.Code.inUse) {
             try KeyedDatabase.delete(paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message.contains("is open in another process (or another handle)"))
         #expect(kddSnapshot(fixture) == before)
         #expect(try fixture.accounts() == accounts)
@@ -127,7 +127,7 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
 
         // Deleting through a handle while a second handle has it open: refused, and the first handle keeps working.
         let second = try fixture.open()
-        kdExpectError("inUse") { try database.delete() }
+        expectError(SecureStoreError.Code.inUse) { try database.delete() }
         #expect(try fixture.accounts() == accounts)
         try database.write { db in try db.execute("INSERT INTO item (id, title) VALUES (?, ?)", [kdRowCount, "still here"]) }
         #expect(try second.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == kdRowCount + 1)
@@ -148,7 +148,7 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
         #expect(report.deletedAccounts == [current])
         #expect(try fixture.files() == [], "no file but the lock file")
         #expect(try fixture.accounts() == report.retiredAccounts)
-        let message = try #require(kdExpectError("misuse") { try database.read { _ in 1 } })
+        let message = try #require(expectError(DatabaseError.Code.misuse) { try database.read { _ in 1 } }?.message)
         #expect(message.contains("its KeyedDatabase deleted the database"), "\(message)")
         try database.close()
 
@@ -161,9 +161,9 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
 
     @Test func thereIsNoDatabaseToDeleteAndNothingIsCreated() throws {
         let fixture = try KDFixture()
-        let message = try #require(kdExpectError("notFound") {
+        let message = try #require(expectError(SecureStoreError.Code.notFound) {
             try KeyedDatabase.delete(paths: fixture.paths, name: "tasks", keychain: fixture.keychain)
-        })
+        }?.message)
         #expect(message == "there is no database 'tasks' at '\(fixture.path)'")
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.path))
         #expect(try fixture.accounts().isEmpty)
@@ -194,7 +194,7 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
             #expect(report.databaseID == id)
             #expect(report.removedFiles == [fixture.directory.path + "/tasks.attachments.db"])
         } else {
-            kdExpectError("notFound") {
+            expectError(SecureStoreError.Code.notFound) {
                 try KeyedDatabase(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, createIfMissing: false)
             }
             // The open found no file (and created none); an open that may create finishes the deletion first.
@@ -251,7 +251,7 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
         #expect(try fixture.files() == [], "only the lock file is left")
         #expect(try fixture.accounts().filter { !$0.contains(".retired.") } == [], "no current or pending key of the database")
         #expect(try fixture.storedHex(account: retired) == key, "the retired copy of its key stays")
-        kdExpectError("notFound") { try KeyedDatabase.delete(paths: fixture.paths, name: "tasks", keychain: fixture.keychain) }
+        expectError(SecureStoreError.Code.notFound) { try KeyedDatabase.delete(paths: fixture.paths, name: "tasks", keychain: fixture.keychain) }
     }
 
     /// A key shared by two folders (SecureStore 0.1) still opens the other folder's database: deleting the keys is
@@ -277,9 +277,9 @@ private func kddTwoDatabases(_ fixture: KDFixture) throws -> URL {
         let before = kddSnapshot(fixture)
         let accounts = try fixture.accounts()
 
-        let message = try #require(kdExpectError("keyStillInUse") {
+        let message = try #require(expectError(SecureStoreError.Code.keyStillInUse) {
             try KeyedDatabase.delete(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, keys: .delete)
-        })
+        }?.message)
         #expect(message.hasSuffix("still opens the database '\(kdCanonical(secondPaths.databaseURL(name: "tasks").path))'; nothing was deleted"))
         #expect(kddSnapshot(fixture) == before)
         #expect(try fixture.accounts() == accounts)

@@ -91,7 +91,7 @@ private final class KDLSignal: @unchecked Sendable {
         #expect(try await iterator.next() == kdRowCount, "the observation fetched again")
         try await database.write { db in try db.execute("INSERT INTO item (id, title) VALUES (?, ?)", [kdRowCount, "restored, then written"]) }
         #expect(try await iterator.next() == kdRowCount + 1)
-        let message = try #require(kdExpectError("misuse") { try oldQueue.read { _ in 1 } })
+        let message = try #require(expectError(DatabaseError.Code.misuse) { try oldQueue.read { _ in 1 } }?.message)
         #expect(message.contains("a restore into its KeyedDatabase replaced this queue"), "\(message)")
 
         // What is on disk: the restored database (with the write) under its own key, the old one kept aside.
@@ -118,7 +118,7 @@ private final class KDLSignal: @unchecked Sendable {
         let accounts = try fixture.accounts()
 
         let second = try fixture.open()
-        let message = try #require(kdExpectError("inUse") { try database.restore(from: backup) })
+        let message = try #require(expectError(SecureStoreError.Code.inUse) { try database.restore(from: backup) }?.message)
         #expect(message.contains("is open in another process (or another handle)"), "\(message)")
         #expect(try fixture.accounts() == accounts)
         #expect(try kdlCount(second) == kdRowCount + 1)
@@ -127,7 +127,7 @@ private final class KDLSignal: @unchecked Sendable {
         var bytes = try #require(kdBytes(backup.path))
         bytes[bytes.count - 100] ^= 0x5a
         try bytes.write(to: backup)
-        kdExpectError("verificationFailed") { try database.restore(from: backup) }
+        expectError(SecureStoreError.Code.verificationFailed) { try database.restore(from: backup) }
         #expect(try fixture.accounts() == accounts)
         #expect(try fixture.files().filter { $0.contains("before-restore") }.isEmpty)
         #expect(database.databaseID == id)

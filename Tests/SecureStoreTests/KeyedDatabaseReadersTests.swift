@@ -76,16 +76,16 @@ final class KDBox<T>: @unchecked Sendable {
         let fixture = try KDFixture()
         let database = try KeyedDatabase(paths: fixture.paths, name: "tasks", keychain: fixture.keychain, readerCount: 2)
         try kdFill(database, rows: 3)
-        let write = try #require(kdExpectError("misuse") {
+        let write = try #require(expectError(DatabaseError.Code.misuse) {
             try database.read { _ in try database.write { db in try db.execute("DELETE FROM item") } }
-        })
+        }?.message)
         #expect(write.contains("inside read, write or rotateKey of the same database"))
-        let read = try #require(kdExpectError("misuse") { try database.read { _ in try database.read { _ in 1 } } })
+        let read = try #require(expectError(DatabaseError.Code.misuse) { try database.read { _ in try database.read { _ in 1 } } }?.message)
         #expect(read.contains("inside another read of the same database"))
-        kdExpectError("misuse") { try database.write { _ in try database.read { _ in 1 } } }
+        expectError(DatabaseError.Code.misuse) { try database.write { _ in try database.read { _ in 1 } } }
         #expect(try kdrCount(database) == 3)
         try database.close()
-        let closed = try #require(kdExpectError("misuse") { try kdrCount(database) })
+        let closed = try #require(expectError(DatabaseError.Code.misuse) { try kdrCount(database) }?.message)
         #expect(closed.contains("its KeyedDatabase was closed"))
     }
 
@@ -101,7 +101,7 @@ final class KDBox<T>: @unchecked Sendable {
         #expect(try kdrCount(database) == kdRowCount)
         let report = try database.delete()
         #expect(report.removedFiles.first == fixture.path)
-        let message = try #require(kdExpectError("misuse") { try kdrCount(database) })
+        let message = try #require(expectError(DatabaseError.Code.misuse) { try kdrCount(database) }?.message)
         #expect(message.contains("its KeyedDatabase deleted the database"))
     }
 }

@@ -147,25 +147,6 @@ func kdMode(_ path: String) throws -> Int {
     return (attributes[.posixPermissions] as? Int) ?? -1
 }
 
-/// Transitional: TestSupport's `expectError` by a code's name, returning the message, for the tests of a branch
-/// written before `expectError` came (issue 23, part 5). New tests write `expectError(SecureStoreError.Code.inUse)`;
-/// remove this once no test calls it.
-@discardableResult
-func kdExpectError<R>(
-    _ code: String, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> R
-) -> String? {
-    do {
-        _ = try body()
-        Issue.record("expected error \(code), nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as any CodedError {
-        if error.code.description == code { return error.message }
-        Issue.record("expected \(code), got \(type(of: error)).\(error.code): \(error.message)", sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
-}
-
 /// The `securestore-stress` helper (TestSupport.stressExecutable).
 var kdStressBinary: String { stressExecutable }
 
