@@ -21,7 +21,7 @@ private func write(_ text: String, _ name: String, in directory: TemporaryDirect
 /// The built tool's bash completion script, sourced in `bash --norc`, then each line of `words` (words separated by
 /// spaces; a trailing space means an empty word under the cursor) completed as bash would: the completion function
 /// called with COMP_WORDS and COMP_CWORD set. Returns bash's result and one line of candidates per input line.
-private func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: String = "") throws -> (ProcessResult, [[String]]) {
+func completeInBash(_ lines: [String], directory: TemporaryDirectory, setup: String = "") throws -> (ProcessResult, [[String]]) {
     let script = try securestore(["completion", "bash"])
     #expect(script.status == 0)
     let path = try write(script.stdout, "securestore.bash", in: directory)
