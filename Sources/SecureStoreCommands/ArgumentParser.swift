@@ -1,7 +1,10 @@
 // A small command-line parser in the shape of swift-argument-parser, written by hand because the
 // package has no dependencies: a tree of commands, options shared at the root, `--help` at every
-// level, usage errors that print the usage. Commands declare their options once as typed values (``Flag``,
-// ``Option``) and read them back through those values, never by a name spelled twice.
+// level, usage errors that print the usage. Commands declare their options and arguments once as typed values
+// (``Flag``, ``Option``, ``Argument``, ``OptionalArgument``, ``VariadicArgument``) that carry their completion kind,
+// and read them back through those values, never by a name spelled twice or a position. After parsing, a
+// validation phase checks every value against its spec and the command's ``ArgumentRule``s, so that a command runs
+// only on a line it can take: a usage error comes before anything is opened or changed.
 internal import SecureStoreCore
 
 /// What a word of the command line completes to in the shell scripts (Completion.swift). It is part of the spec of
@@ -199,11 +202,6 @@ struct ArgumentValue<Value: Sendable>: Sendable {
 extension ArgumentValue where Value == String {
     /// Any text (the parser already refuses an empty one).
     static var text: Self { Self(convert: { $0 }, refusing: { _ in "" }) }
-
-    /// One of `words`, refused with `refusing`.
-    static func oneOf(_ words: [String], refusing: @escaping @Sendable (String) -> String) -> Self {
-        Self(convert: { words.contains($0) ? $0 : nil }, refusing: refusing)
-    }
 }
 
 extension ArgumentValue where Value: RawRepresentable, Value.RawValue == String {
