@@ -1,17 +1,57 @@
 // A small command-line parser in the shape of swift-argument-parser, written by hand because the
 // package has no dependencies: a tree of commands, options shared at the root, `--help` at every
-// level, usage errors that print the usage. Commands declare their options once as typed values (``Flag``,
-// ``Option``) and read them back through those values, never by a name spelled twice.
+// level, usage errors that print the usage. Commands declare their options and arguments once as typed values
+// (``Flag``, ``Option``, ``Argument``, ``OptionalArgument``, ``VariadicArgument``) that carry their completion kind,
+// and read them back through those values, never by a name spelled twice or a position. After parsing, a
+// validation phase checks every value against its spec and the command's ``ArgumentRule``s, so that a command runs
+// only on a line it can take: a usage error comes before anything is opened or changed.
 internal import SecureStoreCore
 
+/// What a word of the command line completes to in the shell scripts (Completion.swift). It is part of the spec of
+/// the option or argument that takes the word, never guessed from its name.
+enum CompletionKind: Sendable, Equatable {
+    /// File names, from the shell (`--output FILE`, `db backup PATH`).
+    case files
+    /// Directory names, from the shell (`--data-dir DIR`).
+    case directories
+    /// One of these words (`--format jsonl|csv|json`, `completion bash|zsh|fish`).
+    case words([String])
+    /// Words the scripts ask the tool for (`securestore __complete task-ids`).
+    case asked(AskedWords)
+
+    /// The word the scripts' tables use: `files`, `directories`, `words W1 W2…` or the asked kind (`task-ids`).
+    var scriptWord: String {
+        switch self {
+        case .files: "files"
+        case .directories: "directories"
+        case .words(let words): (["words"] + words).joined(separator: " ")
+        case .asked(let kind): kind.rawValue
+        }
+    }
+}
+
+/// The words the completion scripts ask the tool for, through the hidden `__complete KIND`: never a secret.
+enum AskedWords: String, CaseIterable, Sendable {
+    /// Task ID prefixes.
+    case taskIDs = "task-ids"
+    /// Token names.
+    case tokenNames = "token-names"
+    /// Attachment ID prefixes.
+    case attachmentIDs = "attachment-ids"
+    /// Preference keys (never a value).
+    case preferenceKeys = "preference-keys"
+}
+
 /// An option a command accepts: a flag (`--json`) or an option with a value (`--limit N`): its name, its
-/// placeholder and its help, as the parser and the help text see it.
+/// placeholder, its help and what its value completes to, as the parser, the help text and the scripts see it.
 struct OptionSpec: Sendable {
     let name: String
     var short: Character? = nil
     /// The value's placeholder for options that take one; nil for flags.
     var valueName: String? = nil
     let help: String
+    /// What the value completes to; nil for free text (and for flags).
+    var completion: CompletionKind? = nil
 }
 
 /// What a command lists in its `options`: a ``Flag`` or an ``Option`` declared once as a value, which its run
@@ -19,15 +59,15 @@ struct OptionSpec: Sendable {
 /// target's tree is made of them), but nothing can read it back but the parser.
 protocol CommandOption: Sendable {
     var spec: OptionSpec { get }
-    /// Whether `text` is a value the option takes (always for a flag, which takes none, and for a bare spec).
-    func accepts(_ text: String) -> Bool
+    /// Nil when `text` is a value the option takes (always for a flag, which takes none, and for a bare spec),
+    /// else the usage error that refuses it.
+    func refusal(of text: String) -> String?
 }
 
 extension CommandOption {
-    func accepts(_ text: String) -> Bool { true }
-}
-
-extension CommandOption {
+    func refusal(of text: String) -> String? { nil }
+    /// Whether `text` is a value the option takes.
+    func accepts(_ text: String) -> Bool { refusal(of: text) == nil }
     var name: String { spec.name }
     var valueName: String? { spec.valueName }
 }
@@ -45,13 +85,14 @@ extension OptionSpec: CommandOption {
 struct Flag: CommandOption {
     let spec: OptionSpec
 
-    init(_ name: String, help: String) {
-        spec = OptionSpec(name: name, help: help)
+    init(_ name: String, short: Character? = nil, help: String) {
+        spec = OptionSpec(name: name, short: short, help: help)
     }
 }
 
 /// An option with a value, converted to `Value` when it is read: `invocation[limit]` is an `Int?`, nil when the
-/// option was not given, or a usage error naming the option and what it takes.
+/// option was not given. A text that is not a value is refused by the parser before the command runs, with a
+/// usage error naming the option and what it takes.
 ///
 /// ```swift
 /// let limit = Option<Int>.wholeNumber("limit", help: "At most N tasks (default 50).")
@@ -62,44 +103,276 @@ struct Option<Value: Sendable>: CommandOption {
     /// What a value must be, for the usage error: "a whole number of at least 0".
     let expected: String
     let convert: @Sendable (String) -> Value?
+    /// The usage error for a text that is not a value, when it is not "--NAME takes EXPECTED, not 'TEXT'".
+    var refusing: (@Sendable (String) -> String)? = nil
 
-    init(_ name: String, valueName: String, help: String, expected: String, convert: @escaping @Sendable (String) -> Value?) {
-        spec = OptionSpec(name: name, valueName: valueName, help: help)
+    init(
+        _ name: String, valueName: String, help: String, completion: CompletionKind? = nil, expected: String,
+        refusing: (@Sendable (String) -> String)? = nil, convert: @escaping @Sendable (String) -> Value?
+    ) {
+        spec = OptionSpec(name: name, valueName: valueName, help: help, completion: completion)
         self.expected = expected
+        self.refusing = refusing
         self.convert = convert
     }
 
-    func accepts(_ text: String) -> Bool { convert(text) != nil }
+    func refusal(of text: String) -> String? {
+        guard convert(text) == nil else { return nil }
+        return refusing?(text) ?? "--\(spec.name) takes \(expected), not \(UsageError.quoted(text))"
+    }
 }
 
 extension Option where Value == String {
     /// An option whose value is any text.
-    init(_ name: String, valueName: String, help: String) {
-        self.init(name, valueName: valueName, help: help, expected: "any text") { $0 }
+    init(_ name: String, valueName: String, help: String, completion: CompletionKind? = nil) {
+        self.init(name, valueName: valueName, help: help, completion: completion, expected: "any text") { $0 }
+    }
+
+    /// An option whose value is one of `words`, which it completes to.
+    static func oneOf(
+        _ name: String, valueName: String, help: String, _ words: [String], refusing: (@Sendable (String) -> String)? = nil
+    ) -> Self {
+        Self(
+            name, valueName: valueName, help: help, completion: .words(words),
+            expected: "one of " + words.joined(separator: ", "), refusing: refusing
+        ) { words.contains($0) ? $0 : nil }
+    }
+}
+
+extension Option where Value: RawRepresentable, Value.RawValue == String {
+    /// An option whose value is one of `cases`, by their raw values, which it completes to.
+    static func oneOf(_ name: String, valueName: String, help: String, _ cases: [Value]) -> Self {
+        let words = cases.map(\.rawValue)
+        return Self(name, valueName: valueName, help: help, completion: .words(words), expected: "one of " + words.joined(separator: ", ")) {
+            text in cases.first { $0.rawValue == text }
+        }
     }
 }
 
 extension Option where Value == Int {
-    /// An option whose value is a whole number of at least `minimum`.
-    static func wholeNumber(_ name: String, valueName: String = "N", help: String, minimum: Int = 0) -> Self {
-        Self(name, valueName: valueName, help: help, expected: "a whole number of at least \(minimum)") { text in
-            guard let number = Int(text), number >= minimum else { return nil }
+    /// An option whose value is a whole number of at least `minimum` (and at most `maximum`, when given).
+    static func wholeNumber(_ name: String, valueName: String = "N", help: String, minimum: Int = 0, maximum: Int? = nil) -> Self {
+        let expected = maximum.map { "a whole number from \(minimum) to \($0)" } ?? "a whole number of at least \(minimum)"
+        return Self(name, valueName: valueName, help: help, expected: expected) { text in
+            guard let number = Int(text), number >= minimum, number <= maximum ?? Int.max else { return nil }
             return number
         }
     }
 }
 
-/// A positional argument.
+/// A positional argument, as the parser, the help and the completion scripts see it.
 struct ArgumentSpec: Sendable {
     let name: String
     let help: String
     var optional = false
-    /// The last argument may take every remaining word (`tasks add Buy milk`); the command joins them.
+    /// The last argument may take every remaining word (`tasks add Buy milk`).
     var variadic = false
+    /// What the argument completes to; nil for free text.
+    var completion: CompletionKind? = nil
 }
 
-/// What a command's run function receives. Options are read with the typed subscripts, by the ``Flag`` or
-/// ``Option`` the command declared.
+/// What a command lists in its `arguments`: an ``Argument``, an ``OptionalArgument`` or a ``VariadicArgument``,
+/// read back typed with ``Invocation``'s subscripts; a bare ``ArgumentSpec`` fits too (the fuzz target's tree).
+protocol CommandArgument: Sendable {
+    var spec: ArgumentSpec { get }
+    /// Nil when `text` is a value the argument takes, else the usage error that refuses it.
+    func refusal(of text: String) -> String?
+}
+
+extension CommandArgument {
+    func refusal(of text: String) -> String? { nil }
+    var name: String { spec.name }
+    var help: String { spec.help }
+    var optional: Bool { spec.optional }
+    var variadic: Bool { spec.variadic }
+}
+
+extension ArgumentSpec: CommandArgument {
+    var spec: ArgumentSpec { self }
+}
+
+/// How the text of a positional argument becomes its value: `convert` gives nil for a text the argument does not
+/// take, and `refusing` the usage error that says so ("ID must be a conflict number from 'securestore sync
+/// conflicts'"). The parser checks every word before the command runs.
+struct ArgumentValue<Value: Sendable>: Sendable {
+    let convert: @Sendable (String) -> Value?
+    let refusing: @Sendable (String) -> String
+}
+
+extension ArgumentValue where Value == String {
+    /// Any text (the parser already refuses an empty one).
+    static var text: Self { Self(convert: { $0 }, refusing: { _ in "" }) }
+}
+
+extension ArgumentValue where Value: RawRepresentable, Value.RawValue == String {
+    /// One of `cases`, by their raw values, refused with `refusing`.
+    static func oneOf(_ cases: [Value], refusing: @escaping @Sendable (String) -> String) -> Self {
+        Self(convert: { text in cases.first { $0.rawValue == text } }, refusing: refusing)
+    }
+}
+
+/// A positional argument declared once with its type, its completion and its check, read back typed. Its three
+/// shapes: ``Argument`` (one word), ``OptionalArgument`` (one or none), ``VariadicArgument`` (every word left).
+protocol TypedArgument: CommandArgument {
+    associatedtype Value: Sendable
+    var value: ArgumentValue<Value> { get }
+    init(spec: ArgumentSpec, value: ArgumentValue<Value>)
+    /// Whether the argument may be left out (an ``OptionalArgument``, a ``VariadicArgument`` made so).
+    static var mayBeOmitted: Bool { get }
+    /// Whether it takes every word left.
+    static var takesTheRest: Bool { get }
+}
+
+extension TypedArgument {
+    /// `name` in the usage line and the help, `help` beside it; `completion` in the shell scripts.
+    init(_ name: String, help: String, completion: CompletionKind? = nil, value: ArgumentValue<Value>) {
+        self.init(
+            spec: ArgumentSpec(
+                name: name, help: help, optional: Self.mayBeOmitted, variadic: Self.takesTheRest, completion: completion),
+            value: value)
+    }
+
+    func refusal(of text: String) -> String? { value.convert(text) == nil ? value.refusing(text) : nil }
+
+    /// Its words converted (the parser has checked each); a usage error naming it otherwise.
+    func values(_ words: ArraySlice<String>, path: [String]) throws -> [Value] {
+        try words.map { word in
+            guard let converted = value.convert(word) else { throw UsageError(value.refusing(word), path: path) }
+            return converted
+        }
+    }
+}
+
+extension TypedArgument where Value == String {
+    /// An argument of any text.
+    init(_ name: String, help: String, completion: CompletionKind? = nil) {
+        self.init(name, help: help, completion: completion, value: .text)
+    }
+}
+
+/// A positional argument the command needs: `invocation[id]` is its value.
+///
+/// ```swift
+/// let id = Argument("ID", help: "The task's ID or a unique prefix of it.", completion: .asked(.taskIDs))
+/// let task = try tasks.resolve(prefix: try invocation[id])
+/// ```
+struct Argument<Value: Sendable>: TypedArgument {
+    let spec: ArgumentSpec
+    let value: ArgumentValue<Value>
+    static var mayBeOmitted: Bool { false }
+    static var takesTheRest: Bool { false }
+}
+
+/// A positional argument that may be left out: `invocation[file]` is nil then.
+struct OptionalArgument<Value: Sendable>: TypedArgument {
+    let spec: ArgumentSpec
+    let value: ArgumentValue<Value>
+    static var mayBeOmitted: Bool { true }
+    static var takesTheRest: Bool { false }
+}
+
+/// The last positional argument, taking every word left: `invocation[titleWords]` is an array, of at least one word
+/// unless the argument was made ``allowingNone()`` (`tasks attach ID [FILE…]`).
+struct VariadicArgument<Value: Sendable>: TypedArgument {
+    let spec: ArgumentSpec
+    let value: ArgumentValue<Value>
+    static var mayBeOmitted: Bool { false }
+    static var takesTheRest: Bool { true }
+
+    /// Zero or more words instead of one or more.
+    func allowingNone() -> Self {
+        var spec = spec
+        spec.optional = true
+        return Self(spec: spec, value: value)
+    }
+}
+
+/// One option or positional argument in an ``ArgumentRule``.
+struct RuleItem: Sendable {
+    let name: String
+    let isArgument: Bool
+    /// How a message names it: `--git`, `VALUE`.
+    let label: String
+    /// How a message asks for it: `--git URL`, `VALUE`.
+    let wanted: String
+
+    static func option(_ option: any CommandOption) -> Self {
+        let label = "--" + option.spec.name
+        return Self(name: option.spec.name, isArgument: false, label: label, wanted: label + (option.spec.valueName.map { " " + $0 } ?? ""))
+    }
+
+    static func argument(_ argument: any CommandArgument) -> Self {
+        Self(name: argument.spec.name, isArgument: true, label: argument.spec.name, wanted: argument.spec.name)
+    }
+}
+
+/// A rule between a command's options and arguments, declared with the command and checked by the parser after
+/// parsing, before the command runs (swift-argument-parser's `validate()`): a broken rule is a usage error.
+struct ArgumentRule: Sendable {
+    enum Kind: Sendable {
+        /// At most one of the items.
+        case atMostOne
+        /// Exactly one of the items (with one item: it is required).
+        case exactlyOne
+        /// The first item needs the second.
+        case requires
+    }
+
+    let kind: Kind
+    let items: [RuleItem]
+    /// The message when more than one is given (`atMostOne`, `exactlyOne`) or the first lacks the second (`requires`).
+    var message: String? = nil
+    /// The message when none is given (`exactlyOne`).
+    var missingMessage: String? = nil
+
+    /// At most one of `options`: "--from and --format cannot be combined", "give at most one of --all, --done, --open
+    /// (got --all --done)".
+    static func exclusive(_ options: [any CommandOption], message: String? = nil) -> Self {
+        Self(kind: .atMostOne, items: options.map(RuleItem.option), message: message)
+    }
+
+    /// Exactly one of `items`: "give one of --git URL and --folder PATH" when none is given, and as ``exclusive(_:message:)``
+    /// when more than one is.
+    static func exactlyOne(_ items: [RuleItem], missing: String? = nil, tooMany: String? = nil) -> Self {
+        Self(kind: .exactlyOne, items: items, message: tooMany, missingMessage: missing)
+    }
+
+    /// `option` must be given: "give --before DATE" unless `message` says otherwise.
+    static func required(_ option: any CommandOption, message: String? = nil) -> Self {
+        Self(kind: .exactlyOne, items: [.option(option)], missingMessage: message)
+    }
+
+    /// `option` needs `other`: "--json needs --output FILE" unless `message` says otherwise.
+    static func requires(_ option: any CommandOption, _ other: any CommandOption, message: String? = nil) -> Self {
+        Self(kind: .requires, items: [.option(option), .option(other)], message: message)
+    }
+
+    /// The usage error's message when the items given (`isGiven`) break the rule, else nil.
+    func violation(_ isGiven: (RuleItem) -> Bool) -> String? {
+        let given = items.filter(isGiven)
+        switch kind {
+        case .atMostOne, .exactlyOne:
+            if given.count > 1 {
+                return message
+                    ?? (items.count == 2
+                        ? "\(items[0].label) and \(items[1].label) cannot be combined"
+                        : "give at most one of \(items.map(\.label).joined(separator: ", ")) (got \(given.map(\.label).joined(separator: " ")))")
+            }
+            if kind == .exactlyOne && given.isEmpty {
+                let wanted = items.map(\.wanted)
+                return missingMessage
+                    ?? "give " + (wanted.count == 1 ? wanted[0] : "one of \(wanted.dropLast().joined(separator: ", ")) and \(wanted[wanted.count - 1])")
+            }
+            return nil
+        case .requires:
+            guard items.count == 2, isGiven(items[0]), !isGiven(items[1]) else { return nil }
+            return message ?? "\(items[0].label) needs \(items[1].wanted)"
+        }
+    }
+}
+
+/// What a command's run function receives. Options and arguments are read with the typed subscripts, by the
+/// ``Flag``, ``Option`` or argument the command declared.
 struct Invocation: Sendable {
     /// The command's path, e.g. ["tasks", "list"].
     let path: [String]
@@ -108,8 +381,11 @@ struct Invocation: Sendable {
     let flags: Set<String>
     /// The text of each option given, by name: what the parser found. Commands read `invocation[option]`.
     let values: [String: String]
+    /// The positional words, in order. Commands read `invocation[argument]`.
     let arguments: [String]
     let global: GlobalOptions
+    /// The names of the command's arguments, in order: where each one's words are in ``arguments``.
+    var argumentNames: [String] = []
 
     /// Whether `flag` was given.
     subscript(flag: Flag) -> Bool { flags.contains(flag.spec.name) }
@@ -119,16 +395,74 @@ struct Invocation: Sendable {
         get throws {
             guard let text = values[option.spec.name] else { return nil }
             guard let value = option.convert(text) else {
-                throw UsageError("--\(option.spec.name) takes \(option.expected), not \(UsageError.quoted(text))", path: path)
+                throw UsageError(option.refusal(of: text) ?? "--\(option.spec.name) takes \(option.expected)", path: path)
             }
             return value
         }
     }
 
-    func argument(_ index: Int) -> String? { index < arguments.count ? arguments[index] : nil }
+    /// The value of `option`, which a rule of the command requires; a usage error when it was not given.
+    func required<Value>(_ option: Option<Value>) throws -> Value {
+        guard let value = try self[option] else { throw UsageError("give " + RuleItem.option(option).wanted, path: path) }
+        return value
+    }
+
+    /// The words given for `argument`: its own, or every word from its position on when it takes the rest.
+    private func words(_ argument: some TypedArgument) -> ArraySlice<String> {
+        guard let index = argumentNames.firstIndex(of: argument.spec.name), index < arguments.count else { return [] }
+        return argument.spec.variadic ? arguments[index...] : arguments[index...index]
+    }
+
+    /// The value of a required argument.
+    subscript<Value>(argument: Argument<Value>) -> Value {
+        get throws {
+            guard let value = try argument.values(words(argument), path: path).first else {
+                throw UsageError("missing argument \(argument.spec.name)", path: path)
+            }
+            return value
+        }
+    }
+
+    /// The value of an optional argument, nil when it was left out.
+    subscript<Value>(argument: OptionalArgument<Value>) -> Value? {
+        get throws { try argument.values(words(argument), path: path).first }
+    }
+
+    /// The values of the last argument, one per word.
+    subscript<Value>(argument: VariadicArgument<Value>) -> [Value] {
+        get throws { try argument.values(words(argument), path: path) }
+    }
 }
 
-/// Options that every command accepts.
+/// The options every command accepts, declared as every other option is; the parser keeps their values in
+/// ``GlobalOptions``.
+enum GlobalOption {
+    /// The stores `--keystore` names.
+    static let keystoreNames = ["secret-service", "file", "systemd"]
+
+    static let app = Option<String>(
+        "app", valueName: "NAME", help: "Namespace for keychain items and data/config directories (default: securestore).")
+    static let dataDirectory = Option<String>(
+        "data-dir", valueName: "DIR", help: "Directory for databases instead of $XDG_DATA_HOME/<app>.", completion: .directories)
+    static let json = Flag("json", help: "Print data as JSON.")
+    static let keystore = Option<String>(
+        "keystore", valueName: "STORE",
+        help: "Where keys and tokens live: secret-service, file or systemd (default: SECURESTORE_KEYSTORE, else the Secret Service when there is a session bus, else the key file).",
+        completion: .words(keystoreNames))
+    static let passphraseFD = Option<String>(
+        "passphrase-fd", valueName: "N",
+        help: "Read the key file's passphrase from file descriptor N, not the terminal (SECURESTORE_PASSPHRASE_FD).")
+    static let help = Flag("help", short: "h", help: "Show help for the command.")
+    static let version = Flag("version", help: "Show the version.")
+
+    /// Every global option, in the order help lists them.
+    static let all: [any CommandOption] = [app, dataDirectory, json, keystore, passphraseFD, help, version]
+}
+
+/// The specs of the global options (help, man pages, completion).
+let globalOptionSpecs: [OptionSpec] = GlobalOption.all.map(\.spec)
+
+/// The values of the global options of an invocation.
 struct GlobalOptions: Sendable {
     var app = "securestore"
     var dataDirectory: String?
@@ -139,13 +473,26 @@ struct GlobalOptions: Sendable {
     var passphraseFD: String?
 }
 
+extension GlobalOptions {
+    /// The global options the parser found: `flags` given, `values` by name.
+    init(flags: Set<String>, values: [String: String]) {
+        app = values[GlobalOption.app.name] ?? app
+        dataDirectory = values[GlobalOption.dataDirectory.name]
+        json = flags.contains(GlobalOption.json.name)
+        keystore = values[GlobalOption.keystore.name]
+        passphraseFD = values[GlobalOption.passphraseFD.name]
+    }
+}
+
 /// A node of the command tree.
 struct Command: Sendable {
     let name: String
     let abstract: String
     var discussion: String? = nil
-    var arguments: [ArgumentSpec] = []
+    var arguments: [any CommandArgument] = []
     var options: [any CommandOption] = []
+    /// Checked by the parser before `run`: exclusive options, required ones, one that needs another.
+    var rules: [ArgumentRule] = []
     var subcommands: [Command] = []
     /// Whether the command reads a secret (from standard input or a prompt): only then does a usage error
     /// talk about secrets.
@@ -181,41 +528,26 @@ enum ParseResult {
     case version
 }
 
-let globalOptionSpecs: [OptionSpec] = [
-    OptionSpec(name: "app", valueName: "NAME", help: "Namespace for keychain items and data/config directories (default: securestore)."),
-    OptionSpec(name: "data-dir", valueName: "DIR", help: "Directory for databases instead of $XDG_DATA_HOME/<app>."),
-    OptionSpec(name: "json", help: "Print data as JSON."),
-    OptionSpec(
-        name: "keystore", valueName: "STORE",
-        help: "Where keys and tokens live: secret-service, file or systemd (default: SECURESTORE_KEYSTORE, else the Secret Service when there is a session bus, else the key file)."),
-    OptionSpec(
-        name: "passphrase-fd", valueName: "N",
-        help: "Read the key file's passphrase from file descriptor N, not the terminal (SECURESTORE_PASSPHRASE_FD)."),
-    OptionSpec(name: "help", short: "h", help: "Show help for the command."),
-    OptionSpec(name: "version", help: "Show the version."),
-]
-
 struct Parser: Sendable {
     let root: Command
 
-    /// Parses `arguments` (without the program name).
+    /// Parses `arguments` (without the program name), then checks what was given against the command's specs
+    /// (option values, argument values, rules) before anything runs.
     func parse(_ arguments: [String]) throws -> ParseResult {
         var path: [String] = []
         var command = root
         var flags: Set<String> = []
         var values: [String: String] = [:]
+        var globalFlags: Set<String> = []
+        var globalValues: [String: String] = [:]
         var positionals: [String] = []
-        var global = GlobalOptions()
-        var wantsHelp = false
-        var wantsVersion = false
         var onlyPositionals = false
         var index = 0
 
-        func spec(named name: String) -> OptionSpec? {
-            globalOptionSpecs.first { $0.name == name } ?? command.options.first { $0.name == name }?.spec
-        }
-        func spec(short: Character) -> OptionSpec? {
-            globalOptionSpecs.first { $0.short == short } ?? command.options.first { $0.spec.short == short }?.spec
+        /// The option named `name` (or with the short name), global ones first, and whether it is global.
+        func option(where matches: (OptionSpec) -> Bool) -> (option: any CommandOption, global: Bool)? {
+            if let global = GlobalOption.all.first(where: { matches($0.spec) }) { return (global, true) }
+            return command.options.first { matches($0.spec) }.map { ($0, false) }
         }
 
         while index < arguments.count {
@@ -228,23 +560,24 @@ struct Parser: Sendable {
             if !onlyPositionals && argument.hasPrefix("-") && argument != "-" {
                 var name: String
                 var inlineValue: String? = nil
-                let option: OptionSpec?
+                let found: (option: any CommandOption, global: Bool)?
                 if argument.hasPrefix("--") {
                     name = String(argument.dropFirst(2))
                     if let equals = name.firstIndex(of: "=") {
                         inlineValue = String(name[name.index(after: equals)...])
                         name = String(name[..<equals])
                     }
-                    option = spec(named: name)
+                    let long = name
+                    found = option { $0.name == long }
                 } else {
-                    guard argument.count == 2, let short = argument.last, let found = spec(short: short) else {
+                    guard argument.count == 2, let short = argument.last, let shortOption = option(where: { $0.short == short }) else {
                         throw UsageError("unknown option \(UsageError.quoted(argument))", path: path)
                     }
-                    option = found
-                    name = found.name
+                    found = shortOption
+                    name = shortOption.option.name
                 }
-                guard let option else {
-                    let known = globalOptionSpecs.map(\.name) + command.options.map(\.name)
+                guard let (option, isGlobal) = found else {
+                    let known = GlobalOption.all.map(\.name) + command.options.map(\.name)
                     throw UsageError(
                         "unknown option \(UsageError.quoted("--" + name))"
                             + didYouMean(name, among: known).map { " (did you mean \($0.map { "'--\($0)'" }.joined(separator: " or "))?)" }.orEmpty,
@@ -263,22 +596,16 @@ struct Parser: Sendable {
                 } else if inlineValue != nil {
                     throw UsageError("--\(name) takes no value", path: path)
                 }
-                switch name {
-                case "help": wantsHelp = true
-                case "version": wantsVersion = true
-                case "json": global.json = true
-                case "app": global.app = value ?? global.app
-                case "data-dir": global.dataDirectory = value
-                case "keystore": global.keystore = value
-                case "passphrase-fd": global.passphraseFD = value
-                default:
+                if isGlobal {
+                    if let value { globalValues[name] = value } else { globalFlags.insert(name) }
+                } else {
                     if let value { values[name] = value } else { flags.insert(name) }
                 }
                 continue
             }
             if !command.subcommands.isEmpty && positionals.isEmpty {
                 guard let next = command.subcommand(named: argument) else {
-                    if wantsHelp { break }
+                    if globalFlags.contains(GlobalOption.help.name) { break }
                     let known = command.subcommands.filter { !$0.hidden }.map(\.name)
                     // `tasks lst`: the nearest command by edit distance, as git says "The most similar command is".
                     let hint = didYouMean(argument, among: known).map { "did you mean \($0.map { "'\($0)'" }.joined(separator: " or "))? " }
@@ -297,14 +624,26 @@ struct Parser: Sendable {
             positionals.append(argument)
         }
 
-        if wantsHelp { return .help(path) }
+        if globalFlags.contains(GlobalOption.help.name) { return .help(path) }
         // Global options work anywhere, as Docs/cli.md says: `securestore tasks --version` too.
-        if wantsVersion { return .version }
+        if globalFlags.contains(GlobalOption.version.name) { return .version }
         guard command.run != nil else {
             // A bare command group prints its help, as bare `securestore` does, with the same status.
             if positionals.isEmpty { return .help(path) }
             throw UsageError("missing subcommand", path: path)
         }
+        try checkCount(positionals, of: command, path: path)
+        try validate(
+            command, flags: flags.union(globalFlags), values: values.merging(globalValues) { command, _ in command },
+            positionals: positionals, path: path)
+        let invocation = Invocation(
+            path: path, flags: flags, values: values, arguments: positionals,
+            global: GlobalOptions(flags: globalFlags, values: globalValues), argumentNames: command.arguments.map(\.name))
+        return .run(command, invocation)
+    }
+
+    /// As many positional words as `command` takes, none empty.
+    private func checkCount(_ positionals: [String], of command: Command, path: [String]) throws {
         let required = command.arguments.filter { !$0.optional }.count
         if positionals.count < required {
             let missing = command.arguments[positionals.count]
@@ -325,8 +664,28 @@ struct Parser: Sendable {
             let argument = command.arguments[min(position, command.arguments.count - 1)]
             throw UsageError("\(argument.name) must not be empty", path: path)
         }
-        let invocation = Invocation(path: path, flags: flags, values: values, arguments: positionals, global: global)
-        return .run(command, invocation)
+    }
+
+    /// The validation phase: every option's value and every argument's word is one it takes, and the command's
+    /// rules hold. `flags` and `values` include the global ones.
+    private func validate(
+        _ command: Command, flags: Set<String>, values: [String: String], positionals: [String], path: [String]
+    ) throws {
+        for option in GlobalOption.all + command.options {
+            if let text = values[option.name], let refusal = option.refusal(of: text) { throw UsageError(refusal, path: path) }
+        }
+        for (position, word) in positionals.enumerated() {
+            let argument = command.arguments[min(position, command.arguments.count - 1)]
+            if let refusal = argument.refusal(of: word) { throw UsageError(refusal, path: path) }
+        }
+        for rule in command.rules {
+            let violation = rule.violation { item in
+                guard item.isArgument else { return flags.contains(item.name) || values[item.name] != nil }
+                guard let position = command.arguments.firstIndex(where: { $0.name == item.name }) else { return false }
+                return position < positionals.count
+            }
+            if let violation { throw UsageError(violation, path: path) }
+        }
     }
 
     /// The command at `path`.

@@ -15,6 +15,14 @@ private let maxSizeOption = Option<Int64>(
     "max-size", valueName: "SIZE", help: "Refuse an attachment larger than SIZE (bytes, or with K, M, G: 1024-based; default 16G).",
     expected: "a size such as 500M or 2G", convert: parseSize)
 
+/// `FILE…` of `tasks attach`: none, or `-`, is standard input.
+private let filesArgument = VariadicArgument(
+    "FILE", help: "Files to attach ('-' or nothing: standard input).", completion: .files
+).allowingNone()
+/// `ATTACHMENT`: one attachment, by its ID or a unique prefix; completed to the attachment ID prefixes.
+private let attachmentArgument = Argument(
+    "ATTACHMENT", help: "The attachment's ID or a unique prefix of it.", completion: .asked(.attachmentIDs))
+
 /// `123`, `64K`, `500M`, `2G` (1024-based) as bytes.
 func parseSize(_ text: String) -> Int64? {
     var digits = Substring(text)
@@ -73,13 +81,11 @@ let tasksAttachCommand = Command(
         attached or none is: a file that changes, shrinks or disappears while being read, one over --max-size, or
         a full disk leaves the task as it was. Without FILE (or with '-'), standard input is attached under --as.
         """,
-    arguments: [
-        ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it."),
-        ArgumentSpec(name: "FILE", help: "Files to attach ('-' or nothing: standard input).", optional: true, variadic: true),
-    ],
+    arguments: [taskIDArgument, filesArgument],
     options: [attachNameOption, mediaTypeOption, maxSizeOption, nameOption],
     run: { invocation in
-        let files = Array(invocation.arguments.dropFirst())
+        let files = try invocation[filesArgument]
+        let prefix = try invocation[taskIDArgument]
         let name = try invocation[attachNameOption]
         let type = try invocation[mediaTypeOption]
         var sources: [AttachmentSource] = []
@@ -101,7 +107,7 @@ let tasksAttachCommand = Command(
             sources = files.map { AttachmentSource.file($0, name: name, mediaType: type) }
         }
         return try withAttachments(invocation) { tasks, attachments in
-            let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
+            let task = try tasks.resolve(prefix: prefix)
             let added = try attachments.add(sources, to: task.id, progress: showProgress("attaching"))
             try printAttachments(added, invocation)
             return ExitStatus.success
@@ -110,11 +116,11 @@ let tasksAttachCommand = Command(
 
 let tasksAttachmentsCommand = Command(
     name: "attachments", abstract: "List a task's attachments, oldest first.",
-    arguments: [ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it.")],
+    arguments: [taskIDArgument],
     options: [nameOption],
     run: { invocation in
         try withAttachments(invocation) { tasks, attachments in
-            let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
+            let task = try tasks.resolve(prefix: try invocation[taskIDArgument])
             let list = try attachments.list(of: task.id)
             try printAttachments(list, invocation)
             return ExitStatus.success
@@ -133,18 +139,20 @@ let tasksAttachmentCommand = Command(
                 never leaves a FILE with wrong bytes. With --json, --output is required (the bytes are not JSON),
                 and the attachment's description is printed once FILE is in place.
                 """,
-            arguments: [ArgumentSpec(name: "ATTACHMENT", help: "The attachment's ID or a unique prefix of it.")],
+            arguments: [attachmentArgument],
             options: [outputOption, nameOption],
+            // Standard output would carry the bytes, which are not JSON: refused before anything is read.
+            rules: [
+                .requires(
+                    GlobalOption.json, outputOption,
+                    message: "--json needs --output FILE here: the attachment's bytes are not JSON (with --output, "
+                        + "--json prints its description)")
+            ],
             run: { invocation in
                 let output = try invocation[outputOption]
-                if invocation.global.json && output == nil {
-                    // Standard output would carry the bytes, which are not JSON: refused before anything is read.
-                    throw UsageError(
-                        "--json needs --output FILE here: the attachment's bytes are not JSON (with --output, "
-                            + "--json prints its description)", path: invocation.path)
-                }
+                let prefix = try invocation[attachmentArgument]
                 return try withAttachments(invocation) { _, attachments in
-                    let attachment = try attachments.resolve(prefix: invocation.argument(0) ?? "")
+                    let attachment = try attachments.resolve(prefix: prefix)
                     let file = try output.map(AtomicOutputFile.init)
                     let fd = file?.fd ?? 1
                     do {
@@ -166,11 +174,11 @@ let tasksAttachmentCommand = Command(
 
 let tasksDetachCommand = Command(
     name: "detach", abstract: "Delete an attachment.",
-    arguments: [ArgumentSpec(name: "ATTACHMENT", help: "The attachment's ID or a unique prefix of it.")],
+    arguments: [attachmentArgument],
     options: [nameOption],
     run: { invocation in
         try withAttachments(invocation) { _, attachments in
-            let attachment = try attachments.resolve(prefix: invocation.argument(0) ?? "")
+            let attachment = try attachments.resolve(prefix: try invocation[attachmentArgument])
             let deleted = try attachments.delete(id: attachment.id)
             if invocation.global.json {
                 try Console.json(AttachmentJSON(deleted))

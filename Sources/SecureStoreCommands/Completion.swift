@@ -3,8 +3,8 @@
 // scripts walk the words typed so far the way the parser does (options anywhere, `--` ends them, an option with a
 // value takes the next word) and ask the tool itself, through the hidden `__complete` command, for task ID prefixes,
 // attachment ID prefixes, token names and preference keys: never a secret (nor a preference's value), and nothing at
-// all when the keyring or the database is unavailable. An option's value completes to its fixed words (`--format`),
-// files (`--output`) or directories (`--data-dir`).
+// all when the keyring or the database is unavailable. What an option's value or an argument completes to (fixed
+// words, files, directories, asked words) is the ``CompletionKind`` its spec declares, never guessed from a name.
 internal import Foundation
 internal import Keychain
 internal import Preferences
@@ -12,59 +12,9 @@ internal import SecureStore
 internal import SecureStoreCore
 internal import Tasks
 
-/// What a positional argument completes to.
-enum ArgumentCompletion: String, Sendable {
-    /// Task ID prefixes, from `__complete task-ids`.
-    case taskIDs = "task-ids"
-    /// Token names, from `__complete token-names`.
-    case tokenNames = "token-names"
-    /// Attachment ID prefixes, from `__complete attachment-ids`.
-    case attachmentIDs = "attachment-ids"
-    /// Preference keys, from `__complete preference-keys`.
-    case preferenceKeys = "preference-keys"
-    /// File names, from the shell.
-    case files
-
-    /// The kinds the scripts ask the tool for.
-    static let asked: [Self] = [.taskIDs, .tokenNames, .attachmentIDs, .preferenceKeys]
-}
-
-/// What the value of an option completes to.
-enum OptionValueCompletion: Sendable, Equatable {
-    /// File names, from the shell (`--output FILE`).
-    case files
-    /// Directory names, from the shell (`--data-dir DIR`).
-    case directories
-    /// One of these words (`--format jsonl|csv|json`).
-    case words([String])
-
-    /// The word the scripts' tables use: `files`, `directories` or `words W1 W2…`.
-    var scriptWord: String {
-        switch self {
-        case .files: "files"
-        case .directories: "directories"
-        case .words(let words): (["words"] + words).joined(separator: " ")
-        }
-    }
-}
-
-/// The words an option with a fixed set of values may take, by option name; each option keeps those it accepts
-/// (`tasks export --format` takes no `lines`).
-private let optionWords: [String: [String]] = [
-    "format": TaskStreamFormat.allCases.map(\.rawValue),
-    "on-duplicate": TaskList.DuplicatePolicy.allCases.map(\.rawValue),
-    "charset": TokenCharset.names,
-    // `tasks import --from` and `token import --from` each keep their own.
-    "from": TaskImportSource.allCases.map(\.rawValue) + TokenImportSource.allCases.map(\.rawValue),
-]
-
-/// What the value of `option` completes to, or nil for free text.
-func completion(ofOption option: any CommandOption) -> OptionValueCompletion? {
-    guard option.spec.valueName != nil else { return nil }
-    if directoryOptions.contains(option.spec.name) { return .directories }
-    if option.spec.valueName == "FILE" { return .files }
-    guard let words = optionWords[option.spec.name]?.filter(option.accepts), !words.isEmpty else { return nil }
-    return .words(words)
+/// What the value of `option` completes to (its spec says), or nil for free text and for flags.
+func completion(ofOption option: any CommandOption) -> CompletionKind? {
+    option.spec.valueName == nil ? nil : option.spec.completion
 }
 
 /// One command of the tree, flattened: its path and what can follow it.
@@ -76,17 +26,8 @@ struct CompletionNode: Sendable {
     var subcommands: [Command] { command.subcommands.filter { !$0.hidden } }
     var options: [OptionSpec] { command.options.map(\.spec) }
 
-    /// What `argument` of this command completes to, or nil for free text.
-    func completion(ofArgument argument: ArgumentSpec) -> ArgumentCompletion? {
-        switch argument.name {
-        case "ID": .taskIDs
-        case "NAME" where path.first == "token": .tokenNames
-        case "ATTACHMENT": .attachmentIDs
-        case "KEY" where path.first == "prefs": .preferenceKeys
-        case "PATH", "FILE", "BACKUP": .files
-        default: nil
-        }
-    }
+    /// What `argument` of this command completes to (its spec says), or nil for free text.
+    func completion(ofArgument argument: any CommandArgument) -> CompletionKind? { argument.spec.completion }
 }
 
 /// Every visible command under `root`, depth first, the root itself first (path []).
@@ -100,8 +41,6 @@ func completionNodes(_ root: Command) -> [CompletionNode] {
     return nodes
 }
 
-/// The options that complete to directory names.
-private let directoryOptions: Set<String> = ["data-dir"]
 /// The options whose values the scripts pass on to `__complete`, so that it looks where the command would.
 private let contextOptions = ["--app", "--data-dir", "--name"]
 
@@ -115,17 +54,19 @@ private func fishQuoted(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
 }
 
+/// The shells the tool writes a completion script for.
+enum Shell: String, CaseIterable, Sendable {
+    case bash, zsh, fish
+}
+
 /// Shell completion scripts for the tool.
 enum CompletionScript {
-    static let shells = ["bash", "zsh", "fish"]
-
-    /// The script for `shell` (one of ``shells``), or nil.
-    static func script(for shell: String, root: Command) -> String? {
+    /// The script for `shell`.
+    static func script(for shell: Shell, root: Command) -> String {
         switch shell {
-        case "bash": bash(root)
-        case "zsh": zsh(root)
-        case "fish": fish(root)
-        default: nil
+        case .bash: bash(root)
+        case .zsh: zsh(root)
+        case .fish: fish(root)
         }
     }
 
@@ -152,7 +93,7 @@ enum CompletionScript {
             for (index, argument) in node.command.arguments.enumerated() {
                 guard let kind = node.completion(ofArgument: argument) else { continue }
                 let pattern = argument.variadic ? shellQuoted("\(node.key)|") + "*" : shellQuoted("\(node.key)|\(index)")
-                arguments.append("\(pattern)) REPLY=\(kind.rawValue) ;;")
+                arguments.append("\(pattern)) REPLY=\(shellQuoted(kind.scriptWord)) ;;")
             }
         }
         return (takesValue, values, arguments)
@@ -222,6 +163,24 @@ enum CompletionScript {
             "    esac",
             "}",
             "",
+            "# Offers the words of kind $1 (\(argumentKinds)) that begin with $cur, in COMPREPLY; $program and",
+            "# $context are those of _securestore.",
+            "_securestore_offer() {",
+            "    case \"$1\" in",
+            "    directories) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")) ;;",
+            "    files) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")) ;;",
+            "    words\\ *) COMPREPLY=($(compgen -W \"${1#words }\" -- \"$cur\")) ;;",
+            "    \(AskedWords.allCases.map(\.rawValue).joined(separator: "|")))",
+            "        # Asked of the tool; no prompt, no error output, nothing when the keyring or database is unavailable.",
+            "        # Words are compared, never expanded (compgen -W would expand them).",
+            "        local line",
+            "        while IFS= read -r line; do",
+            "            [[ -n $line && $line == \"$cur\"* ]] && COMPREPLY+=(\"$line\")",
+            "        done < <(SECURESTORE_PROMPT=never \"$program\" __complete \"$1\" \"${context[@]}\" 2>/dev/null </dev/null)",
+            "        ;;",
+            "    esac",
+            "}",
+            "",
             "_securestore() {",
             "    local program=\"${1:-securestore}\" cur=\"${COMP_WORDS[COMP_CWORD]}\" cmdpath='' word name pending=''",
             "    local -i i skip=0 only_args=0 count=0",
@@ -259,11 +218,7 @@ enum CompletionScript {
             "    if ((skip)); then",
             "        [[ $cur == = ]] && cur=''   # --opt= split at '='",
             "        _securestore_option_value \"$cmdpath\" \"$pending\"",
-            "        case \"$REPLY\" in",
-            "        directories) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")) ;;",
-            "        files) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")) ;;",
-            "        words\\ *) COMPREPLY=($(compgen -W \"${REPLY#words }\" -- \"$cur\")) ;;",
-            "        esac",
+            "        _securestore_offer \"$REPLY\"",
             "        return 0",
             "    fi",
             "    if ((!only_args)) && [[ $cur == -* ]]; then",
@@ -277,17 +232,7 @@ enum CompletionScript {
             "        return 0",
             "    fi",
             "    _securestore_argument \"$cmdpath\" \"$count\"",
-            "    case \"$REPLY\" in",
-            "    \(ArgumentCompletion.asked.map(\.rawValue).joined(separator: "|")))",
-            "        # Asked of the tool; no prompt, no error output, nothing when the keyring or database is unavailable.",
-            "        # Words are compared, never expanded (compgen -W would expand them).",
-            "        local line",
-            "        while IFS= read -r line; do",
-            "            [[ -n $line && $line == \"$cur\"* ]] && COMPREPLY+=(\"$line\")",
-            "        done < <(SECURESTORE_PROMPT=never \"$program\" __complete \"$REPLY\" \"${context[@]}\" 2>/dev/null </dev/null)",
-            "        ;;",
-            "    files) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")) ;;",
-            "    esac",
+            "    _securestore_offer \"$REPLY\"",
             "    return 0",
             "}",
             "",
@@ -371,6 +316,19 @@ enum CompletionScript {
             "    esac",
             "}",
             "",
+            "# Offers the words of kind $1 (\(argumentKinds)); $program and $context are those of _securestore.",
+            "_securestore_offer() {",
+            "    case \"$1\" in",
+            "    (directories) _files -/ ;;",
+            "    (files) _files ;;",
+            "    (words\\ *) compadd -- ${=1#words } ;;",
+            "    (\(AskedWords.allCases.map(\.rawValue).joined(separator: "|")))",
+            "        # Asked of the tool; no prompt, no error output, nothing when the keyring or database is unavailable.",
+            "        compadd -Q -- ${(f)\"$(SECURESTORE_PROMPT=never \"$program\" __complete \"$1\" \"${context[@]}\" 2>/dev/null </dev/null)\"}",
+            "        ;;",
+            "    esac",
+            "}",
+            "",
             "_securestore() {",
             "    local program=\"${words[1]}\" cur=\"${words[CURRENT]}\" cmdpath='' word name pending='' REPLY",
             "    local -i i skip=0 only_args=0 count=0",
@@ -405,11 +363,7 @@ enum CompletionScript {
             "    done",
             "    if ((skip)); then",
             "        _securestore_option_value \"$cmdpath\" \"$pending\"",
-            "        case \"$REPLY\" in",
-            "        (directories) _files -/ ;;",
-            "        (files) _files ;;",
-            "        (words\\ *) compadd -- ${=REPLY#words } ;;",
-            "        esac",
+            "        _securestore_offer \"$REPLY\"",
             "        return 0",
             "    fi",
             "    if ((!only_args)) && [[ $cur == -* ]]; then",
@@ -423,13 +377,7 @@ enum CompletionScript {
             "        return",
             "    fi",
             "    _securestore_argument \"$cmdpath\" \"$count\"",
-            "    case \"$REPLY\" in",
-            "    (\(ArgumentCompletion.asked.map(\.rawValue).joined(separator: "|")))",
-            "        # Asked of the tool; no prompt, no error output, nothing when the keyring or database is unavailable.",
-            "        compadd -Q -- ${(f)\"$(SECURESTORE_PROMPT=never \"$program\" __complete \"$REPLY\" \"${context[@]}\" 2>/dev/null </dev/null)\"}",
-            "        ;;",
-            "    (files) _files ;;",
-            "    esac",
+            "    _securestore_offer \"$REPLY\"",
             "}",
             "",
             "_securestore \"$@\"",
@@ -466,7 +414,7 @@ enum CompletionScript {
             for (index, argument) in node.command.arguments.enumerated() {
                 guard let kind = node.completion(ofArgument: argument) else { continue }
                 argumentArms.append("        case " + fishQuoted("\(node.key)|" + (argument.variadic ? "*" : "\(index)")))
-                argumentArms.append("            echo \(kind.rawValue)")
+                argumentArms.append("            echo \(fishQuoted(kind.scriptWord))")
             }
         }
         lines += [
@@ -548,6 +496,14 @@ enum CompletionScript {
             "    and test \"$(__securestore_argument \"$__securestore_path\" $__securestore_count)\" = \"$argv[1]\"",
             "end",
             "",
+            "function __securestore_argument_words --description 'securestore: the fixed words the argument under the cursor takes'",
+            "    __securestore_walk",
+            "    test $__securestore_skip = 0; or return",
+            "    set -l kind (__securestore_argument \"$__securestore_path\" $__securestore_count)",
+            "    string match -q -- 'words *' \"$kind\"; or return",
+            "    string split ' ' -- (string replace -- 'words ' '' \"$kind\")",
+            "end",
+            "",
             "# Asked of the tool: no prompt, no error output, nothing when the keyring or the database is unavailable.",
             "function __securestore_dynamic --description 'securestore: task or attachment ID prefixes, token names or preference keys'",
             "    __securestore_walk",
@@ -582,24 +538,27 @@ enum CompletionScript {
                 lines.append(line + " -d " + fishQuoted(spec.help))
             }
         }
-        for kind in ArgumentCompletion.asked {
+        for kind in AskedWords.allCases {
             lines.append(
                 "complete -c securestore -n '__securestore_argument_is \(kind.rawValue)' -a '(__securestore_dynamic \(kind.rawValue))'")
         }
         lines.append("complete -c securestore -n '__securestore_argument_is files' -F")
+        lines.append("complete -c securestore -n '__securestore_argument_is directories' -x -a '(__fish_complete_directories)'")
+        lines.append("complete -c securestore -a '(__securestore_argument_words)'")
         return lines.joined(separator: "\n") + "\n"
     }
 }
 
-/// The kinds of arguments, for the scripts' comments.
-private let argumentKinds = (ArgumentCompletion.asked.map(\.rawValue) + ["files"]).joined(separator: ", ")
+/// The kinds of words, for the scripts' comments.
+private let argumentKinds = (["files", "directories", "'words W1 W2…'"] + AskedWords.allCases.map(\.rawValue)).joined(separator: ", ")
 
 /// The part of a fish `complete` line that says what an option's value completes to (`-x`: a value, no files).
-private func fishValue(_ kind: OptionValueCompletion?) -> String {
+private func fishValue(_ kind: CompletionKind?) -> String {
     switch kind {
     case .files: " -r -F"
     case .directories: " -x -a '(__fish_complete_directories)'"
     case .words(let words): " -x -a " + fishQuoted(words.joined(separator: " "))
+    case .asked(let kind): " -x -a " + fishQuoted("(__securestore_dynamic \(kind.rawValue))")
     case nil: " -x"
     }
 }
@@ -613,7 +572,11 @@ func isSafeCompletionWord(_ word: String) -> Bool {
         }
 }
 
-private let completionShellArgument = ArgumentSpec(name: "SHELL", help: "bash, zsh or fish.")
+private let shellArgument = Argument(
+    "SHELL", help: "bash, zsh or fish.", completion: .words(Shell.allCases.map(\.rawValue)),
+    value: .oneOf(Shell.allCases) { shell in
+        "unknown shell \(UsageError.quoted(shell)) (expected one of: \(Shell.allCases.map(\.rawValue).joined(separator: ", ")))"
+    })
 
 /// `securestore completion bash|zsh|fish`: prints the completion script.
 let completionCommand = Command(
@@ -624,17 +587,13 @@ let completionCommand = Command(
         zsh: save it as _securestore in a directory of $fpath. fish: save it as ~/.config/fish/completions/securestore.fish.
         'make install' installs all three. Task IDs and token names are completed by asking the tool (never a secret).
         """,
-    arguments: [completionShellArgument],
+    arguments: [shellArgument],
     run: { invocation in
-        let shell = invocation.argument(0) ?? ""
-        guard let script = CompletionScript.script(for: shell, root: root) else {
-            throw UsageError(
-                "unknown shell \(UsageError.quoted(shell)) (expected one of: \(CompletionScript.shells.joined(separator: ", ")))",
-                path: invocation.path)
-        }
-        Console.out(script)
+        Console.out(CompletionScript.script(for: try invocation[shellArgument], root: root))
         return ExitStatus.success
     })
+
+private let kindArgument = Argument("KIND", help: "task-ids, token-names, attachment-ids or preference-keys.")
 
 /// `securestore __complete task-ids|token-names|attachment-ids|preference-keys`: the words the completion scripts offer, one a line. Hidden.
 /// Fails silently: no output and status 0 when the keyring or the database is unavailable, so that a shell never
@@ -642,13 +601,14 @@ let completionCommand = Command(
 /// never creates anything.
 let completeCommand = Command(
     name: "__complete", abstract: "Words for the completion scripts.",
-    arguments: [ArgumentSpec(name: "KIND", help: "task-ids, token-names, attachment-ids or preference-keys.")],
+    arguments: [kindArgument],
     options: [nameOption],
     hidden: true,
     run: { invocation in
         var words: [String] = []
         do {
-            switch ArgumentCompletion(rawValue: invocation.argument(0) ?? "") {
+            // An unknown kind is no usage error: the scripts see nothing, as when the keyring is unavailable.
+            switch AskedWords(rawValue: try invocation[kindArgument]) {
             case .taskIDs:
                 let context = try Context(invocation, allowsPrompts: false)
                 let database = try openDatabase(invocation, context)

@@ -34,6 +34,10 @@ func createHint(_ name: String) -> String {
         : "check --app, --name and --data-dir; 'securestore tasks add --name \(name) TITLE' or 'securestore db import-plaintext --name \(name) FILE' creates it"
 }
 
+private let backupPathArgument = Argument("PATH", help: "Where to write the backup (must not exist).", completion: .files)
+private let plaintextArgument = Argument("FILE", help: "The plaintext SQLite database (left unchanged).", completion: .files)
+private let backupArgument = Argument("BACKUP", help: "The backup file (made by 'securestore db backup').", completion: .files)
+
 /// `securestore db …`: the encrypted database and its key.
 let dbCommand = Command(
     name: "db", abstract: "Inspect, verify, back up and re-key the encrypted database.",
@@ -109,13 +113,13 @@ let dbCommand = Command(
             }),
         Command(
             name: "backup", abstract: "Write an encrypted copy (same key) to PATH and verify it.",
-            arguments: [ArgumentSpec(name: "PATH", help: "Where to write the backup (must not exist).")],
+            arguments: [backupPathArgument],
             options: [nameOption],
             run: { invocation in
+                let target = URL(fileURLWithPath: try invocation[backupPathArgument])
                 let context = try Context(invocation)
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
-                let target = URL(fileURLWithPath: invocation.argument(0) ?? "")
                 let report = try checking { try database.backup(to: target) }
                 try printVerification(report, invocation)
                 if !invocation.global.json {
@@ -125,11 +129,11 @@ let dbCommand = Command(
             }),
         Command(
             name: "import-plaintext", abstract: "Encrypt an existing plaintext SQLite database into the store.",
-            arguments: [ArgumentSpec(name: "FILE", help: "The plaintext SQLite database (left unchanged).")],
+            arguments: [plaintextArgument],
             options: [nameOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let source = URL(fileURLWithPath: invocation.argument(0) ?? "")
+                let source = URL(fileURLWithPath: try invocation[plaintextArgument])
                 guard fileExists(source.path, followingLinks: true) else {
                     throw CLIError(status: ExitStatus.notFound, message: "there is no file \(UsageError.quoted(source.path)) to import")
                 }
@@ -197,12 +201,12 @@ let dbCommand = Command(
                 database that was there is kept as <name>.before-restore-<time>.db and opens with --name. The
                 backup file is left unchanged.
                 """,
-            arguments: [ArgumentSpec(name: "BACKUP", help: "The backup file (made by 'securestore db backup').")],
+            arguments: [backupArgument],
             options: [nameOption],
             readsSecret: true,
             run: { invocation in
                 let context = try Context(invocation)
-                let backup = URL(fileURLWithPath: invocation.argument(0) ?? "")
+                let backup = URL(fileURLWithPath: try invocation[backupArgument])
                 let steps = KeyedDatabase.RestoreStep.allCases.count
                 func restore(_ code: Secret?) throws -> KeyedDatabaseRestoreReport {
                     try KeyedDatabase.restore(
@@ -345,10 +349,9 @@ private let keysCommand = Command(
             name: "prune",
             abstract: "Delete keys retired before DATE (backups made under them stop opening); asks first on a terminal.",
             options: [beforeOption, yesFlag],
+            rules: [.required(beforeOption, message: "give --before DATE: retired keys are deleted only up to a date you choose")],
             run: { invocation in
-                guard let date = try invocation[beforeOption] else {
-                    throw UsageError("give --before DATE: retired keys are deleted only up to a date you choose", path: invocation.path)
-                }
+                let date = try invocation.required(beforeOption)
                 try requireYesOffTerminal(invocation, "deletes retired keys for good")
                 let context = try Context(invocation)
                 if !invocation[yesFlag] {

@@ -1,6 +1,10 @@
 internal import Foundation
 internal import SecureStore
 
+/// Completed to the three operations, but not checked: the protocol asks a helper to ignore the ones it does not know.
+private let operationArgument = Argument(
+    "OPERATION", help: "get, store or erase (given by git).", completion: .words(["get", "store", "erase"]))
+
 /// `securestore git-credential get|store|erase`: git's credential-helper protocol.
 let gitCredentialCommand = Command(
     name: "git-credential", abstract: "Act as a git credential helper (get, store, erase).",
@@ -10,12 +14,12 @@ let gitCredentialCommand = Command(
         Credentials live in the keyring under service <app>.git. Unknown operations are ignored,
         as the protocol asks; erase removes a credential only when its stored password matches.
         """,
-    arguments: [ArgumentSpec(name: "OPERATION", help: "get, store or erase (given by git).")],
+    arguments: [operationArgument],
     readsSecret: true,
     run: { invocation in
         let context = try Context(invocation)
         let store = GitCredentialStore(keychain: context.keychain, service: context.paths.gitCredentialService)
-        let operation = invocation.argument(0) ?? ""
+        let operation = try invocation[operationArgument]
         guard ["get", "store", "erase"].contains(operation) else { return ExitStatus.success }
         let input = FileHandle.standardInput.readDataToEndOfFile()
         let request = GitCredentialStore.Message(parsing: String(decoding: input, as: UTF8.self))

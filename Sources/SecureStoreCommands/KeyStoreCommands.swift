@@ -8,7 +8,7 @@ internal import SecureStoreCore
 
 /// The store a command uses.
 enum KeyStoreChoice {
-    static let names = ["secret-service", "file", "systemd"]
+    static let names = GlobalOption.keystoreNames
 
     /// `--keystore`, else SECURESTORE_KEYSTORE, else automatic: the Secret Service when there is a session bus
     /// (`DBUS_SESSION_BUS_ADDRESS`) and a provider answers on it (the name `org.freedesktop.secrets` is owned or
@@ -99,7 +99,9 @@ enum KeyStoreChoice {
     }
 }
 
-private let toOption = Option<String>("to", valueName: "STORE", help: "The store to move to: file or secret-service.")
+private let toOption = Option<String>.oneOf(
+    "to", valueName: "STORE", help: "The store to move to: file or secret-service.", ["file", "secret-service"]
+) { _ in "--to must be file or secret-service" }
 
 let keystoreCommand = Command(
     name: "keystore", abstract: "See and change where keys and tokens are kept.",
@@ -141,17 +143,13 @@ let keystoreCommand = Command(
                 again to finish.
                 """,
             options: [toOption],
+            rules: [.required(toOption, message: "--to is required (file or secret-service)")],
             run: { invocation in
-                guard let target = try invocation[toOption] else {
-                    throw UsageError("--to is required (file or secret-service)", path: invocation.path)
-                }
+                let target = try invocation.required(toOption)
                 let context = try Context(invocation)
                 let source = context.keychain
                 var targetGlobal = invocation.global
                 targetGlobal.keystore = target
-                guard target == "file" || target == "secret-service" else {
-                    throw UsageError("--to must be file or secret-service", path: invocation.path)
-                }
                 let destination = Keychain(
                     configuration: Keychain.Configuration(
                         allowsPrompts: source.configuration.allowsPrompts, store: try KeyStoreChoice.store(targetGlobal, path: invocation.path)))

@@ -190,6 +190,10 @@ enum ManPage {
 
 private let listFlag = Flag("list", help: "Print the names of the groups that have a page, one a line.")
 
+/// Checked against the tree when the command runs (the tree holds this command, so its words cannot be in its spec).
+private let groupArgument = OptionalArgument(
+    "GROUP", help: "A command with a page of its own (see --list); none for securestore(1).")
+
 /// `securestore man [GROUP]`: prints a manual page in roff.
 let manCommand = Command(
     name: "man", abstract: "Print the manual page securestore(1), or securestore-GROUP(1), in roff.",
@@ -197,14 +201,14 @@ let manCommand = Command(
         Read one with: securestore man tasks | man -l -
         'make install' installs every page under share/man/man1.
         """,
-    arguments: [ArgumentSpec(name: "GROUP", help: "A command with a page of its own (see --list); none for securestore(1).", optional: true)],
+    arguments: [groupArgument],
     options: [listFlag],
     run: { invocation in
         if invocation[listFlag] {
             Console.out(ManPage.groups(root).map { $0.name + "\n" }.joined())
             return ExitStatus.success
         }
-        let group = invocation.argument(0)
+        let group = try invocation[groupArgument]
         guard let page = ManPage.page(for: group, root: root) else {
             let known = ManPage.groups(root).map(\.name).joined(separator: ", ")
             throw UsageError("no manual page for \(UsageError.quoted(group ?? "")) (expected one of: \(known))", path: invocation.path)

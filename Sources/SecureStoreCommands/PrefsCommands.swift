@@ -11,10 +11,10 @@ let prefsCommand = Command(
     subcommands: [
         Command(
             name: "get", abstract: "Print a preference's value.",
-            arguments: [ArgumentSpec(name: "KEY", help: "The preference's key.")],
+            arguments: [keyArgument],
             run: { invocation in
+                let key = try invocation[keyArgument]
                 let preferences = try openPreferences(invocation, create: false)
-                let key = invocation.argument(0) ?? ""
                 guard let value = preferences.value(forKey: key) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
@@ -35,27 +35,19 @@ let prefsCommand = Command(
                 --force stores it anyway. --stdin reads VALUE from standard input (one trailing newline
                 removed), so that it appears in no argument list or shell history.
                 """,
-            arguments: [
-                ArgumentSpec(name: "KEY", help: "The preference's key."),
-                ArgumentSpec(
-                    name: "VALUE", help: "The value, read according to the type option (not with --stdin).",
-                    optional: true),
-            ],
+            arguments: [keyArgument, valueArgument],
             options: ValueType.allCases.map(\.flag) + [stdinFlag, forceSetFlag],
+            rules: [
+                .exactlyOne(
+                    [.argument(valueArgument), .option(stdinFlag)],
+                    missing: "missing VALUE (or --stdin to read it from standard input)",
+                    tooMany: "give VALUE or --stdin, not both"),
+                .exclusive(ValueType.allCases.map(\.flag)),
+            ],
             run: { invocation in
-                let key = invocation.argument(0) ?? ""
-                let text: String
-                if invocation[stdinFlag] {
-                    guard invocation.argument(1) == nil else {
-                        throw UsageError("give VALUE or --stdin, not both", path: invocation.path)
-                    }
-                    text = try readValueFromStandardInput()
-                } else {
-                    guard let argument = invocation.argument(1) else {
-                        throw UsageError("missing VALUE (or --stdin to read it from standard input)", path: invocation.path)
-                    }
-                    text = argument
-                }
+                let key = try invocation[keyArgument]
+                // VALUE or --stdin: exactly one (a rule of the command).
+                let text = try invocation[valueArgument] ?? readValueFromStandardInput()
                 let value = try parseValue(text, invocation, echoes: !invocation[stdinFlag])
                 if !invocation[forceSetFlag] {
                     let findings = PreferencesAudit.run(
@@ -81,10 +73,10 @@ let prefsCommand = Command(
             }),
         Command(
             name: "delete", abstract: "Remove a preference.",
-            arguments: [ArgumentSpec(name: "KEY", help: "The preference's key.")],
+            arguments: [keyArgument],
             run: { invocation in
+                let key = try invocation[keyArgument]
                 let preferences = try openPreferences(invocation)
-                let key = invocation.argument(0) ?? ""
                 guard try preferences.remove(key) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no preference \(UsageError.quoted(key))")
                 }
@@ -129,15 +121,12 @@ let prefsCommand = Command(
                 The keyring write is verified (read back and compared) before the preference is removed,
                 so the value is never lost: at worst it is in both places.
                 """,
-            arguments: [
-                ArgumentSpec(name: "KEY", help: "The preference's key."),
-                ArgumentSpec(name: "NAME", help: "The token name to store it under (default: KEY).", optional: true),
-            ],
+            arguments: [keyArgument, tokenNameArgument],
             run: { invocation in
+                let key = try invocation[keyArgument]
+                let name = try invocation[tokenNameArgument] ?? key
                 let context = try Context(invocation)
                 let preferences = try openPreferences(invocation)
-                let key = invocation.argument(0) ?? ""
-                let name = invocation.argument(1) ?? key
                 try PreferenceSecretMover(preferences: preferences, keychain: context.keychain, service: context.paths.tokenService)
                     .move(key: key, toAccount: name)
                 if invocation.global.json { try Console.json(PreferenceMovedJSON(key: key, token: name)) }
@@ -184,6 +173,10 @@ let prefsCommand = Command(
         prefsImportCommand
     ])
 
+/// `KEY`: a preference's key; completed to the stored keys (never a value).
+private let keyArgument = Argument("KEY", help: "The preference's key.", completion: .asked(.preferenceKeys))
+private let valueArgument = OptionalArgument("VALUE", help: "The value, read according to the type option (not with --stdin).")
+private let tokenNameArgument = OptionalArgument("NAME", help: "The token name to store it under (default: KEY).")
 private let stdinFlag = Flag("stdin", help: "Read VALUE from standard input (one trailing newline removed).")
 private let forceSetFlag = Flag("force", help: "Store a value even if it looks like a secret.")
 private let forceResetFlag = Flag("force", help: "Reset a file that is not damaged, without asking.")
@@ -241,19 +234,15 @@ private enum ValueType: String, CaseIterable {
     }
 }
 
+/// `text` as the type its option names (at most one: a rule of `prefs set`), `string` when none is given.
 private func parseValue(_ text: String, _ invocation: Invocation, echoes: Bool = true) throws -> PreferenceValue {
-    let types = ValueType.allCases.filter { invocation[$0.flag] }
-    guard types.count <= 1 else {
-        throw UsageError(
-            "give at most one type option (got --\(types.map(\.flag.spec.name).joined(separator: " --")))", path: invocation.path)
-    }
     func bad(_ type: String) -> UsageError {
         // A value read from standard input is never repeated: it may be a secret.
         UsageError(
             echoes ? "VALUE is not \(type): \(UsageError.quoted(String(text.prefix(40))))" : "VALUE is not \(type)",
             path: invocation.path)
     }
-    switch types.first ?? .string {
+    switch ValueType.allCases.first(where: { invocation[$0.flag] }) ?? .string {
     case .int:
         guard let value = Int(text) else { throw bad("an integer") }
         return .int(value)

@@ -4,6 +4,7 @@ internal import Preferences
 internal import SecureStore
 internal import SecureStoreCore
 
+private let documentArgument = OptionalArgument("FILE", help: "The document (default: standard input).", completion: .files)
 private let replaceFlag = Flag("replace", help: "Replace every stored preference instead of adding to them.")
 
 /// `prefs export`: the stored values as a preferences document.
@@ -37,12 +38,12 @@ let prefsImportCommand = Command(
         Values the audit takes for secrets are named on standard error (never shown); move them to the
         keyring with 'securestore prefs move-to-keychain'.
         """,
-    arguments: [ArgumentSpec(name: "FILE", help: "The document (default: standard input).", optional: true)],
+    arguments: [documentArgument],
     options: [replaceFlag],
     run: { invocation in
         let context = try Context(invocation)
         let document: Data
-        if let file = invocation.argument(0) {
+        if let file = try invocation[documentArgument] {
             guard let bytes = try? readFile(file) else {
                 throw CLIError(status: ExitStatus.notFound, message: "cannot read \(UsageError.quoted(file))")
             }

@@ -7,26 +7,25 @@ internal import Sync
 internal import Tasks
 
 private let gitOption = Option<String>(
-    "git", valueName: "URL", help: "Sync through this git remote (any URL git reaches; a bare repository).")
+    "git", valueName: "URL", help: "Sync through this git remote (any URL git reaches; a bare repository).",
+    expected: "a repository URL", convert: { url in url.isEmpty || url.hasPrefix("-") ? nil : url })
 private let folderOption = Option<String>(
-    "folder", valueName: "PATH", help: "Sync through this folder (one Syncthing, Nextcloud or rclone replicates).")
+    "folder", valueName: "PATH", help: "Sync through this folder (one Syncthing, Nextcloud or rclone replicates).",
+    completion: .directories)
+/// `sync init` and `sync join` take exactly one remote.
+private let remoteRule = ArgumentRule.exactlyOne([.option(gitOption), .option(folderOption)])
 
-/// The remote of `sync init` / `sync join`: exactly one of --git and --folder.
+/// The remote of `sync init` / `sync join`: --git or --folder (exactly one: ``remoteRule``).
 private func remote(_ invocation: Invocation, creatingFolder: Bool) throws -> SyncRemote {
-    switch (try invocation[gitOption], try invocation[folderOption]) {
-    case (let url?, nil):
-        guard !url.isEmpty, !url.hasPrefix("-") else { throw UsageError("--git takes a repository URL", path: invocation.path) }
+    if let url = try invocation[gitOption] {
         // A repository on this machine (a USB disk, a test's bare repository) by its absolute path: later syncs run
         // from anywhere.
         if FileManager.default.fileExists(atPath: url) { return .git(URL(fileURLWithPath: url).standardizedFileURL.path) }
         return .git(url)
-    case (nil, let path?):
-        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
-        if creatingFolder { try? makeDirectories(absolute) }
-        return .folder(absolute)
-    default:
-        throw UsageError("give one of --git URL and --folder PATH", path: invocation.path)
     }
+    let absolute = URL(fileURLWithPath: try invocation.required(folderOption)).standardizedFileURL.path
+    if creatingFolder { try? makeDirectories(absolute) }
+    return .folder(absolute)
 }
 
 /// The task list's database, created when missing, with its task list (`sync init` and `sync join`).
@@ -188,6 +187,14 @@ private func printPairingCode(_ code: Secret, _ invocation: Invocation, json: St
     Console.out(invocation.global.json ? "\"" + json + "}\n" : "\n")
 }
 
+private let deviceArgument = Argument("ID", help: "The device to remove (an id or a unique prefix).")
+/// A conflict's number, from `sync conflicts`.
+private let conflictArgument = Argument(
+    "ID", help: "The number 'sync conflicts' shows.",
+    value: ArgumentValue(
+        convert: { text in Int64(text).flatMap { $0 > 0 ? $0 : nil } },
+        refusing: { _ in "ID must be a conflict number from 'securestore sync conflicts'" }))
+
 /// `securestore sync …`: end-to-end-encrypted sync of the task list (Docs/sync.md).
 let syncCommand = Command(
     name: "sync", abstract: "Sync the task list between devices through git or a synced folder, end-to-end encrypted.",
@@ -205,6 +212,7 @@ let syncCommand = Command(
                 sync key: type it into 'sync join' on the next device and keep it nowhere else.
                 """,
             options: [gitOption, folderOption, nameOption],
+            rules: [remoteRule],
             run: { invocation in
                 let remote = try remote(invocation, creatingFolder: true)
                 let database = try openForSetup(invocation)
@@ -228,6 +236,7 @@ let syncCommand = Command(
                 before anything is stored. Tasks already on this device are kept and sent; the group's tasks arrive.
                 """,
             options: [gitOption, folderOption, nameOption],
+            rules: [remoteRule],
             readsSecret: true,
             run: { invocation in
                 let remote = try remote(invocation, creatingFolder: false)
@@ -328,10 +337,10 @@ let syncCommand = Command(
                 knows. Every device that stays runs 'sync rekey' with the new pairing code; the removed device keeps what
                 it already had and can read nothing that comes after. ID is a device id or a unique prefix ('sync devices').
                 """,
-            arguments: [ArgumentSpec(name: "ID", help: "The device to remove (an id or a unique prefix).")],
+            arguments: [deviceArgument],
             options: [nameOption],
             run: { invocation in
-                let id = invocation.argument(0) ?? ""
+                let id = try invocation[deviceArgument]
                 let context = try Context(invocation)
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
@@ -357,12 +366,10 @@ let syncCommand = Command(
             }),
         Command(
             name: "restore-conflict", abstract: "Put a conflict's losing value back (it syncs as a new edit).",
-            arguments: [ArgumentSpec(name: "ID", help: "The number 'sync conflicts' shows.")],
+            arguments: [conflictArgument],
             options: [nameOption],
             run: { invocation in
-                guard let text = invocation.argument(0), let id = Int64(text), id > 0 else {
-                    throw UsageError("ID must be a conflict number from 'securestore sync conflicts'", path: invocation.path)
-                }
+                let id = try invocation[conflictArgument]
                 return try withEngine(invocation) { engine in
                     try engine.restoreConflict(id)
                     if invocation.global.json { try Console.json(["restored": 1]) }

@@ -12,6 +12,14 @@ private let statusFlags: [(flag: Flag, status: TaskList.Filter.Status)] = [
 private let searchOption = Option<String>(
     "search", valueName: "TEXT", help: "Only tasks whose title has words beginning with each word of TEXT (any case).")
 private let statusOptions: [any CommandOption] = statusFlags.map(\.flag) + [searchOption]
+/// At most one of the status flags.
+private let statusRule = ArgumentRule.exclusive(statusFlags.map(\.flag))
+
+/// `ID`: one task, by its ID or a unique prefix; completed to the task ID prefixes.
+let taskIDArgument = Argument("ID", help: "The task's ID or a unique prefix of it.", completion: .asked(.taskIDs))
+/// `TITLE…`: the words of a title, joined with spaces.
+private let titleArgument = VariadicArgument(
+    "TITLE", help: "The task's title (at most 1000 characters); several words are joined with spaces.")
 /// `--limit N`, or `--limit none` for every task.
 private enum ListLimit: Sendable {
     case count(Int)
@@ -53,12 +61,10 @@ func withTasks(_ invocation: Invocation, create: Bool = false, _ body: (TaskList
     return try body(tasks)
 }
 
+/// The status (at most one flag: a rule of the command) and the search of `tasks list` and `tasks count`.
 private func filter(_ invocation: Invocation) throws -> TaskList.Filter {
-    let chosen = statusFlags.filter { invocation[$0.flag] }
-    guard chosen.count <= 1 else {
-        throw UsageError("give at most one of --all, --done, --open", path: invocation.path)
-    }
-    return TaskList.Filter(status: chosen.first?.status ?? .all, titleMatches: try invocation[searchOption])
+    let chosen = statusFlags.first { invocation[$0.flag] }
+    return TaskList.Filter(status: chosen?.status ?? .all, titleMatches: try invocation[searchOption])
 }
 
 private func line(_ task: TaskItem) -> String {
@@ -156,15 +162,11 @@ let tasksCommand = Command(
     subcommands: [
         Command(
             name: "add", abstract: "Add a task and print it.",
-            arguments: [
-                ArgumentSpec(
-                    name: "TITLE", help: "The task's title (at most 1000 characters); several words are joined with spaces.",
-                    variadic: true)
-            ],
+            arguments: [titleArgument],
             options: [nameOption],
             run: { invocation in
                 // `tasks add Buy milk` adds "Buy milk", as taskwarrior and todo.sh do.
-                let title = invocation.arguments.joined(separator: " ")
+                let title = try invocation[titleArgument].joined(separator: " ")
                 return try withTasks(invocation, create: true) { tasks in
                     try printTask(try tasks.create(title: title), invocation)
                     return ExitStatus.success
@@ -178,6 +180,7 @@ let tasksCommand = Command(
                 page size. With --json an array of the tasks (the records of 'tasks export --format json').
                 """,
             options: statusOptions + [limitOption, offsetOption, oldestFirstFlag, totalsFlag, nameOption],
+            rules: [statusRule],
             run: { invocation in
                 let filter = try filter(invocation)
                 let limit: Int?
@@ -201,6 +204,7 @@ let tasksCommand = Command(
         Command(
             name: "count", abstract: "Count tasks without loading them.",
             options: statusOptions + [nameOption],
+            rules: [statusRule],
             run: { invocation in
                 let filter = try filter(invocation)
                 return try withTasks(invocation) { tasks in

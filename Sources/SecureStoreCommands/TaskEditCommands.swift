@@ -7,8 +7,11 @@ internal import SecureStoreCore
 internal import Tasks
 
 /// `ID…`: one or more task IDs or unique prefixes.
-private let idsArgument = ArgumentSpec(
-    name: "ID", help: "The task's ID or a unique prefix of it; several IDs change all of them or none.", variadic: true)
+private let idsArgument = VariadicArgument(
+    "ID", help: "The task's ID or a unique prefix of it; several IDs change all of them or none.", completion: .asked(.taskIDs))
+/// `tasks rename ID TITLE…`: the new title's words.
+private let newTitleArgument = VariadicArgument(
+    "TITLE", help: "The new title; several words are joined with spaces (as 'tasks add' does).")
 
 /// Every task of `prefixes`, resolved before anything changes: when one does not resolve, the error names it and
 /// nothing has been changed.
@@ -42,7 +45,7 @@ private func idsCommand(
         name: name, abstract: abstract, arguments: [idsArgument], options: [nameOption],
         run: { invocation in
             try withTasks(invocation) { tasks in
-                let found = try resolveAll(tasks, invocation.arguments)
+                let found = try resolveAll(tasks, try invocation[idsArgument])
                 try printTasks(try action(tasks, found.map(\.id)), invocation)
                 return ExitStatus.success
             }
@@ -67,19 +70,14 @@ let tasksDeleteCommand = idsCommand("delete", "Delete tasks and their attachment
 
 let tasksRenameCommand = Command(
     name: "rename", abstract: "Change a task's title.",
-    arguments: [
-        ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it."),
-        ArgumentSpec(
-            name: "TITLE", help: "The new title; several words are joined with spaces (as 'tasks add' does).",
-            variadic: true),
-    ],
+    arguments: [taskIDArgument, newTitleArgument],
     options: [nameOption],
     run: { invocation in
         // `tasks rename 3f2a Buy oat milk` renames to "Buy oat milk", as `tasks add` joins its words.
-        let title = invocation.arguments.dropFirst().joined(separator: " ")
-        guard !title.isEmpty else { throw UsageError("missing argument TITLE", path: invocation.path) }
+        let title = try invocation[newTitleArgument].joined(separator: " ")
+        let prefix = try invocation[taskIDArgument]
         return try withTasks(invocation) { tasks in
-            let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
+            let task = try tasks.resolve(prefix: prefix)
             let renamed = try tasks.rename(id: task.id, to: title)
             // One task, so one object (as `tasks add` and `tasks show` print it).
             if invocation.global.json { try Console.json(TaskJSON(renamed)) } else { Console.out(taskLine(renamed) + "\n") }
@@ -107,11 +105,11 @@ struct TaskShowJSON: Encodable {
 
 let tasksShowCommand = Command(
     name: "show", abstract: "Show one task in full, with its attachments.",
-    arguments: [ArgumentSpec(name: "ID", help: "The task's ID or a unique prefix of it.")],
+    arguments: [taskIDArgument],
     options: [nameOption],
     run: { invocation in
         try withTasks(invocation) { tasks in
-            let task = try tasks.resolve(prefix: invocation.argument(0) ?? "")
+            let task = try tasks.resolve(prefix: try invocation[taskIDArgument])
             let store = tasks.attachments()
             defer { try? store.store.close() }
             let attachments = try store.list(of: task.id)

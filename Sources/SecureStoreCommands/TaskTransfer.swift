@@ -8,24 +8,29 @@ internal import Tasks
 
 typealias TransferFormat = TaskStreamFormat
 
-let exportFormatOption = Option<TransferFormat>(
+/// Export writes no `lines`.
+let exportFormatOption = Option<TransferFormat>.oneOf(
     "format", valueName: "FORMAT", help: "jsonl (default: one JSON object per line), csv or json (one array).",
-    expected: "one of jsonl, csv, json", convert: { TransferFormat(rawValue: $0).flatMap { $0 == .lines ? nil : $0 } })
-let importFormatOption = Option<TransferFormat>(
+    TransferFormat.allCases.filter { $0 != .lines })
+let importFormatOption = Option<TransferFormat>.oneOf(
     "format", valueName: "FORMAT", help: "jsonl (default), csv, json (one array) or lines (one title per line).",
-    expected: "one of jsonl, csv, json, lines", convert: { TransferFormat(rawValue: $0) })
+    TransferFormat.allCases)
 let outputOption = Option<String>(
-    "output", valueName: "FILE", help: "Write to FILE (mode 0600, replaced atomically when complete) instead of stdout.")
+    "output", valueName: "FILE", help: "Write to FILE (mode 0600, replaced atomically when complete) instead of stdout.",
+    completion: .files)
 let batchOption = Option<Int>.wholeNumber(
     "batch", help: "Commit every N tasks (default: everything in one transaction).", minimum: 1)
-let duplicateOption = Option<TasksDuplicatePolicy>(
+let duplicateOption = Option<TasksDuplicatePolicy>.oneOf(
     "on-duplicate", valueName: "POLICY", help: "skip, replace or fail (default) when a task's ID exists.",
-    expected: "one of skip, replace, fail", convert: { TaskList.DuplicatePolicy(rawValue: $0) })
+    TasksDuplicatePolicy.allCases)
 typealias TasksDuplicatePolicy = TaskList.DuplicatePolicy
-let importSourceOption = Option<TaskImportSource>(
+let importSourceOption = Option<TaskImportSource>.oneOf(
     "from", valueName: "TOOL",
     help: "Read another tool's file instead: taskwarrior (the output of 'task export') or todo.txt.",
-    expected: "one of taskwarrior, todo.txt", convert: { TaskImportSource(rawValue: $0) })
+    TaskImportSource.allCases)
+/// `tasks import [FILE]`: none, or `-`, is standard input.
+private let importFileArgument = OptionalArgument(
+    "FILE", help: "The file to read (default, or -: standard input).", completion: .files)
 
 // MARK: The output file
 
@@ -122,18 +127,16 @@ let tasksImportCommand = Command(
         and creation dates are kept, and a task already imported keeps its ID, so importing the same file
         again adds only what is new (--on-duplicate is skip by default there; replace brings changes over).
         """,
-    arguments: [ArgumentSpec(name: "FILE", help: "The file to read (default, or -: standard input).", optional: true)],
+    arguments: [importFileArgument],
     options: [importFormatOption, importSourceOption, batchOption, duplicateOption, nameOption],
+    rules: [.exclusive([importSourceOption, importFormatOption])],
     run: { invocation in
         let source = try invocation[importSourceOption]
-        if source != nil, invocation.values[importFormatOption.name] != nil {
-            throw UsageError("--from and --format cannot be combined", path: invocation.path)
-        }
         let format = try invocation[importFormatOption] ?? .jsonl
         let batch = try invocation[batchOption]
         // Another tool's file is read again and again as people move over: what is there already stays.
         let policy = try invocation[duplicateOption] ?? (source == nil ? .fail : .skip)
-        let path = invocation.argument(0).flatMap { $0 == "-" ? nil : $0 }
+        let path = try invocation[importFileArgument].flatMap { $0 == "-" ? nil : $0 }
         var file = FileDescriptor(rawValue: 0)
         var size = 0
         if let path {

@@ -24,12 +24,12 @@ let tokenCommand = Command(
                 An existing token is replaced only with --force (as with 'token generate'), and keeps its label
                 unless --label is given.
                 """,
-            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            arguments: [tokenNameArgument],
             options: [labelOption, rawFlag, forceFlag],
             readsSecret: true,
             run: { invocation in
                 let context = try Context(invocation)
-                let name = try tokenName(invocation)
+                let name = try invocation[tokenNameArgument]
                 // Checked before the secret is asked for: nobody types a secret that is then refused.
                 let existing = try existingLabel(context, name)
                 try refuseToReplace(existing, name, invocation)
@@ -48,10 +48,10 @@ let tokenCommand = Command(
             }),
         Command(
             name: "get", abstract: "Print a token, and nothing else (fit for $(…)).",
-            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            arguments: [tokenNameArgument],
             run: { invocation in
                 let context = try Context(invocation)
-                let name = try tokenName(invocation)
+                let name = try invocation[tokenNameArgument]
                 guard let secret = try context.keychain.secret(service: context.paths.tokenService, account: name) else {
                     throw CLIError(
                         status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))",
@@ -67,10 +67,10 @@ let tokenCommand = Command(
             }),
         Command(
             name: "delete", abstract: "Delete a token.",
-            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            arguments: [tokenNameArgument],
             run: { invocation in
                 let context = try Context(invocation)
-                let name = try tokenName(invocation)
+                let name = try invocation[tokenNameArgument]
                 guard try context.keychain.delete(service: context.paths.tokenService, account: name) else {
                     throw CLIError(status: ExitStatus.notFound, message: "no token named \(UsageError.quoted(name))")
                 }
@@ -83,24 +83,14 @@ let tokenCommand = Command(
                 Characters are drawn uniformly from the character set (rejection sampling over the system
                 random number generator, getrandom(2)). An existing token is replaced only with --force.
                 """,
-            arguments: [ArgumentSpec(name: "NAME", help: "The token's name.")],
+            arguments: [tokenNameArgument],
             options: [lengthOption, charsetOption, printFlag, forceFlag, labelOption],
+            rules: [.exclusive([printFlag, GlobalOption.json])],
             run: { invocation in
                 let context = try Context(invocation)
-                let name = try tokenName(invocation)
+                let name = try invocation[tokenNameArgument]
                 let length = try invocation[lengthOption] ?? 32
-                guard length <= 4096 else {
-                    throw UsageError("--length must be at most 4096", path: invocation.path)
-                }
-                let charsetName = try invocation[charsetOption] ?? "alnum"
-                guard let alphabet = TokenCharset.alphabets[charsetName] else {
-                    throw UsageError(
-                        "unknown --charset \(UsageError.quoted(charsetName)) (one of: "
-                            + TokenCharset.names.joined(separator: ", ") + ")", path: invocation.path)
-                }
-                if invocation[printFlag] && invocation.global.json {
-                    throw UsageError("--print and --json cannot be combined", path: invocation.path)
-                }
+                let alphabet = try invocation[charsetOption] ?? TokenCharset.alnum
                 let existing = try existingLabel(context, name)
                 try refuseToReplace(existing, name, invocation)
                 let label = try invocation[labelOption] ?? existing
@@ -119,11 +109,11 @@ let tokenCommand = Command(
         Command(
             name: "list", abstract: "List token names and labels (never their values).",
             discussion: "PATTERN is a shell pattern (`gh*`, `*-prod`) matched against whole names.",
-            arguments: [ArgumentSpec(name: "PATTERN", help: "Only names matching this pattern.", optional: true)],
+            arguments: [patternArgument],
             options: [prefixOption],
             run: { invocation in
                 let context = try Context(invocation)
-                let pattern = invocation.argument(0)
+                let pattern = try invocation[patternArgument]
                 let prefix = try invocation[prefixOption]
                 let items = try context.keychain.items(service: context.paths.tokenService).filter { item in
                     (prefix.map { item.account.hasPrefix($0) } ?? true)
@@ -144,10 +134,21 @@ let tokenCommand = Command(
         tokenImportCommand,
     ])
 
+/// `NAME`: a token's name, at most 256 bytes on one line; completed to the stored names.
+private let tokenNameArgument = Argument(
+    "NAME", help: "The token's name.", completion: .asked(.tokenNames),
+    value: ArgumentValue(
+        convert: { name in name.utf8.count <= 256 && !name.contains(where: \.isNewline) ? name : nil },
+        refusing: { _ in "NAME must be at most 256 bytes on one line" }))
+private let patternArgument = OptionalArgument("PATTERN", help: "Only names matching this pattern.")
 private let lengthOption = Option<Int>.wholeNumber(
-    "length", help: "How many characters (default 32, at most 4096).", minimum: 1)
-private let charsetOption = Option<String>(
-    "charset", valueName: "SET", help: "alnum (default), alpha, digits, hex, base64url or graph (printable ASCII).")
+    "length", help: "How many characters (default 32, at most 4096).", minimum: 1, maximum: 4096)
+/// `--charset SET`: read as the set's characters.
+private let charsetOption = Option<[UInt8]>(
+    "charset", valueName: "SET", help: "alnum (default), alpha, digits, hex, base64url or graph (printable ASCII).",
+    completion: .words(TokenCharset.names), expected: "one of " + TokenCharset.names.joined(separator: ", "),
+    refusing: { name in "unknown --charset \(UsageError.quoted(name)) (one of: \(TokenCharset.names.joined(separator: ", ")))" },
+    convert: { TokenCharset.alphabets[$0] })
 private let printFlag = Flag("print", help: "Print the new token (it is never printed otherwise).")
 private let forceFlag = Flag("force", help: "Replace an existing token of that name.")
 private let prefixOption = Option<String>("prefix", valueName: "TEXT", help: "Only names starting with TEXT.")
@@ -168,19 +169,19 @@ private func existingLabel(_ context: Context, _ name: String) throws -> String?
 
 /// The character sets of `token generate`, and an unbiased draw from one.
 enum TokenCharset {
-    static let alphabets: [String: [UInt8]] = {
-        let lower = Array("abcdefghijklmnopqrstuvwxyz".utf8)
-        let upper = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
-        let digits = Array("0123456789".utf8)
-        return [
-            "alnum": upper + lower + digits,
-            "alpha": upper + lower,
-            "digits": digits,
-            "hex": digits + Array("abcdef".utf8),
-            "base64url": upper + lower + digits + Array("-_".utf8),
-            "graph": Array(UInt8(0x21)...UInt8(0x7E)),
-        ]
-    }()
+    private static let lower = Array("abcdefghijklmnopqrstuvwxyz".utf8)
+    private static let upper = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+    private static let digits = Array("0123456789".utf8)
+    /// The default set: letters and digits.
+    static let alnum = upper + lower + digits
+    static let alphabets: [String: [UInt8]] = [
+        "alnum": alnum,
+        "alpha": upper + lower,
+        "digits": digits,
+        "hex": digits + Array("abcdef".utf8),
+        "base64url": upper + lower + digits + Array("-_".utf8),
+        "graph": Array(UInt8(0x21)...UInt8(0x7E)),
+    ]
     static let names = ["alnum", "alpha", "digits", "hex", "base64url", "graph"]
 
     /// `length` characters drawn uniformly from `alphabet` (at most 256 characters) with
@@ -223,14 +224,6 @@ private func printJSON(name: String, secret: Secret) throws {
     secret.withUnsafeBytes { bytes in appendJSONEscaped(bytes, to: &output) }
     output += Array("\"}\n".utf8)
     output.withUnsafeBytes { Console.write($0) }
-}
-
-private func tokenName(_ invocation: Invocation) throws -> String {
-    let name = invocation.argument(0) ?? ""
-    guard name.utf8.count <= 256, !name.contains(where: { $0.isNewline }) else {
-        throw UsageError("NAME must be at most 256 bytes on one line", path: invocation.path)
-    }
-    return name
 }
 
 /// What every command needs: the application's paths and its keychain.

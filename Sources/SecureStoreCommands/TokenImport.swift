@@ -19,9 +19,9 @@ enum TokenImportSource: String, CaseIterable, Sendable {
     case netrc
 }
 
-private let tokenSourceOption = Option<TokenImportSource>(
-    "from", valueName: "SOURCE", help: "pass, git-credentials or netrc (required).",
-    expected: "one of pass, git-credentials, netrc", convert: { TokenImportSource(rawValue: $0) })
+private let tokenSourceOption = Option<TokenImportSource>.oneOf(
+    "from", valueName: "SOURCE", help: "pass, git-credentials or netrc (required).", TokenImportSource.allCases)
+private let sourcePathArgument = OptionalArgument("PATH", help: "The file or password store to read.", completion: .files)
 private let forceFlag = Flag("force", help: "Replace tokens of the same name (they are skipped otherwise).")
 private let namePrefixOption = Option<String>(
     "prefix", valueName: "TEXT", help: "Put TEXT before every name (e.g. netrc/).")
@@ -45,18 +45,17 @@ let tokenImportCommand = Command(
         PATH defaults to ~/.git-credentials, ~/.netrc, or $PASSWORD_STORE_DIR (else ~/.password-store);
         - reads git-credentials or netrc from standard input.
         """,
-    arguments: [ArgumentSpec(name: "PATH", help: "The file or password store to read.", optional: true)],
+    arguments: [sourcePathArgument],
     options: [tokenSourceOption, forceFlag, namePrefixOption, allLinesFlag, dryRunFlag],
+    rules: [.required(tokenSourceOption, message: "token import needs --from pass, git-credentials or netrc")],
     run: { invocation in
-        guard let source = try invocation[tokenSourceOption] else {
-            throw UsageError("token import needs --from pass, git-credentials or netrc", path: invocation.path)
-        }
+        let source = try invocation.required(tokenSourceOption)
         if invocation[allLinesFlag] && source != .pass {
             throw UsageError("--all-lines is for --from pass", path: invocation.path)
         }
         let environment = ProcessInfo.processInfo.environment
         let home = environment["HOME"] ?? NSHomeDirectory()
-        let given = invocation.argument(0)
+        let given = try invocation[sourcePathArgument]
         if given == "-" && source == .pass {
             throw UsageError("--from pass reads a password store directory, not standard input", path: invocation.path)
         }
