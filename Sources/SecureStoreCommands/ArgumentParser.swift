@@ -54,18 +54,25 @@ struct OptionSpec: Sendable {
     var completion: CompletionKind? = nil
 }
 
-/// What a command lists in its `options`: a ``Flag`` or an ``Option`` declared once as a value, which its run
-/// function then reads back with ``Invocation``'s typed subscripts. A bare ``OptionSpec`` fits too (the fuzz
-/// target's tree is made of them), but nothing can read it back but the parser.
-protocol CommandOption: Sendable {
-    var spec: OptionSpec { get }
-    /// Nil when `text` is a value the option takes (always for a flag, which takes none, and for a bare spec),
+/// An option or argument whose words the parser checks in its validation phase.
+protocol ChecksItsWords: Sendable {
+    /// Nil when `text` is a value it takes (always, unless it says otherwise: a flag takes none, a bare spec any),
     /// else the usage error that refuses it.
     func refusal(of text: String) -> String?
 }
 
-extension CommandOption {
+extension ChecksItsWords {
     func refusal(of text: String) -> String? { nil }
+}
+
+/// What a command lists in its `options`: a ``Flag`` or an ``Option`` declared once as a value, which its run
+/// function then reads back with ``Invocation``'s typed subscripts. A bare ``OptionSpec`` fits too (the fuzz
+/// target's tree is made of them), but nothing can read it back but the parser.
+protocol CommandOption: ChecksItsWords {
+    var spec: OptionSpec { get }
+}
+
+extension CommandOption {
     /// Whether `text` is a value the option takes.
     func accepts(_ text: String) -> Bool { refusal(of: text) == nil }
     var name: String { spec.name }
@@ -173,14 +180,11 @@ struct ArgumentSpec: Sendable {
 
 /// What a command lists in its `arguments`: an ``Argument``, an ``OptionalArgument`` or a ``VariadicArgument``,
 /// read back typed with ``Invocation``'s subscripts; a bare ``ArgumentSpec`` fits too (the fuzz target's tree).
-protocol CommandArgument: Sendable {
+protocol CommandArgument: ChecksItsWords {
     var spec: ArgumentSpec { get }
-    /// Nil when `text` is a value the argument takes, else the usage error that refuses it.
-    func refusal(of text: String) -> String?
 }
 
 extension CommandArgument {
-    func refusal(of text: String) -> String? { nil }
     var name: String { spec.name }
     var help: String { spec.help }
     var optional: Bool { spec.optional }
