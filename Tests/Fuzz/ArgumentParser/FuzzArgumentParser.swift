@@ -166,8 +166,11 @@ func checkArguments(_ arguments: [String]) {
 
 /// A scalar that must not reach a terminal raw: controls (C0, DEL, C1), format characters (bidi
 /// overrides, zero-width), and line or paragraph separators.
+/// Core's terminal rule (`isTerminalControl`, TerminalText.swift): controls, separators and format characters but
+/// the zero-width joiner and non-joiner, which emoji sequences and several scripts need and which move nothing.
 func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
-    switch scalar.properties.generalCategory {
+    if scalar.value == 0x200C || scalar.value == 0x200D { return false }
+    return switch scalar.properties.generalCategory {
     case .control, .format, .lineSeparator, .paragraphSeparator: true
     default: false
     }

@@ -113,7 +113,9 @@ private func checkError(_ problem: FormatProblem, _ error: PreferencesError, byt
     // The tool prints the message as one line on a terminal: a key quoted from the file must not bring
     // a newline or an escape sequence with it.
     if let bad = error.message.unicodeScalars.first(where: {
-        switch $0.properties.generalCategory {
+        // Core's terminal rule: the zero-width joiner and non-joiner move nothing and may stay.
+        if $0.value == 0x200C || $0.value == 0x200D { return false }
+        return switch $0.properties.generalCategory {
         case .control, .format, .lineSeparator, .paragraphSeparator: true
         default: false
         }
