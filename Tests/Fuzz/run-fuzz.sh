@@ -38,6 +38,7 @@ sources_of() {
         echo "$here/PreferencesReader/FuzzPreferencesReader.swift"
         ;;
     argument-parser)
+        echo "$repo/Sources/SecureStoreCommands/ArgumentSpecs.swift"
         echo "$repo/Sources/SecureStoreCommands/ArgumentParser.swift"
         echo "$here/ArgumentParser/FuzzArgumentParser.swift"
         ;;

@@ -1,6 +1,6 @@
 // libFuzzer entry point for the command-line parser.
 //
-// run-fuzz.sh compiles this file together with Sources/SecureStoreCommands/ArgumentParser.swift only (pure Swift,
+// run-fuzz.sh compiles this file together with Sources/SecureStoreCommands/ArgumentSpecs.swift and ArgumentParser.swift only (pure Swift,
 // standard library). The input is split on NUL bytes into arguments (each decoded as UTF-8 with repair,
 // as a shell could never pass a NUL inside an argument) and parsed against a representative command
 // tree. Properties checked (a violation traps, and libFuzzer saves the input):
