@@ -516,7 +516,7 @@ public final class SyncEngine: Sendable {
         if let file = SyncLayout.bundles(root: root, device: device).first(where: { $0.sequence > UInt64(sequence) }) {
             return SyncError(
                 SyncError.Code.refusedBundle,
-                "this device's own bundle \(sequence + 1) \(file.sequence == UInt64(sequence) + 1 ? "was refused" : "is missing from the remote while later ones are there") "
+                "this device's own bundle \(sequence + 1) \(file.sequence == UInt64(sequence) + 1 ? "was refused" : "is missing from the remote while later ones are there") ('\(file.path)') "
                     + "(the remote was damaged or restored from an older copy); this device's changes were not sent and are kept "
                     + "(see Docs/sync.md, 'A broken chain')",
                 path: file.path)

@@ -165,6 +165,38 @@ import Testing
         #expect(filesUnder(first).map(\.data) == firstBefore, "the first remote is untouched")
     }
 
+    /// A restored device whose next own bundle is missing from the remote while a later one is there (the remote
+    /// was damaged): it sends nothing — a new bundle under that number would fork its chain — says so with the file
+    /// named (65), keeps its unsent change, and leaves the remote as it was.
+    @Test func aGapInTheDevicesOwnChainStopsSendingAndLosesNothing() throws {
+        let remote = work.path + "/remote-gap"
+        let a = SyncCLIDevice("a-gap", under: work.path)
+        try a.ok(["tasks", "add", "first"])
+        try a.ok(["sync", "init", "--folder", remote])
+        let backup = work.path + "/backup-gap.db"
+        try a.ok(["db", "backup", backup])
+        for title in ["second", "third"] {
+            try a.ok(["tasks", "add", title])
+            try a.ok(["sync", "now"])
+        }
+        try a.ok(["db", "restore", backup])
+        let folder = remote + "/devices/" + (try a.deviceID())
+        let bundles = try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
+        #expect(bundles.count == 3)
+        try FileManager.default.removeItem(atPath: folder + "/" + bundles[1])
+        try a.ok(["tasks", "add", "after", "the", "restore"])
+        let remoteBefore = filesUnder(remote).map(\.data)
+
+        let refused = try a.run(["sync", "now"])
+        #expect(refused.status == 65)
+        #expect(refused.stderr.contains("this device's own bundle 2 is missing from the remote while later ones are there"), "\(refused.stderr)")
+        #expect(refused.stderr.contains(bundles[2]), "the later bundle is named")
+        #expect(filesUnder(remote).map(\.data) == remoteBefore, "nothing was sent")
+        let status = jsonObject(try a.ok(["--json", "sync", "status"]).stdout)
+        #expect(status["unsentRows"] as? Int ?? 0 >= 1, "the change is kept, unsent")
+        #expect(try a.tasks().map { $0["title"] }.contains("after the restore"))
+    }
+
     /// `db delete` of a synced database keeps its sync key with its retired key (a restored backup syncs again with
     /// it), and `--delete-keys` deletes the sync key too: no secret of a deleted database is left behind.
     @Test func deletingASyncedDatabaseDeletesItsSyncKeyOnlyWithItsKeys() throws {
