@@ -102,6 +102,7 @@ extension AttachmentStore {
         _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let what = "the attachment '\(attachment.name)' (\(attachment.id.uuidString.lowercased()))"
+        if let fetch = configuration.fetchMissing, try !hasBytes(attachment) { try fetch(attachment) }
         guard attachment.chunkCount > 0 else {
             if attachment.size != 0 { try readInline(attachment, what: what, progress: progress, body) }
             return
