@@ -172,14 +172,10 @@ extension SyncEngine {
     ) -> AttachmentStoreConfiguration {
         var configuration = base
         configuration.fetchMissing = { attachment in
+            // Not a synced database: the read reports the missing bytes itself.
+            guard (try? database.read({ try $0.tableExists("sync_state") })) == true else { return }
             do {
-                let engine: SyncEngine
-                do {
-                    engine = try SyncEngine(database: database)
-                } catch let error as SyncError where error.code == SyncError.Code.notEnabled {
-                    return  // not a synced database: the read reports the missing bytes itself
-                }
-                try engine.fetchAttachment(attachment)
+                try SyncEngine(database: database).fetchAttachment(attachment)
             } catch let error as SyncError {
                 throw SecureStoreError(
                     error.code == SyncError.Code.refusedBundle ? SecureStoreError.Code.verificationFailed : SecureStoreError.Code.notFound,

@@ -197,4 +197,25 @@ private func array(_ text: String) -> [[String: Any]] {
             #expect(everything.range(of: Data(needle.utf8)) == nil, "'\(needle)' is readable in the remote")
         }
     }
+    /// After `sync remove-device` (a new key generation), the device that rotated writes the bytes again under the
+    /// new key, and a lazy device that took the new key reads them from the new generation.
+    @Test func attachmentsFollowAKeyRotation() throws {
+        let folder = work.path + "/shared"
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path), c = SyncCLIDevice("c", under: work.path)
+        let big = try makeFile("plan-big.bin", size: 1_500_000, marker: "MARKER-ROTATION-ATTACHMENT-0b1e", seed: 3)
+        let task = try #require(object(try a.ok(["--json", "tasks", "add", "Plan"]).stdout)["id"] as? String)
+        try a.ok(["tasks", "attach", task, big])
+        let code = try a.ok(["sync", "init", "--folder", folder]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--folder", folder, "--attachments", "lazy"], input: code + "\n")
+        try c.ok(["sync", "join", "--folder", folder], input: code + "\n")
+        try a.ok(["sync", "now"])
+        let removed = object(try a.ok(["--json", "sync", "remove-device", try c.deviceID()]).stdout)
+        let newCode = try #require(removed["pairingCode"] as? String)
+        #expect(filesUnder(folder + "/generation-2/attachments").count == 2 + 1)  // two chunks and the manifest
+        try b.ok(["sync", "rekey"], input: newCode + "\n")
+        let id = try #require(try attachmentIDs(b, task: task).first)
+        let out = work.path + "/out-rotated"
+        try b.ok(["tasks", "attachment", "get", id, "--output", out])
+        #expect(try sha256(out) == sha256(big))
+    }
 }
