@@ -277,9 +277,14 @@ let syncCommand = Command(
             }),
         Command(
             name: "now", abstract: "Sync: bring in other devices' changes and send this device's.",
-            options: [nameOption],
+            discussion: """
+                With --attachments, this device's choice of when to fetch attachments' bytes is changed (and kept)
+                first: 'sync now --attachments eager' fetches every attachment not here yet, e.g. before a backup.
+                """,
+            options: [attachmentsOption, nameOption],
             run: { invocation in
                 try withEngine(invocation) { engine in
+                    if let mode = try invocation[attachmentsOption] { try engine.setAttachmentMode(mode) }
                     try printReport(try engine.sync(), invocation)
                     return ExitStatus.success
                 }

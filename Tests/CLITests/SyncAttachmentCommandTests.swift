@@ -109,6 +109,11 @@ private func array(_ text: String) -> [[String: Any]] {
             #expect(try device.run(["tasks", "attachments", other]).status != 0)  // the task is gone
         }
 
+        // C switches to eager: the copy B attached (same bytes, its own id) is fetched now, and the choice is kept.
+        let switched = object(try c.ok(["--json", "sync", "now", "--attachments", "eager"]).stdout)
+        #expect(switched["fetchedAttachments"] as? Int == 1 && switched["missingAttachments"] as? Int == 0)
+        #expect(object(try c.ok(["--json", "sync", "status"]).stdout)["attachments"] as? String == "eager")
+
         // Nothing readable in the folder: neither the files' bytes nor their names.
         var everything = Data()
         for file in filesUnder(folder) { everything += file.data + Data(file.path.utf8) }
