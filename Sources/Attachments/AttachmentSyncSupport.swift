@@ -36,7 +36,9 @@ extension AttachmentStore {
     /// the database lists …"). Nothing is done when the file is there.
     package func prepareForSync() throws {
         try prepare()
-        if !FileManager.default.fileExists(atPath: path) { _ = try openFile(create: true) }
+        // A file that cannot be made here (its attachments listed but the file gone: restore it) is left to the
+        // reads that need it, which name the problem; sync of the rows goes on.
+        if !FileManager.default.fileExists(atPath: path) { _ = try? openFile(create: true) }
     }
 
     /// Stores the bytes of `attachment`, whose description is already in the database and whose bytes are not:

@@ -229,13 +229,20 @@ extension SyncEngine {
         var remote = remoteAttachmentFiles()
         let all = try store.allAttachments()
         let synced = Set(try database.read { db in try SyncSchema.tables(db).map(\.name) })
-        for attachment in all where synced.contains(attachment.owner.table) {
-            guard remote[hexString(keys.manifestName(attachment))] == nil, try store.hasBytes(attachment) else { continue }
-            try upload(attachment, store: store, keys: keys, remote: &remote, report: &report)
+        // An attachment whose bytes cannot even be checked here (a damaged attachments file) is neither sent nor
+        // fetched: the tasks still sync, and `db verify` names the damage.
+        let held: [UUID: Bool] = Dictionary(uniqueKeysWithValues: all.compactMap { a in (try? store.hasBytes(a)).map { (a.id, $0) } })
+        for attachment in all where synced.contains(attachment.owner.table) && held[attachment.id] == true {
+            guard remote[hexString(keys.manifestName(attachment))] == nil else { continue }
+            do {
+                try upload(attachment, store: store, keys: keys, remote: &remote, report: &report)
+            } catch let error as SecureStoreError where error.code == SecureStoreError.Code.verificationFailed {
+                continue  // damaged here: not sent (another device may hold it); files written so far are harmless
+            }
         }
         let lazy = try attachmentMode() == .lazy
         var refusals: [SyncError] = []
-        for attachment in all where try !store.hasBytes(attachment) {
+        for attachment in all where synced.contains(attachment.owner.table) && held[attachment.id] == false {
             if lazy {
                 report.missingAttachments += 1
                 continue
