@@ -117,8 +117,16 @@ private func array(_ text: String) -> [[String: Any]] {
         // Nothing readable in the folder: neither the files' bytes nor their names.
         var everything = Data()
         for file in filesUnder(folder) { everything += file.data + Data(file.path.utf8) }
+        #expect(everything.count > 2_500_000)  // the sealed bytes are there
         for needle in ["MARKER-BIG-ATTACHMENT", "MARKER-SMALL-ATTACHMENT", "report-big", "note-small", ids[0]] {
             #expect(everything.range(of: Data(needle.utf8)) == nil, "'\(needle)' is readable in the remote")
+        }
+        // No plain digest either: of the files, or of the big file's first 1 MiB (a chunk), in hex or in bytes.
+        let firstMiB = work.path + "/first-mib"
+        try FileManager.default.contents(atPath: big)!.prefix(1 << 20).write(to: URL(fileURLWithPath: firstMiB))
+        for digest in [try sha256(big), try sha256(small), try sha256(firstMiB)] {
+            let raw = Data(stride(from: 0, to: 64, by: 2).map { UInt8(digest.dropFirst($0).prefix(2), radix: 16)! })
+            #expect(everything.range(of: Data(digest.utf8)) == nil && everything.range(of: raw) == nil, "a plain SHA-256 is in the remote")
         }
     }
 
