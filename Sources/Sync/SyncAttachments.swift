@@ -215,6 +215,7 @@ extension SyncEngine {
     /// attachments here too (the owner trigger), this device's bytes that the remote lacks are sealed and written,
     /// and (eager) the bytes of attachments added elsewhere are fetched. Returns the refused chunks.
     func exchangeAttachments(_ report: inout SyncReport) throws -> [SyncError] {
+        try recordDescriptionsDeletedWhileApplying()
         let store = AttachmentStore(database: database)
         defer { try? store.close() }
         let owners = try database.read { db in
@@ -258,6 +259,32 @@ extension SyncEngine {
             }
         }
         return refusals
+    }
+
+    /// A description deleted while bundles were applied — another device deleted its owner row, whose trigger
+    /// deleted it here with capture off — while this device holds it as alive in `sync_clock` (it added it and had
+    /// not sent it, or received it in the same round): its delete is recorded now as this device's own, as the
+    /// delete trigger would have, so that it reaches the others. Without this, the next bundle would carry the
+    /// attachment's cells without the row and without a tombstone, which no device can insert.
+    func recordDescriptionsDeletedWhileApplying() throws {
+        let find = """
+            SELECT DISTINCT c.key FROM sync_clock c
+            WHERE c.tbl = 'securestore_attachments' AND c.col <> ''
+            AND NOT EXISTS (SELECT 1 FROM securestore_attachments a WHERE a.id = c.key)
+            AND NOT EXISTS (SELECT 1 FROM sync_clock t WHERE t.tbl = c.tbl AND t.key = c.key AND t.col = '' AND t.hlc > c.hlc)
+            """
+        guard try !database.read({ db in try db.fetch(find) { try $0.value(at: 0) } }).isEmpty else { return }
+        try database.write { db in
+            for key in try db.fetch(find, .none, { try $0.value(at: 0) }) {
+                try db.execute(SyncSchema.tickSQL)
+                try db.execute("DELETE FROM sync_clock WHERE tbl = 'securestore_attachments' AND key = ? AND col = ''", [key])
+                try db.execute(
+                    """
+                    INSERT INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
+                    SELECT 'securestore_attachments', ?, '', hlc, device, 0, '', 1, NULL FROM sync_state WHERE singleton = 0
+                    """, [key])
+            }
+        }
     }
 
     // MARK: Bytes

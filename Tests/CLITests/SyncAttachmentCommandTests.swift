@@ -231,4 +231,27 @@ private func array(_ text: String) -> [[String: Any]] {
         try b.ok(["tasks", "attachment", "get", id, "--output", out])
         #expect(try sha256(out) == sha256(big))
     }
+
+    /// An attachment added on A to a task that B deletes at the same time: after both sync, no device lists an
+    /// attachment without its task, and every sync succeeds.
+    @Test func anAttachmentAddedToATaskDeletedElsewhereMeanwhile() throws {
+        let folder = work.path + "/shared"
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let task = try #require(object(try a.ok(["--json", "tasks", "add", "Doomed"]).stdout)["id"] as? String)
+        let code = try a.ok(["sync", "init", "--folder", folder]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--folder", folder], input: code + "\n")
+        let file = try makeFile("late.bin", size: 200_000, marker: "MARKER-LATE", seed: 4)
+        let attached = array(try a.ok(["--json", "tasks", "attach", task, file]).stdout)
+        let id = try #require(attached.first?["id"] as? String)
+        try b.ok(["tasks", "delete", task])
+        // Before the fix, A's next bundle carried the attachment's cells without its row or a tombstone, and B's
+        // sync failed on it ("NOT NULL constraint failed: securestore_attachments.owner_table").
+        for device in [b, a, b, a] { try device.ok(["sync", "now"]) }
+        for device in [a, b] {
+            #expect(try device.tasks().isEmpty)
+            let read = try device.run(["tasks", "attachment", "get", id, "--output", work.path + "/late-out"])
+            #expect(read.status == 66, "\(device.app): \(read.stderr)")
+            #expect(object(try device.ok(["--json", "sync", "now"]).stdout)["missingAttachments"] as? Int == 0)
+        }
+    }
 }
