@@ -102,6 +102,9 @@ extension AttachmentStore {
         _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let what = "the attachment '\(attachment.name)' (\(attachment.id.uuidString.lowercased()))"
+        // Bytes that sync has not brought yet are fetched first; a file that cannot even be asked (damaged) is left to
+        // the read below, which names the damage.
+        if let fetch = configuration.fetchMissing, (try? hasBytes(attachment)) == false { try fetch(attachment) }
         guard attachment.chunkCount > 0 else {
             if attachment.size != 0 { try readInline(attachment, what: what, progress: progress, body) }
             return

@@ -155,6 +155,12 @@ public struct AttachmentStoreConfiguration: Sendable {
     /// database format (``CipherFormat/secureStore``, attachment files written before 32 KiB pages) still opens
     /// in that format.
     public var database = DatabaseConfiguration()
+    /// Called by a read when the attachment's bytes are not on this device — its description came from another
+    /// device by sync and its bytes were not fetched yet (`--attachments lazy`, Docs/sync.md) — to bring them
+    /// (checked against the attachment's SHA-256 digest and stored) before the read goes on; it throws, naming what
+    /// is missing, when it cannot. Nil (the default): such a read fails, naming the missing chunk. The sync
+    /// module's `SyncEngine.attachmentStoreConfiguration(database:)` sets it.
+    public var fetchMissing: (@Sendable (Attachment) throws -> Void)?
 
     /// The default options.
     public init() {

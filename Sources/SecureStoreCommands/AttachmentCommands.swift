@@ -2,6 +2,7 @@ internal import Foundation
 internal import EncryptedDatabase
 internal import SecureStore
 internal import SecureStoreCore
+internal import Sync
 internal import Tasks
 
 // `securestore tasks attach | attachments | attachment get | detach`: encrypted attachments of tasks
@@ -65,11 +66,14 @@ private func withAttachments(
 ) throws -> Int32 {
     var configuration = AttachmentStoreConfiguration()
     if let limit = try invocation[maxSizeOption] { configuration.maximumSize = limit }
-    return try withTasks(invocation) { tasks in
-        let attachments = tasks.attachments(configuration: configuration)
-        defer { try? attachments.store.close() }
-        return try body(tasks, attachments)
-    }
+    let (database, tasks) = try openTasks(invocation, create: false)
+    defer { try? database.close() }
+    // On a synced database, a read of an attachment whose bytes are not here yet (sync --attachments lazy) fetches
+    // them from the local copy of the remote, checked, or names what is missing (Docs/sync.md, "Attachments").
+    configuration = SyncEngine.attachmentStoreConfiguration(database: database, configuration)
+    let attachments = tasks.attachments(configuration: configuration)
+    defer { try? attachments.store.close() }
+    return try body(tasks, attachments)
 }
 
 let tasksAttachCommand = Command(

@@ -12,6 +12,11 @@ private let gitOption = Option<String>(
 private let folderOption = Option<String>(
     "folder", valueName: "PATH", help: "Sync through this folder (one Syncthing, Nextcloud or rclone replicates).",
     completion: .directories)
+/// `--attachments eager|lazy` of `sync init` and `sync join` (Docs/sync.md, "Attachments").
+private let attachmentsOption = Option<SyncAttachmentMode>(
+    "attachments", valueName: "WHEN",
+    help: "When this device fetches the bytes of attachments added elsewhere: eager (at each sync, the default) or lazy (when first read).",
+    completion: .words(["eager", "lazy"]), expected: "eager or lazy", convert: { SyncAttachmentMode(rawValue: $0) })
 /// `sync init` and `sync join` take exactly one remote.
 private let remoteRule = ArgumentRule.exactlyOne([.option(gitOption), .option(folderOption)])
 
@@ -98,8 +103,16 @@ private struct SyncReportJSON: Encodable {
     let sentRows: Int
     let pendingBundles: [String]
     let reappliedOwnBundles: Int
+    let sentAttachments: Int
+    let sentAttachmentChunks: Int
+    let fetchedAttachments: Int
+    let missingAttachments: Int
 
     init(_ report: SyncReport) {
+        sentAttachments = report.sentAttachments
+        sentAttachmentChunks = report.sentAttachmentChunks
+        fetchedAttachments = report.fetchedAttachments
+        missingAttachments = report.missingAttachments
         appliedBundles = report.appliedBundles
         changedRows = report.changedRows
         newConflicts = report.newConflicts
@@ -118,6 +131,7 @@ private struct SyncStatusJSON: Encodable {
     let bundles: Int64
     let tables: [String]
     let conflicts: Int
+    let attachments: String
 }
 
 private struct SyncDeviceJSON: Encodable {
@@ -163,6 +177,11 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
         Console.err(
             "applied \(report.appliedBundles) bundle(s) from other devices (\(report.changedRows) row(s) changed); "
                 + "sent \(report.sentBundles) bundle(s) (\(report.sentRows) row(s))\n")
+        if report.sentAttachments + report.fetchedAttachments + report.missingAttachments > 0 {
+            Console.err(
+                "attachments: sent the bytes of \(report.sentAttachments) (\(report.sentAttachmentChunks) new chunk(s)), fetched "
+                    + "\(report.fetchedAttachments); \(report.missingAttachments) without their bytes on this device\n")
+        }
     }
     if report.reappliedOwnBundles > 0 {
         Console.err(
@@ -211,14 +230,17 @@ let syncCommand = Command(
                 writes the remote's key check and sends the tasks already there. The pairing code printed IS the
                 sync key: type it into 'sync join' on the next device and keep it nowhere else.
                 """,
-            options: [gitOption, folderOption, nameOption],
+            options: [gitOption, folderOption, attachmentsOption, nameOption],
             rules: [remoteRule],
             run: { invocation in
                 let remote = try remote(invocation, creatingFolder: true)
+                let mode = try invocation[attachmentsOption] ?? .eager
                 let database = try openForSetup(invocation)
                 defer { try? database.close() }
                 let (engine, code) = try translatingSyncErrors(database.name) {
-                    try SyncEngine.initialize(database: database, remote: remote, tables: ["tasks"])
+                    let (engine, code) = try SyncEngine.initialize(database: database, remote: remote, tables: ["tasks"])
+                    try engine.setAttachmentMode(mode)
+                    return (engine, code)
                 }
                 let report = try translatingSyncErrors(database.name) { try engine.sync() }
                 printPairingCode(code, invocation)
@@ -235,16 +257,18 @@ let syncCommand = Command(
                 The code is read without echo on a terminal, or from standard input. It is checked against the remote
                 before anything is stored. Tasks already on this device are kept and sent; the group's tasks arrive.
                 """,
-            options: [gitOption, folderOption, nameOption],
+            options: [gitOption, folderOption, attachmentsOption, nameOption],
             rules: [remoteRule],
             readsSecret: true,
             run: { invocation in
                 let remote = try remote(invocation, creatingFolder: false)
+                let mode = try invocation[attachmentsOption] ?? .eager
                 let code = try readSecret(prompt: "Pairing code: ", raw: false)
                 let database = try openForSetup(invocation)
                 defer { try? database.close() }
                 let report = try translatingSyncErrors(database.name) {
                     let engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], pairingCode: code)
+                    try engine.setAttachmentMode(mode)
                     Console.err("joined the sync group at \(remote) as device \(engine.device.prefix(8))\n")
                     return try engine.sync()
                 }
@@ -253,9 +277,14 @@ let syncCommand = Command(
             }),
         Command(
             name: "now", abstract: "Sync: bring in other devices' changes and send this device's.",
-            options: [nameOption],
+            discussion: """
+                With --attachments, this device's choice of when to fetch attachments' bytes is changed (and kept)
+                first: 'sync now --attachments eager' fetches every attachment not here yet, e.g. before a backup.
+                """,
+            options: [attachmentsOption, nameOption],
             run: { invocation in
                 try withEngine(invocation) { engine in
+                    if let mode = try invocation[attachmentsOption] { try engine.setAttachmentMode(mode) }
                     try printReport(try engine.sync(), invocation)
                     return ExitStatus.success
                 }
@@ -271,12 +300,14 @@ let syncCommand = Command(
                             SyncStatusJSON(
                                 device: status.device, remote: status.remote.description, unsentRows: status.unsentRows,
                                 lastSync: status.lastSync.map(timestampText), bundles: status.sequence,
-                                tables: status.tables, conflicts: status.conflicts))
+                                tables: status.tables, conflicts: status.conflicts,
+                                attachments: try engine.attachmentMode().rawValue))
                     } else {
                         Console.out("device: \(status.device)\nremote: \(escapedForTerminal(status.remote.description))\n")
                         Console.out("unsent changes: \(status.unsentRows) row(s)\n")
                         Console.out("last sync: \(status.lastSync.map(timestampText) ?? "never")\n")
                         Console.out("bundles sent: \(status.sequence)\nconflicts kept: \(status.conflicts)\n")
+                        Console.out("attachments: \(try engine.attachmentMode().rawValue)\n")
                     }
                     return ExitStatus.success
                 }

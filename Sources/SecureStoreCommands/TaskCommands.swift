@@ -40,7 +40,7 @@ private let totalsFlag = Flag(
 
 /// Opens the task list in the keyed database of an invocation. Only `create` (`tasks add`) makes the
 /// database or the task list's tables; a database that is not a task list is refused either way.
-private func openTasks(_ invocation: Invocation, create: Bool) throws -> (KeyedDatabase, TaskList) {
+func openTasks(_ invocation: Invocation, create: Bool) throws -> (KeyedDatabase, TaskList) {
     let context = try Context(invocation)
     let database = try openDatabase(invocation, context, create: create)
     do {

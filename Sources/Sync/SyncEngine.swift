@@ -43,6 +43,15 @@ public struct SyncReport: Sendable, Equatable {
     /// Bundles kept pending: written by a newer version (a newer bundle format, or tables or columns this
     /// database does not have yet). They are applied once this device has been upgraded.
     public var pendingBundles: [String] = []
+    /// Attachments whose bytes this device sealed and wrote to the remote, and the chunks written for them (a
+    /// chunk the remote already held is not written again). Docs/sync.md, "Attachments".
+    public var sentAttachments = 0
+    /// See ``sentAttachments``.
+    public var sentAttachmentChunks = 0
+    /// Attachments added on other devices whose bytes were fetched, checked and stored here.
+    public var fetchedAttachments = 0
+    /// Attachments described here whose bytes are not on this device after the round: lazy, or not on the remote yet.
+    public var missingAttachments = 0
 }
 
 /// A device of the sync group as this device knows it.
@@ -370,7 +379,9 @@ public final class SyncEngine: Sendable {
         var report = SyncReport()
         try transport.pull()
         try adoptGeneration()
-        let refusals = try applyIncoming(&report)
+        try prepareAttachments()
+        var refusals = try applyIncoming(&report)
+        refusals += try exchangeAttachments(&report)
         let unsent = try sendOutgoing(&report)
         if let first = refusals.first {
             throw SyncError(

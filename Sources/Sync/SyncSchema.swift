@@ -149,11 +149,16 @@ enum SyncSchema {
     /// The capture triggers of `table`: each local insert, update or delete ticks the clock and records the
     /// changed cells (or the tombstone) in `sync_clock`, in the same transaction. Changes the engine applies
     /// from other devices (`applying = 1`) are not captured again.
-    static func triggersSQL(_ table: SyncedTable) -> String {
+    /// `rowFilter`, when given, is a further condition on the row (`ROW.` stands for `NEW.` or `OLD.`): only the
+    /// rows it holds for are captured (attachment descriptions of synced tables' rows, SyncAttachments.swift).
+    static func triggersSQL(_ table: SyncedTable, rowFilter: String? = nil) -> String {
         let t = quoted(table.name)
         let name = literal(table.name)
         let key = quoted(table.keyColumn)
-        let when = "WHEN (SELECT applying FROM sync_state WHERE singleton = 0) = 0"
+        func when(_ row: String) -> String {
+            "WHEN (SELECT applying FROM sync_state WHERE singleton = 0) = 0"
+                + (rowFilter.map { " AND (" + $0.replacingOccurrences(of: "ROW.", with: row + ".") + ")" } ?? "")
+        }
         // No INSERT OR REPLACE here: the conflict clause of the statement that fires a trigger overrides the
         // trigger's own (the task list writes with OR ROLLBACK), so a cell is updated in place, else inserted.
         func record(_ column: String, _ row: String, condition: String?) -> String {
@@ -178,18 +183,18 @@ enum SyncSchema {
             "UPDATE sync_clock SET value = OLD.\(quoted($0)) WHERE tbl = \(name) AND key = OLD.\(key) AND col = \(literal($0));"
         }.joined(separator: "\n")
         return """
-            CREATE TRIGGER sync_\(table.name)_insert AFTER INSERT ON \(t) \(when) BEGIN
+            CREATE TRIGGER sync_\(table.name)_insert AFTER INSERT ON \(t) \(when("NEW")) BEGIN
             \(tickSQL)
             \(inserts)
             END;
             CREATE TRIGGER sync_\(table.name)_key BEFORE UPDATE OF \(key) ON \(t) WHEN NEW.\(key) IS NOT OLD.\(key) BEGIN
             SELECT RAISE(ABORT, 'the key of a synced row cannot change');
             END;
-            CREATE TRIGGER sync_\(table.name)_update AFTER UPDATE ON \(t) \(when) BEGIN
+            CREATE TRIGGER sync_\(table.name)_update AFTER UPDATE ON \(t) \(when("NEW")) BEGIN
             \(tickSQL)
             \(updates)
             END;
-            CREATE TRIGGER sync_\(table.name)_delete AFTER DELETE ON \(t) \(when) BEGIN
+            CREATE TRIGGER sync_\(table.name)_delete AFTER DELETE ON \(t) \(when("OLD")) BEGIN
             \(tickSQL)
             \(keeps)
             DELETE FROM sync_clock WHERE tbl = \(name) AND key = OLD.\(key) AND col = '';
@@ -200,14 +205,15 @@ enum SyncSchema {
     }
 
     /// Records every existing row of `table` as changed now by this device (its first bundle carries them).
-    static func captureExisting(_ db: Database, _ table: SyncedTable) throws {
+    static func captureExisting(_ db: Database, _ table: SyncedTable, rowFilter: String? = nil) throws {
         try db.execute(tickSQL)
+        let filter = rowFilter.map { " AND (" + $0.replacingOccurrences(of: "ROW.", with: "t.") + ")" } ?? ""
         for column in table.columns {
             try db.execute(
                 """
                 INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
                 SELECT ?, t.\(quoted(table.keyColumn)), ?, s.hlc, s.device, 0, '', 1, NULL
-                FROM \(quoted(table.name)) t, sync_state s WHERE s.singleton = 0
+                FROM \(quoted(table.name)) t, sync_state s WHERE s.singleton = 0\(filter)
                 """, [table.name, column])
         }
     }
