@@ -467,6 +467,9 @@ do {
     case ("search", 2):
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
         try SearchBench(directory: arguments[1], options: options).run()
+    case ("search-child", 4):
+        // One process of the word search on a kept store, for A/B pairs of two builds (SearchBench.swift).
+        try searchChild(arguments[1], arguments[2], Int(arguments[3]) ?? 5, options: options)
     case ("keyed-pool", 2):
         // KeyedDatabase with reading connections against without, interleaved pairs (KeyedPoolBench.swift).
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
