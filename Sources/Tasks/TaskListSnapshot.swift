@@ -43,8 +43,17 @@ extension TaskList {
             _ body: (TaskItem) throws -> Void
         ) throws -> Int {
             try TaskList.checkPaging(offset: offset, limit: limit ?? 0)
-            var clause = try TaskListClause(listing: try filter.runnable(in: db), db)
-            if clause.matchesNothing || limit == 0 { return 0 }
+            if limit == 0 { return 0 }
+            let filter = try filter.runnable(in: db)
+            let window = try WordSearchWindow(filter, order, db)
+            // A page (not a whole listing) of a common word: from the window when it can say (no sort, no scan
+            // of every match); the tasks are handed over once the page is known.
+            if let window, let limit, let page = try window.page(db, filter, order, nil, offset, limit) {
+                for task in page { try body(try TaskList.authenticated(task, db)) }
+                return page.count
+            }
+            var clause = TaskListClause(listing: filter, window: window)
+            if clause.matchesNothing { return 0 }
             // LIMIT -1: no limit (SQLite's spelling); the statement is the same text either way, so it is cached once.
             clause.arguments.append(limit ?? -1)
             clause.arguments.append(offset)
