@@ -456,6 +456,9 @@ do {
         sqlcipherChild(arguments[1], arguments[2])
     case ("records-child", 5):
         try recordsChild(arguments[1], arguments[2], arguments[3], Int(arguments[4]) ?? 0)
+    case ("records-floor", 2):
+        // What `Decodable` alone costs for COUNT items, from a decoder of constants (Records.swift), in its own process.
+        print("ms \(try decodableFloor(Int(arguments[1]) ?? 200_000))")
     case ("prefs-load-child", 3):
         try prefsLoadChild(arguments[1], arguments[2])
     case ("c-baseline", 2):
