@@ -211,8 +211,20 @@ struct PrefetchPart: Sendable {
 
 /// The records of a prefetched association by the parent key they refer to, and an empty array of their type.
 struct Prefetched {
+    /// The children of parents whose key is an integer (the common case: hashed as `Int64`, not as a
+    /// `DatabaseValue`).
+    let integerGroups: [Int64: Any]
+    /// The children of parents whose key is another value (text, a blob, a real).
     let groups: [DatabaseValue: Any]
     let empty: Any
+
+    /// The children of the parent whose key is column `column` of `row`; the key's storage class must match, as
+    /// in SQL's `IN` on the column's own type (an integer key finds the children of that integer).
+    @inline(__always)
+    func children(of row: Row, at column: Int) throws -> Any {
+        if try row.isInteger(at: column) { return integerGroups[try row.int64(at: column)] ?? empty }
+        return groups[try row.value(at: column)] ?? empty
+    }
 }
 
 /// A join with its alias, its `ON` condition, and the foreign-key column of the parent side.
@@ -273,18 +285,27 @@ extension Query where Record: TableRecord {
                 // The children in one array and their positions by parent key: the grouping runs on concrete types,
                 // not through this function's unspecialized generic code once per child (measured, Docs/records.md).
                 var children: [A.RowDecoder] = []
+                var integerPositions: [Int64: [Int]] = [:]
                 var positions: [DatabaseValue: [Int]] = [:]
                 try db.forEachRow(sql, arguments) { row in
-                    let key = try row.value(at: row.count - 1)
-                    // A child without a parent key has no parent (`IN` never matches NULL).
-                    if key == .null { return }
-                    positions[key, default: []].append(children.count)
+                    let column = row.count - 1
+                    if try row.isInteger(at: column) {
+                        integerPositions[try row.int64(at: column), default: []].append(children.count)
+                    } else {
+                        let key = try row.value(at: column)
+                        // A child without a parent key has no parent (`IN` never matches NULL).
+                        if key == .null { return }
+                        positions[key, default: []].append(children.count)
+                    }
                     children.append(try A.RowDecoder(row: row))
                 }
+                var integerGroups: [Int64: Any] = [:]
+                integerGroups.reserveCapacity(integerPositions.count)
+                for (key, indexes) in integerPositions { integerGroups[key] = indexes.map { children[$0] } }
                 var groups: [DatabaseValue: Any] = [:]
                 groups.reserveCapacity(positions.count)
                 for (key, indexes) in positions { groups[key] = indexes.map { children[$0] } }
-                return Prefetched(groups: groups, empty: [A.RowDecoder]())
+                return Prefetched(integerGroups: integerGroups, groups: groups, empty: [A.RowDecoder]())
             })
         return query
     }
@@ -446,8 +467,7 @@ extension Query {
                 associated.values[scope.key] = try scope.decode(row, scopeLookups[index])
             }
             for (index, (key, values)) in prefetched.enumerated() {
-                let parent = try row.value(at: prefetchStart + index)
-                associated.values[key] = values.groups[parent] ?? values.empty
+                associated.values[key] = try values.children(of: row, at: prefetchStart + index)
             }
             base.associated = associated
             return try T(from: RowDecoder(row: row, lookup: base))
@@ -465,7 +485,32 @@ extension Query {
 
 /// The associated records of one row, by association key, for the decoder of the row's record.
 final class AssociatedValues {
-    var values: [String: Any] = [:]
+    var values = AssociatedList()
+}
+
+/// Values by association key: a few keys (one per association of the request), so a list searched in order,
+/// not a dictionary hashing each key on every row (a request with associations decodes its rows through it).
+struct AssociatedList {
+    private var keys: [String] = []
+    private var values: [Any] = []
+
+    subscript(key: String) -> Any? {
+        get {
+            for index in keys.indices where keys[index] == key { return values[index] }
+            return nil
+        }
+        set {
+            if let index = keys.firstIndex(of: key) {
+                if let newValue { values[index] = newValue } else {
+                    keys.remove(at: index)
+                    values.remove(at: index)
+                }
+            } else if let newValue {
+                keys.append(key)
+                values.append(newValue)
+            }
+        }
+    }
 }
 
 /// The value of an optional association (`including(optional:)`) where the row has no associated record.

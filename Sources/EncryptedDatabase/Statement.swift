@@ -265,6 +265,11 @@ public struct Row {
         sqlite3_column_type(try handle(column), Int32(column)) == SQLITE_NULL
     }
 
+    /// Whether the column holds an integer (its storage class, before any conversion).
+    func isInteger(at column: Int) throws -> Bool {
+        sqlite3_column_type(try handle(column), Int32(column)) == SQLITE_INTEGER
+    }
+
     /// The column as a 64-bit integer.
     ///
     /// The corresponding C function is `sqlite3_column_int64`.
