@@ -266,6 +266,7 @@ public struct Row {
     }
 
     /// Whether the column holds an integer (its storage class, before any conversion).
+    @usableFromInline
     func isInteger(at column: Int) throws -> Bool {
         sqlite3_column_type(try handle(column), Int32(column)) == SQLITE_INTEGER
     }
