@@ -210,9 +210,29 @@ struct PrefetchPart: Sendable {
 }
 
 /// The records of a prefetched association by the parent key they refer to, and an empty array of their type.
+@usableFromInline
 struct Prefetched {
+    /// The children of parents whose key is an integer (the common case: hashed as `Int64`, not as a
+    /// `DatabaseValue`).
+    let integerGroups: [Int64: Any]
+    /// The children of parents whose key is another value (text, a blob, a real).
     let groups: [DatabaseValue: Any]
     let empty: Any
+
+    @usableFromInline
+    init(integerGroups: [Int64: Any], groups: [DatabaseValue: Any], empty: Any) {
+        self.integerGroups = integerGroups
+        self.groups = groups
+        self.empty = empty
+    }
+
+    /// The children of the parent whose key is column `column` of `row`; the key's storage class must match, as
+    /// in SQL's `IN` on the column's own type (an integer key finds the children of that integer).
+    @inline(__always)
+    func children(of row: Row, at column: Int) throws -> Any {
+        if try row.isInteger(at: column) { return integerGroups[try row.int64(at: column)] ?? empty }
+        return groups[try row.value(at: column)] ?? empty
+    }
 }
 
 /// A join with its alias, its `ON` condition, and the foreign-key column of the parent side.
@@ -265,27 +285,46 @@ extension Query where Record: TableRecord {
     /// struct AuthorInfo: Decodable, FetchableRecord { var author: Author; var books: [Book] }
     /// let infos = try Author.including(all: Author.books).fetchAll(db) as [AuthorInfo]
     /// ```
+    @inlinable
     public func including<A: AssociationToMany>(all association: A) -> Query
     where A.OriginRowDecoder == Record, A.RowDecoder: FetchableRecord {
-        var query = self
-        query.prefetches.append(
-            PrefetchPart(association: association._sqlAssociation) { db, sql, arguments in
-                // The children in one array and their positions by parent key: the grouping runs on concrete types,
-                // not through this function's unspecialized generic code once per child (measured, Docs/records.md).
-                var children: [A.RowDecoder] = []
-                var positions: [DatabaseValue: [Int]] = [:]
-                try db.forEachRow(sql, arguments) { row in
-                    let key = try row.value(at: row.count - 1)
+        // Inlinable, so that the closure is compiled in the caller's module for the concrete child type: the
+        // children's array and their grouping run specialized, not through generic code once per child.
+        prefetching(association._sqlAssociation) { db, sql, arguments in
+            // The children in one array and their positions by parent key.
+            var children: [A.RowDecoder] = []
+            var integerPositions: [Int64: [Int]] = [:]
+            var positions: [DatabaseValue: [Int]] = [:]
+            try db.forEachRow(sql, arguments) { row in
+                let column = row.count - 1
+                if try row.isInteger(at: column) {
+                    integerPositions[try row.int64(at: column), default: []].append(children.count)
+                } else {
+                    let key = try row.value(at: column)
                     // A child without a parent key has no parent (`IN` never matches NULL).
                     if key == .null { return }
                     positions[key, default: []].append(children.count)
-                    children.append(try A.RowDecoder(row: row))
                 }
-                var groups: [DatabaseValue: Any] = [:]
-                groups.reserveCapacity(positions.count)
-                for (key, indexes) in positions { groups[key] = indexes.map { children[$0] } }
-                return Prefetched(groups: groups, empty: [A.RowDecoder]())
-            })
+                children.append(try A.RowDecoder(row: row))
+            }
+            var integerGroups: [Int64: Any] = [:]
+            integerGroups.reserveCapacity(integerPositions.count)
+            for (key, indexes) in integerPositions { integerGroups[key] = indexes.map { children[$0] } }
+            var groups: [DatabaseValue: Any] = [:]
+            groups.reserveCapacity(positions.count)
+            for (key, indexes) in positions { groups[key] = indexes.map { children[$0] } }
+            return Prefetched(integerGroups: integerGroups, groups: groups, empty: [A.RowDecoder]())
+        }
+    }
+
+    /// This request with one more prefetched association, read by `fetch`.
+    @usableFromInline
+    func prefetching(
+        _ association: _SQLAssociation,
+        _ fetch: @escaping @Sendable (Database, String, StatementArguments) throws -> Prefetched
+    ) -> Query {
+        var query = self
+        query.prefetches.append(PrefetchPart(association: association, fetch: fetch))
         return query
     }
 
@@ -446,8 +485,7 @@ extension Query {
                 associated.values[scope.key] = try scope.decode(row, scopeLookups[index])
             }
             for (index, (key, values)) in prefetched.enumerated() {
-                let parent = try row.value(at: prefetchStart + index)
-                associated.values[key] = values.groups[parent] ?? values.empty
+                associated.values[key] = try values.children(of: row, at: prefetchStart + index)
             }
             base.associated = associated
             return try T(from: RowDecoder(row: row, lookup: base))
@@ -465,7 +503,32 @@ extension Query {
 
 /// The associated records of one row, by association key, for the decoder of the row's record.
 final class AssociatedValues {
-    var values: [String: Any] = [:]
+    var values = AssociatedList()
+}
+
+/// Values by association key: a few keys (one per association of the request), so a list searched in order,
+/// not a dictionary hashing each key on every row (a request with associations decodes its rows through it).
+struct AssociatedList {
+    private var keys: [String] = []
+    private var values: [Any] = []
+
+    subscript(key: String) -> Any? {
+        get {
+            for index in keys.indices where keys[index] == key { return values[index] }
+            return nil
+        }
+        set {
+            if let index = keys.firstIndex(of: key) {
+                if let newValue { values[index] = newValue } else {
+                    keys.remove(at: index)
+                    values.remove(at: index)
+                }
+            } else if let newValue {
+                keys.append(key)
+                values.append(newValue)
+            }
+        }
+    }
 }
 
 /// The value of an optional association (`including(optional:)`) where the row has no associated record.

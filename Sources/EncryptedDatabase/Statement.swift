@@ -265,6 +265,12 @@ public struct Row {
         sqlite3_column_type(try handle(column), Int32(column)) == SQLITE_NULL
     }
 
+    /// Whether the column holds an integer (its storage class, before any conversion).
+    @usableFromInline
+    func isInteger(at column: Int) throws -> Bool {
+        sqlite3_column_type(try handle(column), Int32(column)) == SQLITE_INTEGER
+    }
+
     /// The column as a 64-bit integer.
     ///
     /// The corresponding C function is `sqlite3_column_int64`.
@@ -418,9 +424,9 @@ public struct Row {
 final class ColumnLookup {
     /// Column names to indexes; the first column wins when a name repeats.
     let index: [String: Int]
-    /// The names asked for so far in the order a record's decoder asks for them, with their columns: a
-    /// `Decodable` type asks for the same keys in the same order on every row, so the next lookup is one string
-    /// comparison instead of a hash.
+    /// The names asked for so far in the order a record's decoder asks for them, with their columns (-1 for a
+    /// name that is no column): a `Decodable` type asks for the same keys in the same order on every row, so the
+    /// next lookup is one string comparison instead of a hash.
     // Confined to the statement's connection like everything here: the run-time exclusivity checks of these
     // properties cost more than the lookup itself, so they are left out.
     @exclusivity(unchecked) private var orderNames: [String] = []
@@ -450,16 +456,19 @@ final class ColumnLookup {
             position = 0
         }
         self.position = position &+ 1
-        if position < orderNames.count, orderNames[position] == name { return orderColumns[position] }
+        if position < orderNames.count, orderNames[position] == name {
+            let column = orderColumns[position]
+            return column < 0 ? nil : column
+        }
         let column = index[name]
-        if let column {
-            if position < orderNames.count {
-                orderNames[position] = name
-                orderColumns[position] = column
-            } else if position == orderNames.count {
-                orderNames.append(name)
-                orderColumns.append(column)
-            }
+        // A name that is no column is remembered too (as -1): a record with a nested record or an association
+        // asks for a key that is no column on every row, and the names after it keep their places in the order.
+        if position < orderNames.count {
+            orderNames[position] = name
+            orderColumns[position] = column ?? -1
+        } else if position == orderNames.count {
+            orderNames.append(name)
+            orderColumns.append(column ?? -1)
         }
         return column
     }

@@ -389,8 +389,12 @@ public struct TaskList: Sendable {
     private static func list(
         _ db: Database, _ filter: Filter, _ order: Order, _ after: TaskItem?, _ offset: Int, _ limit: Int
     ) throws -> [TaskItem] {
-        var clause = try TaskListClause(listing: try filter.runnable(in: db), db)
-        if clause.matchesNothing || limit == 0 { return [] }
+        if limit == 0 { return [] }
+        let filter = try filter.runnable(in: db)
+        let window = try WordSearchWindow(filter, order, db)
+        if let window, let page = try window.page(db, filter, order, after, offset, limit) { return page }
+        var clause = TaskListClause(listing: filter, window: window)
+        if clause.matchesNothing { return [] }
         if let after { clause.after(after, order: order) }
         clause.arguments.append(limit)
         clause.arguments.append(offset)

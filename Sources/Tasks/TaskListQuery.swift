@@ -134,19 +134,11 @@ struct TaskListClause {
     /// against the matches, rather than reading every match and sorting them (Docs/tasks.md, "Searching").
     static let scanAboveMatches = 2_000
 
-    /// The clause of `filter` for a listing: a word search that matches many tasks (counted in the index, a few
-    /// milliseconds for 100 000) is checked task by task in the listing's order, so that the first page stops
-    /// early; one that matches few reads its matches and sorts them.
-    init(listing filter: TaskList.Filter, _ db: Database) throws {
-        var scan = false
-        if let words = filter.words, let pattern = FullTextPattern(matchingAllPrefixesIn: words) {
-            let index = TaskList.searchIndex
-            let matches = try db.scalar(
-                "SELECT count(*) FROM tasks_search WHERE tasks_search MATCH ?", [pattern.text(for: index.engine)],
-                as: Int.self) ?? 0
-            scan = matches > TaskListClause.scanAboveMatches
-        }
-        self.init(filter, scanning: scan)
+    /// The clause of `filter` for a listing, given its word search's ``WordSearchWindow`` (nil without words): a
+    /// word search with more matches than the window holds is checked task by task in the listing's order, so
+    /// that the first page stops early; one whose matches all fit in the window reads them and sorts them.
+    init(listing filter: TaskList.Filter, window: WordSearchWindow?) {
+        self.init(filter, scanning: window.map { !$0.complete } ?? false)
     }
 
     /// The total of a word search alone, read from the index without touching the tasks; nil for other filters.

@@ -233,6 +233,67 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
         #expect(try snapshot(directory.path) == files)
     }
 
+    /// `including(all:)` groups the children by their parent's key whatever its type: integers (grouped as
+    /// integers), text and blobs (UUIDs); a child whose key is NULL belongs to no parent, and a parent without
+    /// children gets an empty array.
+    @Test func includingAllGroupsChildrenByKeysOfEveryType() throws {
+        struct Shelf: Codable, Equatable, FetchableRecord, PersistableRecord {
+            static let items = hasMany(Item.self)
+            var code: String
+            var label: String
+        }
+        struct Item: Codable, Equatable, FetchableRecord, PersistableRecord {
+            var id: UUID
+            var shelfCode: String?
+            var name: String
+        }
+        struct Folder: Codable, Equatable, FetchableRecord, PersistableRecord {
+            static let notes = hasMany(Note.self)
+            var id: UUID
+            var name: String
+        }
+        struct Note: Codable, Equatable, FetchableRecord, PersistableRecord {
+            var id: Int64
+            var folderId: UUID
+            var text: String
+        }
+        struct ShelfInfo: Decodable, FetchableRecord, Equatable {
+            var shelf: Shelf
+            var items: [Item]
+        }
+        struct FolderInfo: Decodable, FetchableRecord, Equatable {
+            var folder: Folder
+            var notes: [Note]
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("keys.db"), key: try testKey())
+        let (a, b, c) = (Item(id: UUID(), shelfCode: "12", name: "a"), Item(id: UUID(), shelfCode: "A-1", name: "b"),
+                         Item(id: UUID(), shelfCode: "12", name: "c"))
+        let loose = Item(id: UUID(), shelfCode: nil, name: "loose")
+        let (work, home) = (Folder(id: UUID(), name: "work"), Folder(id: UUID(), name: "home"))
+        let notes = [Note(id: 1, folderId: work.id, text: "one"), Note(id: 2, folderId: work.id, text: "two")]
+        try queue.write { (db: Database) throws in
+            try db.execute("CREATE TABLE shelf (code TEXT PRIMARY KEY NOT NULL, label TEXT NOT NULL)")
+            try db.execute("CREATE TABLE item (id BLOB PRIMARY KEY NOT NULL, shelfCode TEXT REFERENCES shelf(code), name TEXT NOT NULL)")
+            try db.execute("CREATE TABLE folder (id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL)")
+            try db.execute("CREATE TABLE note (id INTEGER PRIMARY KEY, folderId BLOB NOT NULL REFERENCES folder(id), text TEXT NOT NULL)")
+            for shelf in [Shelf(code: "12", label: "twelve"), Shelf(code: "A-1", label: "first"), Shelf(code: "Z", label: "empty")] {
+                try shelf.insert(db)
+            }
+            for item in [a, b, c, loose] { try item.insert(db) }
+            try work.insert(db)
+            try home.insert(db)
+            for note in notes { try note.insert(db) }
+        }
+        let (shelves, folders) = try queue.read { (db: Database) throws in
+            (try ShelfInfo.fetchAll(db, Shelf.including(all: Shelf.items.order(Column("name"))).order(Column("code"))),
+             try FolderInfo.fetchAll(db, Folder.including(all: Folder.notes.order(Column("id"))).order(Column("name"))))
+        }
+        #expect(shelves.map(\.shelf.code) == ["12", "A-1", "Z"])
+        #expect(shelves.map { $0.items.map(\.name) } == [["a", "c"], ["b"], []])
+        #expect(folders == [FolderInfo(folder: home, notes: []), FolderInfo(folder: work, notes: notes)])
+    }
+
     @Test func aTableAssociatedWithItselfKeepsItsTwoSidesApart() throws {
         struct Employee: Codable, Equatable, FetchableRecord, PersistableRecord {
             static let manager = belongsTo(Employee.self, key: "manager")

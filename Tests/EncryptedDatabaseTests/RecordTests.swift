@@ -236,6 +236,64 @@ private func makeRecordDatabase(_ directory: TemporaryDirectory) throws -> Datab
         }
     }
 
+    /// The decoder remembers the order in which a record asks for its keys, names that are no column included,
+    /// to skip the hash on later rows: whatever order the SELECT gives the columns, whatever order the record asks
+    /// for them (even one that changes from row to row), and with keys that are no column, every row decodes as
+    /// it would alone; a NULL for a non-optional and a value an enum does not have still name their column.
+    @Test func keysAskedInAnyOrderAndKeysThatAreNoColumnDecodeTheSameOnEveryRow() throws {
+        struct Entry: Decodable, Equatable, FetchableRecord {
+            enum CodingKeys: String, CodingKey { case id, title, isDone, note, missing }
+            var title: String
+            var detail: String?
+            var missing: String?
+            init(title: String, detail: String?, missing: String? = nil) {
+                (self.title, self.detail, self.missing) = (title, detail, missing)
+            }
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                // Done rows ask for a key that is no column first; the others ask for the title first.
+                if try container.decode(Bool.self, forKey: .isDone) {
+                    missing = try container.decodeIfPresent(String.self, forKey: .missing)
+                    detail = try container.decodeIfPresent(String.self, forKey: .note)
+                    title = try container.decode(String.self, forKey: .title)
+                } else {
+                    title = try container.decode(String.self, forKey: .title)
+                    missing = try container.decodeIfPresent(String.self, forKey: .missing)
+                    detail = nil
+                }
+            }
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        let todos = (0..<6).map { Todo("t\($0)", isDone: $0 % 2 == 1, note: $0 == 3 ? nil : "n\($0)") }
+        try queue.write { db in for todo in todos { try todo.insert(db) } }
+        try queue.read { (db: Database) throws -> Void in
+            let reordered = try Todo.fetchAll(
+                db, sql: "SELECT details, note, priority, creationDate, isDone, title, id FROM todo ORDER BY title")
+            #expect(reordered == todos)
+            let entries = try Entry.fetchAll(db, sql: "SELECT note, title, isDone FROM todo ORDER BY title")
+            #expect(entries == [
+                Entry(title: "t0", detail: nil), Entry(title: "t1", detail: "n1"), Entry(title: "t2", detail: nil),
+                Entry(title: "t3", detail: nil), Entry(title: "t4", detail: nil), Entry(title: "t5", detail: "n5"),
+            ])
+            #expect {
+                try Todo.fetchAll(
+                    db, sql: "SELECT id, CASE WHEN title = 't4' THEN NULL ELSE title END AS title, isDone, "
+                        + "creationDate, priority, note, details FROM todo ORDER BY creationDate, id")
+            } throws: { error in
+                (error as? DatabaseError)?.code == DatabaseError.Code.typeMismatch
+                    && "\(error)".contains("column 1 (title) is NULL")
+            }
+        }
+        try queue.write { db in try db.execute("UPDATE todo SET priority = 9 WHERE title = 't5'") }
+        #expect {
+            try queue.read { db in try Todo.fetchAll(db, sql: "SELECT * FROM todo ORDER BY title") }
+        } throws: { error in
+            (error as? DatabaseError)?.code == DatabaseError.Code.typeMismatch
+                && "\(error)".contains("column 4 (priority) holds a value that is not a Priority")
+        }
+    }
+
     @Test func fetchingAgainReusesTheStatementAndItsColumnLookup() throws {
         let directory = try TemporaryDirectory()
         let queue = try makeRecordDatabase(directory)

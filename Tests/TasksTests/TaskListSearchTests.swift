@@ -62,6 +62,41 @@ struct TaskListSearchTests {
         }
     }
 
+    /// A page of a word with more than 2 000 matches is read from the index's matches with the highest (newest
+    /// first) or lowest numbers when the tasks were indexed in the order of their dates, and the usual way when
+    /// they were not (a newer task indexed first, older tasks imported last, any order): the same page either way,
+    /// through `list`, `page` and a snapshot's `forEachTask`.
+    @Test func aCommonWordListsTheSameWhateverOrderTheTasksWereIndexedIn() throws {
+        let ordered: [TaskItem] = (0..<2_800).map { (n: Int) -> TaskItem in
+            let title = n % 7 == 0 ? "Other \(n)" : "Pay bill \(n)"
+            return TaskItem(id: UUID(), title: title, done: n % 3 == 0, createdAt: TLDate(Double(n)))
+        }
+        let arrangements: [(String, [TaskItem])] = [
+            ("by date", ordered), ("newest first", Array(ordered.reversed())), ("shuffled", ordered.shuffled()),
+            ("oldest imported last", Array(ordered[300...]) + Array(ordered[..<300])),
+            ("newest indexed first", [ordered[2_799]] + Array(ordered[..<2_799])),
+        ]
+        for (arrangement, items) in arrangements {
+            let store = try TLStore()
+            try store.tasks.insert(items)
+            for status in [TaskList.Filter.Status.all, .done, .open] {
+                let words = TaskList.Filter(status: status, titleMatches: "pay")
+                let like = TaskList.Filter(status: status, titleContains: "Pay")
+                for order in [TaskList.Order.newestFirst, .oldestFirst] {
+                    let expected = try store.tasks.list(like, order: order, offset: 40, limit: 25)
+                    #expect(expected.count == 25)
+                    #expect(try store.tasks.list(words, order: order, offset: 40, limit: 25) == expected, "\(arrangement)")
+                    #expect(try store.tasks.page(words, order: order, limit: 50) == store.tasks.page(like, order: order, limit: 50), "\(arrangement)")
+                    var streamed: [TaskItem] = []
+                    _ = try store.tasks.snapshot { snapshot in
+                        try snapshot.forEachTask(words, order: order, offset: 40, limit: 25) { streamed.append($0) }
+                    }
+                    #expect(streamed == expected, "\(arrangement), \(status), \(order)")
+                }
+            }
+        }
+    }
+
     @Test func renamesDeletesAndBatchChangesKeepTheIndexInStep() throws {
         let store = try TLStore()
         let rent = try store.tasks.create(title: "Pay rent", createdAt: TLDate(1))

@@ -62,3 +62,51 @@ struct SearchBench {
 
     private func format(_ value: Double) -> String { String(format: "%.4f", value) }
 }
+
+/// `securestore-bench search-child DB WORDS RUNS [--scale N]`: one process of the task list's word search on the
+/// store at DB (made with the bulk data set when missing, and kept for the next process), for A/B pairs of two
+/// builds on the same file. Each run times, on one warm connection, what `tasks list --search WORDS` does:
+///
+///   SEARCHCHILD words=W matches=N page=<median>ms first=<median>ms list=<median>ms all=<median>ms
+///
+/// `page`: the first page of 50 newest matches and their total (``TaskList/page(_:order:after:offset:limit:)``);
+/// `first`: until the first task of that page is handed over by ``TaskList/Snapshot/forEachTask(_:order:offset:limit:_:)``
+/// (the time to the first printed line); `list`: the 50 tasks without the total; `all`: every match, streamed
+/// (`--limit none`), run once per process.
+func searchChild(_ path: String, _ words: String, _ runs: Int, options: BenchOptions) throws {
+    if !FileManager.default.fileExists(atPath: path) {
+        let seed = try ProjectBench(directory: (path as NSString).deletingLastPathComponent, options: options)
+            .makeStore(path, count: options.bulkCount)
+        info("search-seed", seed, "\(options.bulkCount) tasks inserted with the search index, one transaction")
+    }
+    let queue = try DatabaseQueue(path: path, key: benchKey())
+    defer { try? queue.close() }
+    let tasks = try TaskList(queue: queue)
+    let filter = TaskList.Filter(titleMatches: words)
+    let total = try tasks.page(filter, limit: 50).total  // warm-up
+    var page: [Double] = [], first: [Double] = [], list: [Double] = []
+    for _ in 0..<max(1, runs) {
+        page.append(try milliseconds { _ = try tasks.page(filter, limit: 50) })
+        list.append(try milliseconds { _ = try tasks.list(filter, limit: 50) })
+        let start = ContinuousClock.now
+        var firstTime: Double?
+        _ = try tasks.snapshot { snapshot in
+            try snapshot.forEachTask(filter, limit: 50) { _ in
+                if firstTime == nil {
+                    let elapsed = ContinuousClock.now - start
+                    firstTime = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1e3
+                }
+            }
+        }
+        first.append(firstTime ?? 0)
+    }
+    var streamed = 0
+    let all = try milliseconds {
+        _ = try tasks.snapshot { snapshot in try snapshot.forEachTask(filter) { _ in streamed += 1 } }
+    }
+    guard streamed == total else { fail("search-child: streamed \(streamed) tasks, the total says \(total)") }
+    func format(_ value: Double) -> String { String(format: "%.3f", value) }
+    print(
+        "SEARCHCHILD words=\(words) matches=\(total) page=\(format(median(page)))ms first=\(format(median(first)))ms "
+            + "list=\(format(median(list)))ms all=\(format(all))ms")
+}

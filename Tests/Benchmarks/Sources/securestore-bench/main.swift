@@ -456,6 +456,9 @@ do {
         sqlcipherChild(arguments[1], arguments[2])
     case ("records-child", 5):
         try recordsChild(arguments[1], arguments[2], arguments[3], Int(arguments[4]) ?? 0)
+    case ("records-floor", 2):
+        // What `Decodable` alone costs for COUNT items, from a decoder of constants (Records.swift), in its own process.
+        print("ms \(try decodableFloor(Int(arguments[1]) ?? 200_000))")
     case ("prefs-load-child", 3):
         try prefsLoadChild(arguments[1], arguments[2])
     case ("c-baseline", 2):
@@ -467,6 +470,9 @@ do {
     case ("search", 2):
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
         try SearchBench(directory: arguments[1], options: options).run()
+    case ("search-child", 4):
+        // One process of the word search on a kept store, for A/B pairs of two builds (SearchBench.swift).
+        try searchChild(arguments[1], arguments[2], Int(arguments[3]) ?? 5, options: options)
     case ("keyed-pool", 2):
         // KeyedDatabase with reading connections against without, interleaved pairs (KeyedPoolBench.swift).
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
