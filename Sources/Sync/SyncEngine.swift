@@ -43,6 +43,14 @@ public struct SyncReport: Sendable, Equatable {
     /// Bundles kept pending: written by a newer version (a newer bundle format, or tables or columns this
     /// database does not have yet). They are applied once this device has been upgraded.
     public var pendingBundles: [String] = []
+    /// The snapshot this device started from (a new device), relative to the remote's root; nil when none.
+    public var snapshot: String?
+    /// Bundles that snapshot held, not applied one by one.
+    public var snapshotBundles = 0
+    /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
+    public var refusedSnapshots: [String] = []
+    /// Deleted rows whose tombstones every known device has seen, dropped from the bookkeeping here.
+    public var prunedTombstones = 0
 }
 
 /// A device of the sync group as this device knows it.
@@ -366,12 +374,15 @@ public final class SyncEngine: Sendable {
         try withSyncLock { try syncLocked() }
     }
 
-    private func syncLocked() throws -> SyncReport {
+    func syncLocked() throws -> SyncReport {
         var report = SyncReport()
         try transport.pull()
         try adoptGeneration()
+        try startFromSnapshot(&report)  // SyncSnapshot.swift
         let refusals = try applyIncoming(&report)
+        try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
         let unsent = try sendOutgoing(&report)
+        report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
             throw SyncError(
                 SyncError.Code.refusedBundle,
@@ -634,6 +645,7 @@ public final class SyncEngine: Sendable {
                     ? "'\(id)' is this device; remove it from another device; nothing was changed"
                     : "no other device of the group has the id '\(id)'\(matches.count > 1 ? " alone" : "") (see the devices list); nothing was changed")
         }
+        let removedBefore = SyncRemovedDevices.read(root: engine.layoutRoot, key: engine.key)
         let key = SyncKey.random()
         let generation = engine.generation + 1
         // The key first: a crash after this leaves a device that finishes the rotation at its next sync.
@@ -642,6 +654,7 @@ public final class SyncEngine: Sendable {
             label: "SecureStore sync key of \(database.name)")
         let rotated = try SyncEngine(database: database)
         try rotated.sync()
+        try recordRemoval(removed, previous: removedBefore, engine: rotated)  // SyncPruning.swift
         return (removed, try pairingCode(key))
     }
 
