@@ -127,26 +127,27 @@ enum SyncVarint {
     }
 }
 
-/// The "seen" files: `devices/<id>/seen-<10 digits>`, each written once by its device, sealed under the sync key
+/// The "seen" files: `seen/<device id>/<10 digits>`, each written once by its device (a folder of its own, beside
+/// `devices/`, so that the bundle folders hold bundles only), sealed under the sync key
 /// with the device's id and the file's number in the authenticated data (a file moved to another folder or
 /// renamed to another number does not open). The newest that opens is the device's vector; a deleted newest file
 /// only makes the others wait longer (an older vector is lower), never prune early.
 enum SyncSeenFiles {
-    static let prefix = "seen-"
+    static let folder = "seen"
 
     static func aadDevice(_ device: String) -> String { "seen/" + device }
 
     /// The numbers of `device`'s seen files, newest first.
     static func numbers(root: String, device: String) -> [UInt64] {
-        let names = (try? listDirectory(root + "/" + SyncLayout.devices + "/" + device)) ?? []
+        let names = (try? listDirectory(root + "/" + folder + "/" + device)) ?? []
         return names.compactMap { name -> UInt64? in
-            guard name.hasPrefix(prefix), name.utf8.count == prefix.utf8.count + 10 else { return nil }
-            return UInt64(name.dropFirst(prefix.count))
+            guard name.utf8.count == 10, name.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            return UInt64(name)
         }.sorted(by: >)
     }
 
     static func relative(device: String, number: UInt64) -> String {
-        "\(SyncLayout.devices)/\(device)/\(prefix)\(SealedBundle.paddedSequence(number))"
+        "\(folder)/\(device)/\(SealedBundle.paddedSequence(number))"
     }
 
     /// The newest vector of `device` that opens under `key`, and its number.
@@ -303,8 +304,11 @@ extension SyncEngine {
 
     /// Writes this device's seen vector when it changed (before this sync's bundles are published, so it travels
     /// in the same commit). The vector is what this device has applied before sealing its next bundles: those
-    /// bundles already reflect all of it.
+    /// bundles already reflect all of it. Nothing is written while this device's own chain is broken (it sends
+    /// nothing then either).
     func publishSeenVector() throws {
+        let recorded = try database.read { db in try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) ?? 0 }
+        if SyncLayout.bundles(root: layoutRoot, device: device).contains(where: { $0.sequence > UInt64(recorded) }) { return }
         let vector = try database.read { db in try SyncVector.current(db, device: device, name: Self.hostName) }
         _ = try SyncSeenFiles.publish(vector, root: layoutRoot, device: device, key: key)
     }

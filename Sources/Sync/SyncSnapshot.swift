@@ -6,7 +6,7 @@ internal import SecureStoreCore
 
 /// What ``SyncEngine/writeSnapshot()`` wrote.
 public struct SyncSnapshotInfo: Sendable, Equatable {
-    /// The snapshot's folder, relative to the remote's root (`devices/<id>/snapshot-<number>`).
+    /// The snapshot's folder, relative to the remote's root (`snapshots/<device id>/<number>`).
     public let path: String
     /// Rows in it (deleted rows whose tombstones are still kept included).
     public let rows: Int
@@ -16,19 +16,19 @@ public struct SyncSnapshotInfo: Sendable, Equatable {
     public let bundlesCovered: Int64
 }
 
-/// The files of a snapshot: `devices/<id>/snapshot-<10 digits>/manifest` and `part-<10 digits>` (at most
+/// The files of a snapshot: `snapshots/<device id>/<10 digits>/manifest` and `part-<10 digits>` (at most
 /// ``SyncEngine/rowsPerSnapshotPart`` rows each, so neither writing nor reading holds more in memory). All are
 /// sealed under the sync key; the manifest's authenticated data names the device and its header the snapshot's
 /// number, each part's names the device and snapshot number and its header the part's index, and the manifest
 /// holds every part's SHA-256: a part swapped, truncated, moved from another snapshot or device, or a snapshot
 /// renamed to a newer number (replayed), does not open.
 enum SyncSnapshotFiles {
-    static let prefix = "snapshot-"
+    static let directory = "snapshots"
     static let manifest = "manifest"
     static let magic = Array("SSS1".utf8)
 
     static func folder(device: String, number: UInt64) -> String {
-        "\(SyncLayout.devices)/\(device)/\(prefix)\(SealedBundle.paddedSequence(number))"
+        "\(directory)/\(device)/\(SealedBundle.paddedSequence(number))"
     }
 
     static func part(_ index: Int) -> String { "part-" + SealedBundle.paddedSequence(UInt64(index)) }
@@ -38,10 +38,10 @@ enum SyncSnapshotFiles {
 
     /// `device`'s snapshot numbers, newest first.
     static func numbers(root: String, device: String) -> [UInt64] {
-        let names = (try? listDirectory(root + "/" + SyncLayout.devices + "/" + device)) ?? []
+        let names = (try? listDirectory(root + "/" + directory + "/" + device)) ?? []
         return names.compactMap { name -> UInt64? in
-            guard name.hasPrefix(prefix), name.utf8.count == prefix.utf8.count + 10 else { return nil }
-            return UInt64(name.dropFirst(prefix.count))
+            guard name.utf8.count == 10, name.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            return UInt64(name)
         }.sorted(by: >)
     }
 
@@ -183,7 +183,8 @@ extension SyncEngine {
         let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         var candidates: [(device: String, number: UInt64, manifest: SyncSnapshotFiles.Manifest)] = []
         let prefix = generation == 1 ? "" : "generation-\(generation)/"
-        for writer in SyncLayout.deviceIDs(root: root) where writer != device {
+        let writers = ((try? listDirectory(root + "/" + SyncSnapshotFiles.directory)) ?? []).filter(Self.isDeviceID).sorted()
+        for writer in writers where writer != device {
             // The newest of each device; an older one is only there while the newest is being replaced.
             guard let number = SyncSnapshotFiles.numbers(root: root, device: writer).first else { continue }
             let folder = SyncSnapshotFiles.folder(device: writer, number: number)

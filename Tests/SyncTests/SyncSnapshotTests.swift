@@ -156,14 +156,15 @@ extension SyncDevice_ {
         let b = try SyncDevice_()
         try b.join(remote, code)
         try b.sync()
+        try FileManager.default.createDirectory(atPath: folder.path + "/snapshots/" + b.engine.device, withIntermediateDirectories: true)
         try FileManager.default.moveItem(
             atPath: folder.path + "/" + info.path,
-            toPath: folder.path + "/devices/" + b.engine.device + "/" + (info.path.split(separator: "/").last.map(String.init) ?? ""))
+            toPath: folder.path + "/snapshots/" + b.engine.device + "/" + (info.path.split(separator: "/").last.map(String.init) ?? ""))
         let fresh = try SyncDevice_()
         try fresh.join(remote, code)
         let report = try fresh.sync()
         #expect(report.snapshot == nil)
-        #expect(report.refusedSnapshots.first?.contains("devices/\(b.engine.device)/snapshot-") == true)
+        #expect(report.refusedSnapshots.first?.contains("snapshots/\(b.engine.device)/") == true)
         #expect(try fresh.table() == expected)
     }
 }
