@@ -319,7 +319,9 @@ extension SyncEngine {
         let known = try knownDevices()
         var published: [String: SyncVector?] = [:]
         for other in known where other != device {
-            published[other] = SyncSeenFiles.newest(root: layoutRoot, device: other, key: key)?.vector
+            // `.some(nil)`: a device that has published no vector stays in the list, and holds pruning back
+            // (assigning a plain nil would drop it from the dictionary).
+            published[other] = .some(SyncSeenFiles.newest(root: layoutRoot, device: other, key: key)?.vector)
         }
         let result = try database.write { db in try SyncPruning.prune(db, device: device, published: published) }
         return result

@@ -6,6 +6,8 @@
 #                  vs `tasks export` of the N tasks + `tasks import` into a new database (the same data moved by hand)
 #   one-change     `tasks add` + `sync now` on one device, then `sync now` on the other (our own time for one change
 #                  end to end; the replication engine's delay is not in it) vs `tasks add` alone
+#   join-snapshot  a new device joins a folder of N tasks holding a snapshot of them (`sync snapshot`: it applies
+#                  the snapshot, then no bundle) vs joining a copy of that folder without the snapshot (every bundle)
 # Interleaved pairs (A B A B …); prints each side's median in ms and the median of the per-pair ratios, as
 #   BENCH <workload> project=<ms>ms baseline=<ms>ms ratio=<median of project/baseline>
 # and the bytes on the remote per task.
@@ -69,3 +71,12 @@ echo "# sync bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' 
 echo "BENCH remote-bytes tasks=$tasks bytes=$bytes per-task=$((bytes / tasks))"
 pair "initial-sync-$tasks" join_new export_import
 pair one-change one_change add_only
+
+# Snapshots: the same remote with and without the origin's snapshot (each join adds its own files to its copy).
+"$tool" --app bench-origin sync snapshot >/dev/null 2>&1
+cp -a "$work/remote" "$work/remote-plain"
+rm -rf "$work/remote-plain/snapshots"
+join_snapshot() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --folder "$work/remote" <"$work/code"; }
+join_plain() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --folder "$work/remote-plain" <"$work/code"; }
+echo "BENCH snapshot-bytes tasks=$tasks bytes=$(du -sb "$work/remote/snapshots" | cut -f1)"
+pair "join-snapshot-$tasks" join_snapshot join_plain
