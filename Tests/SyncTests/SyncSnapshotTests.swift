@@ -209,6 +209,51 @@ extension SyncDevice_ {
         #expect(try late.table() == a.table())
     }
 
+    /// A device whose seen vector is missing (an older version publishes none) or does not open (tampered with, or
+    /// moved from another device's folder) holds pruning back; once its genuine vector is there, the tombstone goes.
+    @Test func aMissingOrTamperedVectorHoldsPruningBack() throws {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path)
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let doomed = try a.tasks.create(title: "doomed").id
+        let code = try a.initialize(remote)
+        try b.join(remote, code)
+        try b.sync()
+        _ = try a.tasks.delete(id: doomed)
+        let seenOfB = folder.path + "/seen/" + b.engine.device
+        func syncBoth(_ damage: () throws -> Void) throws {
+            for _ in 0..<3 {
+                try a.sync()
+                try b.sync()
+                try damage()
+            }
+            try a.sync()
+        }
+        // Missing: B's vectors are removed as soon as B writes them.
+        try syncBoth { try? FileManager.default.removeItem(atPath: seenOfB) }
+        #expect(try a.tombstones() == 1)
+        // Tampered with: one byte of each of B's vectors flipped; and A's own vector copied into B's folder.
+        try syncBoth {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: seenOfB)) ?? [] {
+                var bytes = try Data(contentsOf: URL(fileURLWithPath: seenOfB + "/" + name))
+                bytes[bytes.count - 17] ^= 0x01
+                try bytes.write(to: URL(fileURLWithPath: seenOfB + "/" + name))
+            }
+        }
+        #expect(try a.tombstones() == 1)
+        try FileManager.default.removeItem(atPath: seenOfB)
+        try FileManager.default.copyItem(atPath: folder.path + "/seen/" + a.engine.device, toPath: seenOfB)
+        try a.sync()
+        #expect(try a.tombstones() == 1)
+        #expect(try a.tasks.task(id: doomed) == nil)
+        // Genuine again: pruned on both.
+        try FileManager.default.removeItem(atPath: seenOfB)
+        try syncBoth {}
+        try b.sync()
+        #expect(try a.tombstones() == 0)
+        #expect(try b.tombstones() == 0)
+    }
+
     /// A device that never syncs again holds back pruning until it is removed: after `removeDevice` and the others'
     /// `rekey`, the tombstone is dropped.
     @Test func removingAnOfflineDeviceLetsPruningGoOn() throws {
