@@ -486,12 +486,19 @@ public final class SyncEngine: Sendable {
                     try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
                     var changed = 0
                     var conflicts = 0
-                    for bundle in batch {
-                        for row in bundle.payload.rows {
-                            let result = try SyncMerge.apply(
-                                db, byName[row.table]!, row, now: now, merge: merges.function(for: row.table))
-                            if result.changed { changed += 1 }
-                            conflicts += result.conflicts
+                    // Many rows: the full-text indexes of the tables index them in one statement at the end (a
+                    // per-row index trigger makes every insert copy pages to an encrypted statement journal).
+                    let rows = batch.reduce(0) { $0 + $1.payload.rows.count }
+                    let indexes = rows < 64 ? [] : try Set(batch.flatMap { $0.payload.rows.map(\.table) }).sorted()
+                        .flatMap { try db.fullTextIndexes(on: $0) }
+                    try db.deferringFullTextIndexing(of: indexes) {
+                        for bundle in batch {
+                            for row in bundle.payload.rows {
+                                let result = try SyncMerge.apply(
+                                    db, byName[row.table]!, row, now: now, merge: merges.function(for: row.table))
+                                if result.changed { changed += 1 }
+                                conflicts += result.conflicts
+                            }
                         }
                     }
                     if isThisDevice {

@@ -109,4 +109,44 @@ struct KeePassXCCommandTests {
             #expect(accounts.filter { $0.contains("@") }.count == 1, "\(accounts)")
         }
     }
+
+    /// Sync with its keys in KeePassXC: while the database is locked, `sync now` on either device stops at once
+    /// with 77 and the locked line (never "the sync key is not in the key store"), and neither the device's
+    /// database nor the remote changes; unlocked, the waiting edit goes through.
+    @Test func aLockedDatabaseStopsSyncAtOnceAndChangesNothing() throws {
+        let work = try TemporaryDirectory()
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let remote = work.path + "/remote"
+        let added = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "add", "Water", "the", "plants"]).stdout.utf8))
+        let id = try #require((added as? [String: Any])?["id"] as? String)
+        let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
+        try b.ok(["tasks", "done", id])
+        func remoteFiles() throws -> String {
+            try TestSupport.run(["bash", "-c", "cd \"$0\" && find . -type f | LC_ALL=C sort | xargs -d '\\n' sha256sum", remote]).stdout
+        }
+        let (database, files) = (try b.databaseDigest(), try remoteFiles())
+        try Harness.keepassxcCtl("lock")
+        defer {
+            _ = try? Harness.keepassxcCtl("approve")
+            if (try? Harness.keepassxcCtl("status").stdout) != "unlocked\n" { _ = try? Harness.keepassxcCtl("unlock") }
+        }
+        for device in [b, a] {
+            var environment = device.environment
+            environment["SECURESTORE_PROMPT"] = "never"
+            let started = ContinuousClock.now
+            let result = try securestore(["sync", "now"], app: device.app, environment: environment)
+            #expect(result.status == 77, "\(result.stderr)")
+            #expect(result.stderr == lockedLine)
+            #expect(ContinuousClock.now - started < .seconds(3), "at once, not after the D-Bus timeout")
+        }
+        #expect(try b.databaseDigest() == database)
+        #expect(try remoteFiles() == files)
+        #expect(try openDialogs() == "")
+
+        try Harness.keepassxcCtl("unlock")
+        try b.ok(["sync", "now"])
+        try a.ok(["sync", "now"])
+        #expect(try a.tasks().first?["done"] == "1")
+    }
 }

@@ -1,0 +1,99 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// Sync where it meets the rest of the tool: the database key rotated on a synced device, a keyring locked (and a
+/// provider frozen) in the middle of a sync, a word search on a device that got its tasks by sync.
+@Suite(.serialized) struct SyncCombinationTests {
+    let work: TemporaryDirectory
+
+    init() throws {
+        try Harness.require()
+        work = try TemporaryDirectory()
+    }
+
+    /// Two devices through a folder, A already holding one task.
+    private func pair() throws -> (a: SyncCLIDevice, b: SyncCLIDevice, remote: String, id: String) {
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let remote = work.path + "/remote"
+        let added = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "add", "Water", "the", "plants"]).stdout.utf8))
+        let id = try #require((added as? [String: Any])?["id"] as? String)
+        let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
+        return (a, b, remote, id)
+    }
+
+    /// Every file of the remote with its SHA-256: what "the remote is unchanged" means.
+    private func remoteDigest(_ remote: String) throws -> String {
+        try TestSupport.run(["bash", "-c", "cd \"$0\" && find . -type f | LC_ALL=C sort | xargs -d '\\n' sha256sum", remote]).stdout
+    }
+
+    /// The database key of a synced device is rotated (the file re-encrypted under a new key): the device goes on
+    /// syncing both ways with the same sync key, the rotation sends nothing (no row changed), and the other device
+    /// is not told anything about the database key.
+    @Test func rotatingTheDatabaseKeyOfASyncedDeviceKeepsItSyncing() throws {
+        let (a, b, remote, id) = try pair()
+        let before = try remoteDigest(remote)
+        try a.ok(["db", "rotate-key"])
+        let afterRotation = try a.ok(["--json", "sync", "now"]).stdout
+        #expect(afterRotation.contains("\"sentRows\":0") || afterRotation.contains("\"sentRows\" : 0"), "\(afterRotation)")
+        #expect(try remoteDigest(remote) == before, "a rotation changes no synced row, so nothing is sent")
+
+        try a.ok(["tasks", "rename", id, "Water", "the", "roses"])
+        try b.ok(["tasks", "done", id])
+        for device in [a, b, a] { try device.ok(["sync", "now"]) }
+        let rows = try a.tasks()
+        #expect(rows.count == 1 && rows[0]["title"] == "Water the roses" && rows[0]["done"] == "1")
+        #expect(try b.tasks() == rows)
+        #expect(try a.ok(["db", "verify"]).status == 0)
+        #expect(filesContaining("roses", under: remote).isEmpty)
+    }
+
+    /// The keyring is locked when `sync now` needs the keys: it stops with the keyring's exit code (77) and a
+    /// message naming the lock, before anything is read or written — the database and the remote are unchanged and
+    /// the edit waits; unlocked, the same command sends it.
+    @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
+    func aLockedKeyringStopsSyncBeforeItChangesAnything() throws {
+        let (a, b, remote, id) = try pair()
+        try b.ok(["tasks", "done", id])
+        let (database, files) = (try b.databaseDigest(), try remoteDigest(remote))
+        try Harness.keyringCtl("lock")
+        defer { _ = try? Harness.keyringCtl("unlock") }
+        let locked = try b.run(["sync", "now"])
+        #expect(locked.status == 77, "\(locked.stderr)")
+        #expect(locked.stderr.contains("locked"), "\(locked.stderr)")
+        #expect(locked.stderr.split(separator: "\n").count == 1, "one line: \(locked.stderr)")
+        #expect(try b.databaseDigest() == database)
+        #expect(try remoteDigest(remote) == files)
+
+        try Harness.keyringCtl("unlock")
+        try b.ok(["sync", "now"])
+        try a.ok(["sync", "now"])
+        #expect(try a.tasks().first?["done"] == "1")
+    }
+
+    /// A device that got its tasks by sync finds them by word (`tasks list --search`), renamed ones by their new
+    /// title only, as the device that made them does.
+    @Test func aWordSearchFindsWhatSyncBrought() throws {
+        let (a, b, _, id) = try pair()
+        var lines = ""
+        for number in 0..<100 { lines += "{\"title\":\"pay invoice \(number)\"}\n" }
+        let file = work.path + "/invoices.jsonl"
+        try lines.write(toFile: file, atomically: true, encoding: .utf8)
+        try a.ok(["tasks", "import", file])
+        try a.ok(["tasks", "rename", id, "Water", "the", "orchids"])
+        try a.ok(["sync", "now"])
+        try b.ok(["sync", "now"])
+        func search(_ device: SyncCLIDevice, _ words: String) throws -> [String] {
+            let out = try device.ok(["--json", "tasks", "list", "--search", words, "--limit", "none"]).stdout
+            let rows = try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [[String: Any]] ?? []
+            return rows.compactMap { $0["id"] as? String }.sorted()
+        }
+        for words in ["invoice", "pay 42", "orchids", "plants"] {
+            #expect(try search(b, words) == search(a, words), "\(words)")
+        }
+        #expect(try search(b, "invoice").count == 100)
+        #expect(try search(b, "orchids") == [id])
+        #expect(try search(b, "plants").isEmpty)
+    }
+}
