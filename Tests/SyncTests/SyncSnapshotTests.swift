@@ -81,6 +81,14 @@ extension SyncDevice_ {
         #expect(try b.table() == expected)
         #expect(try replayed.table() == expected)
         #expect(try fresh.table() == expected)
+        // Word search finds on the new device what it finds on A (the snapshot's rows went through the deferred
+        // full-text indexing), and SQLite's own check of the index passes.
+        for word in ["renamed", "task", "snapshot"] {
+            let found = try fresh.tasks.list(TaskList.Filter(titleMatches: word), limit: 10_000).map(\.id)
+            #expect(Set(found) == Set(try a.tasks.list(TaskList.Filter(titleMatches: word), limit: 10_000).map(\.id)), "\(word)")
+        }
+        #expect(try fresh.tasks.list(TaskList.Filter(titleMatches: "renamed"), limit: 10_000).count == 100)
+        try fresh.database.write { db in try db.execute("INSERT INTO tasks_search (tasks_search) VALUES ('integrity-check')") }
         // It goes on like any device: its edit reaches the others.
         _ = try fresh.tasks.rename(id: items[0].id, to: "from the new device")
         try fresh.sync(); try a.sync()
