@@ -232,20 +232,27 @@ extension SyncEngine {
                 continue
             }
             let now = microsecondsSince1970(Date())
-            for index in candidate.manifest.parts.indices {
-                guard let payload = part(index) else {
-                    throw SyncError(SyncError.Code.remote, "the snapshot '\(shown)' changed while it was read; run the sync again")
+            // Ten parts (20 000 rows) to a transaction, as bundles are applied: fewer commits, and the deferred
+            // full-text indexing runs once per transaction.
+            let indices = Array(candidate.manifest.parts.indices)
+            for chunk in stride(from: 0, to: indices.count, by: Self.bundlesPerTransaction) {
+                var rows: [SyncRowChange] = []
+                for index in indices[chunk..<min(chunk + Self.bundlesPerTransaction, indices.count)] {
+                    guard let payload = part(index) else {
+                        throw SyncError(SyncError.Code.remote, "the snapshot '\(shown)' changed while it was read; run the sync again")
+                    }
+                    rows += payload.rows
                 }
-                let maxHLC = payload.rows.flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+                let maxHLC = rows.flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 let changed = try database.write { db -> Int in
                     try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
                     var changed = 0
                     // As in `applyIncoming`: many rows, so the tables' full-text indexes index them in one statement
                     // at the end (a per-row index trigger would make every insert use an encrypted statement journal).
-                    let indexes = payload.rows.count < 64 ? [] : try Set(payload.rows.map(\.table)).sorted()
+                    let indexes = rows.count < 64 ? [] : try Set(rows.map(\.table)).sorted()
                         .flatMap { try db.fullTextIndexes(on: $0) }
                     try db.deferringFullTextIndexing(of: indexes) {
-                        for row in payload.rows {
+                        for row in rows {
                             let result = try SyncMerge.apply(
                                 db, byName[row.table]!, row, now: now, merge: merges.function(for: row.table))
                             if result.changed { changed += 1 }
