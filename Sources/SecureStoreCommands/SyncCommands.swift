@@ -107,6 +107,10 @@ private struct SyncReportJSON: Encodable {
     let sentAttachmentChunks: Int
     let fetchedAttachments: Int
     let missingAttachments: Int
+    @Nullable var snapshot: String?
+    let snapshotBundles: Int
+    let refusedSnapshots: [String]
+    let prunedTombstones: Int
 
     init(_ report: SyncReport) {
         sentAttachments = report.sentAttachments
@@ -120,7 +124,19 @@ private struct SyncReportJSON: Encodable {
         sentRows = report.sentRows
         pendingBundles = report.pendingBundles
         reappliedOwnBundles = report.reappliedOwnBundles
+        snapshot = report.snapshot
+        snapshotBundles = report.snapshotBundles
+        refusedSnapshots = report.refusedSnapshots
+        prunedTombstones = report.prunedTombstones
     }
+}
+
+/// `sync snapshot`: what was written.
+private struct SyncSnapshotJSON: Encodable {
+    let snapshot: String
+    let rows: Int
+    let files: Int
+    let bundlesCovered: Int64
 }
 
 private struct SyncStatusJSON: Encodable {
@@ -182,6 +198,14 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
                 "attachments: sent the bytes of \(report.sentAttachments) (\(report.sentAttachmentChunks) new chunk(s)), fetched "
                     + "\(report.fetchedAttachments); \(report.missingAttachments) without their bytes on this device\n")
         }
+    }
+    if let snapshot = report.snapshot {
+        Console.err(
+            "started from the snapshot '\(escapedForTerminal(snapshot))' (it holds \(report.snapshotBundles) bundle(s), not applied one "
+                + "by one); then applied the bundles after it\n")
+    }
+    for refusal in report.refusedSnapshots {
+        Console.err(escapedForTerminal(refusal) + "; started from the bundles instead\n")
     }
     if report.reappliedOwnBundles > 0 {
         Console.err(
@@ -286,6 +310,28 @@ let syncCommand = Command(
                 try withEngine(invocation) { engine in
                     if let mode = try invocation[attachmentsOption] { try engine.setAttachmentMode(mode) }
                     try printReport(try engine.sync(), invocation)
+                    return ExitStatus.success
+                }
+            }),
+        Command(
+            name: "snapshot", abstract: "Sync, then write a snapshot that new devices start from instead of every bundle.",
+            discussion: """
+                Writes a sealed copy of every synced row with its clocks, and the bundles it holds, into this device's
+                folder of the remote (replacing this device's older snapshot). A device that joins later applies the
+                newest snapshot that verifies and then only the bundles after it. Docs/sync.md, 'Snapshots'.
+                """,
+            options: [nameOption],
+            run: { invocation in
+                try withEngine(invocation) { engine in
+                    let info = try engine.writeSnapshot()
+                    if invocation.global.json {
+                        try Console.json(
+                            SyncSnapshotJSON(snapshot: info.path, rows: info.rows, files: info.files, bundlesCovered: info.bundlesCovered))
+                    } else {
+                        Console.err(
+                            "wrote the snapshot '\(escapedForTerminal(info.path))': \(info.rows) row(s) in \(info.files) file(s); a new "
+                                + "device starts from it instead of \(info.bundlesCovered) bundle(s)\n")
+                    }
                     return ExitStatus.success
                 }
             }),

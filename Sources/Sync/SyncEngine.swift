@@ -52,6 +52,14 @@ public struct SyncReport: Sendable, Equatable {
     public var fetchedAttachments = 0
     /// Attachments described here whose bytes are not on this device after the round: lazy, or not on the remote yet.
     public var missingAttachments = 0
+    /// The snapshot this device started from (a new device), relative to the remote's root; nil when none.
+    public var snapshot: String?
+    /// Bundles that snapshot held, not applied one by one.
+    public var snapshotBundles = 0
+    /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
+    public var refusedSnapshots: [String] = []
+    /// Deleted rows whose tombstones every known device has seen, dropped from the bookkeeping here.
+    public var prunedTombstones = 0
 }
 
 /// A device of the sync group as this device knows it.
@@ -375,14 +383,17 @@ public final class SyncEngine: Sendable {
         try withSyncLock { try syncLocked() }
     }
 
-    private func syncLocked() throws -> SyncReport {
+    func syncLocked() throws -> SyncReport {
         var report = SyncReport()
         try transport.pull()
         try adoptGeneration()
         try prepareAttachments()
+        try startFromSnapshot(&report)  // SyncSnapshot.swift
         var refusals = try applyIncoming(&report)
         refusals += try exchangeAttachments(&report)
+        try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
         let unsent = try sendOutgoing(&report)
+        report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
             throw SyncError(
                 SyncError.Code.refusedBundle,
@@ -652,6 +663,7 @@ public final class SyncEngine: Sendable {
                     ? "'\(id)' is this device; remove it from another device; nothing was changed"
                     : "no other device of the group has the id '\(id)'\(matches.count > 1 ? " alone" : "") (see the devices list); nothing was changed")
         }
+        let removedBefore = SyncRemovedDevices.read(root: engine.layoutRoot, key: engine.key)
         let key = SyncKey.random()
         let generation = engine.generation + 1
         // The key first: a crash after this leaves a device that finishes the rotation at its next sync.
@@ -660,6 +672,7 @@ public final class SyncEngine: Sendable {
             label: "SecureStore sync key of \(database.name)")
         let rotated = try SyncEngine(database: database)
         try rotated.sync()
+        try recordRemoval(removed, previous: removedBefore, engine: rotated)  // SyncPruning.swift
         return (removed, try pairingCode(key))
     }
 

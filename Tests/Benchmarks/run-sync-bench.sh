@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# run-sync-bench.sh --tool PATH [--tasks N] [--pairs N]
+# run-sync-bench.sh --tool PATH [--tasks N] [--pairs N] [--edits K]
 #
 # Sync (Docs/sync.md), whole processes of the built tool, in a throw-away keyring (Tests/Harness/with-keyring):
 #   initial-sync   a new device joins a folder holding N tasks (`sync join`: verify, decrypt, merge every bundle)
 #                  vs `tasks export` of the N tasks + `tasks import` into a new database (the same data moved by hand)
 #   one-change     `tasks add` + `sync now` on one device, then `sync now` on the other (our own time for one change
 #                  end to end; the replication engine's delay is not in it) vs `tasks add` alone
+#   join-snapshot  a new device joins a folder of N tasks holding a snapshot of them (`sync snapshot`: it applies
+#                  the snapshot, then no bundle) vs joining a copy of that folder without the snapshot (every bundle);
+#                  with --edits K every task is first changed K times more (re-imported with new titles and synced),
+#                  so that the bundles hold K+1 versions of each task and the snapshot one
 # Interleaved pairs (A B A B …); prints each side's median in ms and the median of the per-pair ratios, as
 #   BENCH <workload> project=<ms>ms baseline=<ms>ms ratio=<median of project/baseline>
 # and the bytes on the remote per task.
@@ -14,13 +18,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 if [ -z "${SECURESTORE_HARNESS_ROOT:-}" ]; then exec "$root/Tests/Harness/with-keyring" "$0" "$@"; fi
 
-tool=""; tasks=10000; pairs=5
+tool=""; tasks=10000; pairs=5; edits=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --tool) tool=$2; shift 2 ;;
         --tasks) tasks=$2; shift 2 ;;
         --pairs) pairs=$2; shift 2 ;;
-        *) echo "usage: run-sync-bench.sh --tool PATH [--tasks N] [--pairs N]" >&2; exit 64 ;;
+        --edits) edits=$2; shift 2 ;;
+        *) echo "usage: run-sync-bench.sh --tool PATH [--tasks N] [--pairs N] [--edits K]" >&2; exit 64 ;;
     esac
 done
 [ -x "$tool" ] || { echo "run-sync-bench: no tool at '$tool'" >&2; exit 69; }
@@ -69,3 +74,17 @@ echo "# sync bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' 
 echo "BENCH remote-bytes tasks=$tasks bytes=$bytes per-task=$((bytes / tasks))"
 pair "initial-sync-$tasks" join_new export_import
 pair one-change one_change add_only
+
+# Snapshots: the same remote with and without the origin's snapshot (each join adds its own files to its copy).
+for e in $(seq 1 "$edits"); do
+    sed "s/task number/edit $e of task/" "$work/tasks.jsonl" >"$work/edit.jsonl"
+    "$tool" --app bench-origin tasks import --on-duplicate replace "$work/edit.jsonl" >/dev/null 2>&1
+    "$tool" --app bench-origin sync now >/dev/null 2>&1
+done
+"$tool" --app bench-origin sync snapshot >/dev/null 2>&1
+cp -a "$work/remote" "$work/remote-plain"
+rm -rf "$work/remote-plain/snapshots"
+join_snapshot() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --folder "$work/remote" <"$work/code"; }
+join_plain() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --folder "$work/remote-plain" <"$work/code"; }
+echo "BENCH snapshot-bytes tasks=$tasks edits=$edits bytes=$(du -sb "$work/remote/snapshots" | cut -f1) bundles-bytes=$(du -sb "$work/remote/devices" | cut -f1)"
+pair "join-snapshot-$tasks-edits-$edits" join_snapshot join_plain

@@ -1,0 +1,280 @@
+// Snapshots: a sealed full copy of the synced rows with their clocks and the vector of bundles it holds, so that
+// a new device starts from it and applies only the bundles after it.
+internal import Foundation
+internal import EncryptedDatabase
+internal import SecureStoreCore
+
+/// What ``SyncEngine/writeSnapshot()`` wrote.
+public struct SyncSnapshotInfo: Sendable, Equatable {
+    /// The snapshot's folder, relative to the remote's root (`snapshots/<device id>/<number>`).
+    public let path: String
+    /// Rows in it (deleted rows whose tombstones are still kept included).
+    public let rows: Int
+    /// Files it is made of, the manifest included.
+    public let files: Int
+    /// Bundles a device starting from it does not apply (the sum of its vector's sequences).
+    public let bundlesCovered: Int64
+}
+
+/// The files of a snapshot: `snapshots/<device id>/<10 digits>/manifest` and `part-<10 digits>` (at most
+/// ``SyncEngine/rowsPerSnapshotPart`` rows each, so neither writing nor reading holds more in memory). All are
+/// sealed under the sync key; the manifest's authenticated data names the device and its header the snapshot's
+/// number, each part's names the device and snapshot number and its header the part's index, and the manifest
+/// holds every part's SHA-256: a part swapped, truncated, moved from another snapshot or device, or a snapshot
+/// renamed to a newer number (replayed), does not open.
+enum SyncSnapshotFiles {
+    static let directory = "snapshots"
+    static let manifest = "manifest"
+    static let magic = Array("SSS1".utf8)
+
+    static func folder(device: String, number: UInt64) -> String {
+        "\(directory)/\(device)/\(SealedBundle.paddedSequence(number))"
+    }
+
+    static func part(_ index: Int) -> String { "part-" + SealedBundle.paddedSequence(UInt64(index)) }
+
+    static func manifestAAD(_ device: String) -> String { "snapshot/" + device }
+    static func partAAD(_ device: String, _ number: UInt64) -> String { "snapshot/\(device)/\(number)" }
+
+    /// `device`'s snapshot numbers, newest first.
+    static func numbers(root: String, device: String) -> [UInt64] {
+        let names = (try? listDirectory(root + "/" + directory + "/" + device)) ?? []
+        return names.compactMap { name -> UInt64? in
+            guard name.utf8.count == 10, name.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            return UInt64(name)
+        }.sorted(by: >)
+    }
+
+    static func seal(_ plaintext: [UInt8], sequence: UInt64, aad: String, key: SyncKey) throws -> [UInt8] {
+        let header = SealedBundle.Header(format: SealedBundle.format, sequence: sequence, previousHash: [UInt8](repeating: 0, count: 32))
+        guard let sealed = SealedBundle.seal(plaintext, header: header, device: aad, key: key) else {
+            throw SyncError(SyncError.Code.remote, "libcrypto could not seal a snapshot; nothing was written")
+        }
+        return sealed
+    }
+
+    static func open(_ bytes: [UInt8], sequence: UInt64, aad: String, key: SyncKey) -> [UInt8]? {
+        guard let header = SealedBundle.parseHeader(bytes), header.sequence == sequence, header.format <= SealedBundle.format
+        else { return nil }
+        return SealedBundle.open(bytes, device: aad, key: key)
+    }
+
+    struct Manifest {
+        var vector: SyncVector
+        var parts: [(hash: [UInt8], rows: Int)]
+
+        func encoded() -> [UInt8] {
+            var out = magic
+            vector.encoded(into: &out)
+            SyncVarint.put(UInt64(parts.count), &out)
+            for part in parts {
+                out += part.hash
+                SyncVarint.put(UInt64(part.rows), &out)
+            }
+            return out
+        }
+
+        static func decode(_ bytes: [UInt8]) -> Manifest? {
+            guard bytes.starts(with: magic) else { return nil }
+            var reader = SyncVarint.Reader(bytes: bytes, offset: magic.count)
+            guard let vector = SyncVector.decode(&reader), let count = reader.varint(), count <= 1 << 24 else { return nil }
+            var parts: [(hash: [UInt8], rows: Int)] = []
+            for _ in 0..<count {
+                guard let hash = reader.bytes(32), let rows = reader.varint(), rows <= 1 << 24 else { return nil }
+                parts.append((hash, Int(rows)))
+            }
+            return reader.atEnd ? Manifest(vector: vector, parts: parts) : nil
+        }
+    }
+}
+
+extension SyncEngine {
+    /// Rows in one file of a snapshot.
+    static let rowsPerSnapshotPart = 2_000
+
+    /// Syncs, then writes a snapshot of every synced row (with its cells' clocks and tombstone) and the vector of
+    /// bundles it holds into this device's folder of the remote, and removes this device's older snapshots. A
+    /// device that joins later starts from the newest snapshot that verifies and applies only the bundles after
+    /// it (Docs/sync.md, "Snapshots").
+    ///
+    /// ```swift
+    /// let info = try engine.writeSnapshot()
+    /// print("\(info.rows) rows in \(info.path)")
+    /// ```
+    ///
+    /// - Throws: what ``sync()`` throws (nothing is written then), or ``SyncError/Code-swift.struct/remote``.
+    @discardableResult
+    public func writeSnapshot() throws -> SyncSnapshotInfo {
+        try withSyncLock {
+            _ = try syncLocked()
+            return try writeSnapshotLocked()
+        }
+    }
+
+    private func writeSnapshotLocked() throws -> SyncSnapshotInfo {
+        let root = layoutRoot
+        let number = (SyncSnapshotFiles.numbers(root: root, device: device).first ?? 0) + 1
+        let folder = SyncSnapshotFiles.folder(device: device, number: number)
+        let host = Self.hostName
+        let partAAD = SyncSnapshotFiles.partAAD(device, number)
+        // One read transaction: every part is of the same state, the vector's.
+        let manifest = try database.read { db -> SyncSnapshotFiles.Manifest in
+            let vector = try SyncVector.current(db, device: device, name: host)
+            let tables = try SyncSchema.tables(db)
+            let columns = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) })
+            var parts: [(hash: [UInt8], rows: Int)] = []
+            var rows: [SyncRowChange] = []
+            func flush() throws {
+                guard !rows.isEmpty else { return }
+                let plaintext = try SyncPayload(deviceName: host, tables: columns, rows: rows).encoded()
+                let sealed = try SyncSnapshotFiles.seal(plaintext, sequence: UInt64(parts.count + 1), aad: partAAD, key: key)
+                try SyncLayout.writeAtomically(sealed, root: root, relative: folder + "/" + SyncSnapshotFiles.part(parts.count + 1))
+                parts.append((SealedBundle.sha256(sealed), rows.count))
+                rows.removeAll(keepingCapacity: true)
+            }
+            for table in tables {
+                var last: DatabaseValue?
+                while true {
+                    let keys = try db.fetch(
+                        last == nil
+                            ? "SELECT DISTINCT key FROM sync_clock WHERE tbl = ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)"
+                            : "SELECT DISTINCT key FROM sync_clock WHERE tbl = ? AND key > ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)",
+                        last == nil ? [table.name] : [table.name, last!]
+                    ) { try $0.value(at: 0) }
+                    guard let final = keys.last else { break }
+                    for key in keys {
+                        rows.append(try SyncMerge.outgoing(db, table, key: SyncValue(key)))
+                        if rows.count == Self.rowsPerSnapshotPart { try flush() }
+                    }
+                    last = final
+                }
+            }
+            try flush()
+            return SyncSnapshotFiles.Manifest(vector: vector, parts: parts)
+        }
+        // The manifest last: a snapshot without one is not complete and is not read.
+        let sealed = try SyncSnapshotFiles.seal(
+            manifest.encoded(), sequence: number, aad: SyncSnapshotFiles.manifestAAD(device), key: key)
+        try SyncLayout.writeAtomically(sealed, root: root, relative: folder + "/" + SyncSnapshotFiles.manifest)
+        // This device's older snapshots go (its own files only; in git the history keeps them, sealed).
+        for older in SyncSnapshotFiles.numbers(root: root, device: device) where older < number {
+            removeDirectoryAndFiles(root + "/" + SyncSnapshotFiles.folder(device: device, number: older))
+        }
+        let published = generation == 1 ? folder : "generation-\(generation)/" + folder
+        try transport.publish([published], message: "securestore sync: device \(device.prefix(8)) snapshot \(number)")
+        return SyncSnapshotInfo(
+            path: published, rows: manifest.parts.reduce(0) { $0 + $1.rows }, files: manifest.parts.count + 1,
+            bundlesCovered: manifest.vector.total)
+    }
+
+    /// A new device (nothing applied yet, nothing sent) starts from the newest snapshot that verifies: its rows are
+    /// merged by clock (rows this device already has are merged, not overwritten) and its vector becomes this
+    /// device's position, so ``applyIncoming`` applies only the bundles after it. A snapshot that does not verify
+    /// is named in ``SyncReport/refusedSnapshots`` and nothing of it is applied; the next one, or the bundles, are
+    /// used instead.
+    func startFromSnapshot(_ report: inout SyncReport) throws {
+        let root = layoutRoot
+        let fresh = try database.read { db in
+            try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) == 0
+                && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
+        }
+        guard fresh, SyncLayout.bundles(root: root, device: device).isEmpty else { return }
+        let tables = try database.read { try SyncSchema.tables($0) }
+        let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        var candidates: [(device: String, number: UInt64, manifest: SyncSnapshotFiles.Manifest)] = []
+        let prefix = generation == 1 ? "" : "generation-\(generation)/"
+        let writers = ((try? listDirectory(root + "/" + SyncSnapshotFiles.directory)) ?? []).filter(Self.isDeviceID).sorted()
+        for writer in writers where writer != device {
+            // The newest of each device; an older one is only there while the newest is being replaced.
+            guard let number = SyncSnapshotFiles.numbers(root: root, device: writer).first else { continue }
+            let folder = SyncSnapshotFiles.folder(device: writer, number: number)
+            let path = root + "/" + folder + "/" + SyncSnapshotFiles.manifest
+            guard FileManager.default.fileExists(atPath: path) else { continue }  // not complete (yet)
+            guard let bytes = try? SyncLayout.read(path),
+                let plaintext = SyncSnapshotFiles.open(bytes, sequence: number, aad: SyncSnapshotFiles.manifestAAD(writer), key: key),
+                let manifest = SyncSnapshotFiles.Manifest.decode(plaintext)
+            else {
+                report.refusedSnapshots.append(
+                    "refused the snapshot '\(prefix)\(folder)': its manifest does not authenticate under the sync key as this "
+                        + "snapshot of this device (forged, tampered with, truncated, renamed or replayed); nothing of it was applied")
+                continue
+            }
+            candidates.append((writer, number, manifest))
+        }
+        candidates.sort { ($0.manifest.vector.total, $0.device) > ($1.manifest.vector.total, $1.device) }
+        for candidate in candidates where candidate.manifest.vector[device] == 0 {
+            let folder = root + "/" + SyncSnapshotFiles.folder(device: candidate.device, number: candidate.number)
+            let shown = prefix + SyncSnapshotFiles.folder(device: candidate.device, number: candidate.number)
+            let aad = SyncSnapshotFiles.partAAD(candidate.device, candidate.number)
+            // Every part is checked before anything is applied.
+            func part(_ index: Int) -> SyncPayload? {
+                guard let bytes = try? SyncLayout.read(folder + "/" + SyncSnapshotFiles.part(index + 1)),
+                    SealedBundle.sha256(bytes) == candidate.manifest.parts[index].hash,
+                    let plaintext = SyncSnapshotFiles.open(bytes, sequence: UInt64(index + 1), aad: aad, key: key),
+                    let payload = SyncPayload.decode(plaintext), payload.rows.count == candidate.manifest.parts[index].rows
+                else { return nil }
+                return payload
+            }
+            var refusal: String?
+            for index in candidate.manifest.parts.indices {
+                guard let payload = part(index) else {
+                    refusal = "its part \(index + 1) is missing, or does not match the manifest or authenticate (damaged, truncated, tampered with or replayed)"
+                    break
+                }
+                guard payload.rows.allSatisfy({ row in byName[row.table].map { t in row.cells.allSatisfy { t.columns.contains($0.column) } } ?? false })
+                else {
+                    refusal = "it holds tables or columns this device does not sync (a newer version wrote it)"
+                    break
+                }
+            }
+            if let refusal {
+                report.refusedSnapshots.append("refused the snapshot '\(shown)': \(refusal); nothing of it was applied")
+                continue
+            }
+            let now = microsecondsSince1970(Date())
+            // Ten parts (20 000 rows) to a transaction, as bundles are applied: fewer commits, and the deferred
+            // full-text indexing runs once per transaction.
+            let indices = Array(candidate.manifest.parts.indices)
+            for chunk in stride(from: 0, to: indices.count, by: Self.bundlesPerTransaction) {
+                var rows: [SyncRowChange] = []
+                for index in indices[chunk..<min(chunk + Self.bundlesPerTransaction, indices.count)] {
+                    guard let payload = part(index) else {
+                        throw SyncError(SyncError.Code.remote, "the snapshot '\(shown)' changed while it was read; run the sync again")
+                    }
+                    rows += payload.rows
+                }
+                let maxHLC = rows.flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+                let changed = try database.write { db -> Int in
+                    try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
+                    var changed = 0
+                    // As in `applyIncoming`: many rows, so the tables' full-text indexes index them in one statement
+                    // at the end (a per-row index trigger would make every insert use an encrypted statement journal).
+                    let indexes = rows.count < 64 ? [] : try Set(rows.map(\.table)).sorted()
+                        .flatMap { try db.fullTextIndexes(on: $0) }
+                    try db.deferringFullTextIndexing(of: indexes) {
+                        for row in rows {
+                            let result = try SyncMerge.apply(
+                                db, byName[row.table]!, row, now: now, merge: merges.function(for: row.table))
+                            if result.changed { changed += 1 }
+                            report.newConflicts += result.conflicts
+                        }
+                    }
+                    try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
+                    return changed
+                }
+                report.changedRows += changed
+            }
+            // Its position becomes this device's: the bundles it holds are not applied again.
+            try database.write { db in
+                for (other, entry) in candidate.manifest.vector.entries where other != device && entry.sequence > 0 {
+                    try db.execute(
+                        "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
+                        [other, entry.name, entry.sequence, Data(entry.hash), now])
+                }
+            }
+            report.snapshot = shown
+            report.snapshotBundles = Int(candidate.manifest.vector.total)
+            return
+        }
+    }
+}
