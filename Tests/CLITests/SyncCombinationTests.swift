@@ -13,14 +13,14 @@ import Testing
     }
 
     /// Two devices through a folder, A already holding one task.
-    private func pair() throws -> (a: SyncCLIDevice, b: SyncCLIDevice, remote: String, id: String) {
+    private func pair() throws -> (a: SyncCLIDevice, b: SyncCLIDevice, remote: String, id: String, code: String) {
         let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
         let remote = work.path + "/remote"
         let added = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "add", "Water", "the", "plants"]).stdout.utf8))
         let id = try #require((added as? [String: Any])?["id"] as? String)
         let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
         try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
-        return (a, b, remote, id)
+        return (a, b, remote, id, code)
     }
 
     /// Every file of the remote with its SHA-256: what "the remote is unchanged" means.
@@ -32,7 +32,7 @@ import Testing
     /// syncing both ways with the same sync key, the rotation sends nothing (no row changed), and the other device
     /// is not told anything about the database key.
     @Test func rotatingTheDatabaseKeyOfASyncedDeviceKeepsItSyncing() throws {
-        let (a, b, remote, id) = try pair()
+        let (a, b, remote, id, _) = try pair()
         // A applies B's first bundle and publishes what it has seen (Docs/sync.md, "Snapshots and pruning") first:
         // that is a change of the remote, but not the rotation's.
         try a.ok(["sync", "now"])
@@ -57,7 +57,7 @@ import Testing
     /// the edit waits; unlocked, the same command sends it.
     @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
     func aLockedKeyringStopsSyncBeforeItChangesAnything() throws {
-        let (a, b, remote, id) = try pair()
+        let (a, b, remote, id, _) = try pair()
         try b.ok(["tasks", "done", id])
         let (database, files) = (try b.databaseDigest(), try remoteDigest(remote))
         try Harness.keyringCtl("lock")
@@ -78,7 +78,7 @@ import Testing
     /// A device that got its tasks by sync finds them by word (`tasks list --search`), renamed ones by their new
     /// title only, as the device that made them does.
     @Test func aWordSearchFindsWhatSyncBrought() throws {
-        let (a, b, _, id) = try pair()
+        let (a, b, _, id, _) = try pair()
         var lines = ""
         for number in 0..<100 { lines += "{\"title\":\"pay invoice \(number)\"}\n" }
         let file = work.path + "/invoices.jsonl"
@@ -98,5 +98,47 @@ import Testing
         #expect(try search(b, "invoice").count == 100)
         #expect(try search(b, "orchids") == [id])
         #expect(try search(b, "plants").isEmpty)
+    }
+
+    /// A new device that starts from a snapshot gets the attachments too: their descriptions travel in the
+    /// snapshot, their bytes as chunks (eager: fetched at the join), identical to the file attached; a lazy device
+    /// started from the same snapshot fetches them when read. An attachment detached before the snapshot is not
+    /// there, and nothing of the file is readable in the remote.
+    @Test func aDeviceStartedFromASnapshotGetsTheAttachments() throws {
+        let (a, _, remote, id, code) = try pair()
+        var bytes = [UInt8]("MARKER-SNAPSHOT-ATTACHMENT".utf8)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        while bytes.count < 1_500_000 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            bytes.append(UInt8(truncatingIfNeeded: state))
+        }
+        let file = work.path + "/scan.bin", gone = work.path + "/gone.txt"
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        try "MARKER-DETACHED-BEFORE".write(toFile: gone, atomically: true, encoding: .utf8)
+        try a.ok(["tasks", "attach", id, file, gone])
+        func attachments(_ device: SyncCLIDevice) throws -> [[String: Any]] {
+            try JSONSerialization.jsonObject(with: Data(try device.ok(["--json", "tasks", "attachments", id]).stdout.utf8)) as? [[String: Any]] ?? []
+        }
+        let goneID = try #require(try attachments(a).first { $0["name"] as? String == "gone.txt" }?["id"] as? String)
+        try a.ok(["tasks", "detach", goneID])
+        try a.ok(["sync", "snapshot"])
+
+        for mode in ["eager", "lazy"] {
+            let device = SyncCLIDevice("new-" + mode, under: work.path)
+            let joined = try JSONSerialization.jsonObject(
+                with: Data(try device.ok(["--json", "sync", "join", "--folder", remote, "--attachments", mode], input: code + "\n").stdout.utf8)) as? [String: Any]
+            #expect((joined?["snapshot"] as? String)?.hasPrefix("snapshots/") == true, "\(String(describing: joined))")
+            let listed = try attachments(device)
+            #expect(listed.map { $0["name"] as? String } == ["scan.bin"])
+            let attachment = try #require(listed.first?["id"] as? String)
+            let out = work.path + "/out-" + mode
+            try device.ok(["tasks", "attachment", "get", attachment, "--output", out])
+            #expect(FileManager.default.contents(atPath: out) == Data(bytes))
+        }
+        for marker in ["MARKER-SNAPSHOT-ATTACHMENT", "MARKER-DETACHED-BEFORE", "scan.bin", "Water"] {
+            #expect(filesContaining(marker, under: remote).isEmpty, "\(marker)")
+        }
     }
 }
