@@ -157,6 +157,8 @@ private func array(_ text: String) -> [[String: Any]] {
         func push(_ data: Data, _ message: String) throws {
             try data.write(to: URL(fileURLWithPath: chunk.path))
             #expect(try git(["-C", attacker, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "--quiet", "-am", message]).status == 0)
+            // The devices push too (their seen vectors: Docs/sync.md, "Snapshots and pruning"): on top of theirs.
+            #expect(try git(["-C", attacker, "-c", "user.name=x", "-c", "user.email=x@x", "pull", "--quiet", "--rebase", "origin", "main"]).status == 0)
             #expect(try git(["-C", attacker, "push", "--quiet", "origin", "HEAD:main"]).status == 0)
         }
         var flipped = chunk.data
