@@ -144,7 +144,11 @@ extension AttachmentStore {
 
     /// Checks the attachments file (opens with its key, `integrity_check`), collects unreferenced chunks, and
     /// reads every attachment back in full, checking chunk sizes and SHA-256 digests.
-    public func verify() throws -> Verification {
+    public func verify() throws -> Verification { try verify(skipping: []) }
+
+    /// ``verify()`` that does not read the attachments whose IDs are in `skipped` (a lazily syncing device's
+    /// attachments whose bytes are on the remote only); they are still counted in the totals.
+    package func verify(skipping skipped: Set<UUID>) throws -> Verification {
         let all = try database.read { db -> [Attachment] in
             guard try db.tableExists("securestore_attachments") else { return [] }
             return try db.fetch("SELECT \(Self.columns) FROM securestore_attachments ORDER BY id", .none, Self.decode)
@@ -170,7 +174,7 @@ extension AttachmentStore {
             }
             collected += (try? collectGarbage(in: file)) ?? 0
         }
-        for attachment in all {
+        for attachment in all where !skipped.contains(attachment.id) {
             do {
                 try read(attachment) { _ in }
             } catch let error as SecureStoreError {

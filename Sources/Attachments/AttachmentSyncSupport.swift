@@ -13,6 +13,25 @@ extension AttachmentStore {
         }
     }
 
+    /// The attachments of which this device holds no byte at all: on a device that syncs lazily, those not read
+    /// yet (their bytes are on the remote). One with some of its chunks is not among them: that is damage, which a
+    /// read names.
+    package func attachmentsWithoutBytes() throws -> [Attachment] {
+        let all = try allAttachments().filter { $0.size > 0 }
+        guard !all.isEmpty else { return [] }
+        let inline = try database.read { db -> Set<UUID> in
+            guard try db.tableExists("securestore_attachment_data") else { return [] }
+            return Set(try db.fetch("SELECT id FROM securestore_attachment_data") { try $0.uuid(at: 0) })
+        }
+        let chunked: Set<UUID>
+        if FileManager.default.fileExists(atPath: path), let file = try openFile(create: false) {
+            chunked = Set(try file.read { db in try db.fetch("SELECT DISTINCT attachment FROM chunk") { try $0.uuid(at: 0) } })
+        } else {
+            chunked = []
+        }
+        return all.filter { $0.chunkCount == 0 ? !inline.contains($0.id) : !chunked.contains($0.id) }
+    }
+
     /// Whether the bytes of `attachment` are on this device: its inline row, or all its chunks in the attachments
     /// file (an empty attachment has none to hold). False for a description that sync brought without its bytes.
     package func hasBytes(_ attachment: Attachment) throws -> Bool {

@@ -267,10 +267,17 @@ func verifyAttachments(_ database: KeyedDatabase, _ invocation: Invocation) thro
     defer { try? store.close() }
     let (count, _) = try store.summary()
     guard count > 0 || fileExists(store.path, followingLinks: true) else { return }
-    let report = try store.verify()
+    // A device that syncs attachments lazily holds no byte of those it has not read yet: not damage.
+    let notFetched = try syncsAttachments(database) ? Set(try store.attachmentsWithoutBytes().map(\.id)) : []
+    let report = try store.verify(skipping: notFetched)
     if !invocation.global.json {
         Console.out(
-            "attachments: \(report.attachmentCount) (\(AttachmentJSON.sizeText(report.totalSize))) read back in full, "
+            "attachments: \(report.attachmentCount) (\(AttachmentJSON.sizeText(report.totalSize)))"
+                + (notFetched.isEmpty
+                    ? " read back in full, "
+                    : ": \(report.attachmentCount - notFetched.count) read back in full, \(notFetched.count) not on this device yet "
+                        + "(this device syncs attachments lazily: their bytes are fetched from the sync remote when first read, "
+                        + "or by 'securestore sync now --attachments eager'); ")
                 + (report.problems.isEmpty ? "every chunk authenticated and every SHA-256 digest matched" : "\(report.problems.count) damaged")
                 + (report.collected > 0 ? "; removed the chunks of \(report.collected) unfinished or deleted attachment(s)" : "")
                 + "\n")
@@ -280,4 +287,36 @@ func verifyAttachments(_ database: KeyedDatabase, _ invocation: Invocation) thro
             status: ExitStatus.checkFailed,
             message: first + (report.problems.count > 1 ? " (and \(report.problems.count - 1) more)" : ""))
     }
+}
+
+/// Whether `database` syncs (its attachments' bytes may then be on the sync remote only).
+func syncsAttachments(_ database: KeyedDatabase) throws -> Bool {
+    try database.read { db in try db.tableExists("sync_state") && db.tableExists("securestore_attachments") }
+}
+
+/// Before a backup of a database that syncs attachments lazily: fetches (from the local copy of the remote, checked)
+/// the bytes of every attachment this device has not read yet, so that the backup is whole. Throws, writing
+/// nothing, when some cannot be fetched.
+func fetchAttachmentsBeforeBackup(_ database: KeyedDatabase) throws {
+    guard try syncsAttachments(database) else { return }
+    let store = database.attachmentStore()
+    defer { try? store.close() }
+    let missing = try store.attachmentsWithoutBytes()
+    guard !missing.isEmpty else { return }
+    let engine = try SyncEngine(database: database)
+    for attachment in missing {
+        do {
+            try engine.fetchAttachment(attachment)
+        } catch let error as SyncError {
+            throw CLIError(
+                status: error.code == SyncError.Code.refusedBundle ? ExitStatus.dataError : ExitStatus.notFound,
+                message: "the bytes of \(missing.count) attachment(s) are only on the sync remote (this device syncs attachments "
+                    + "lazily) and could not all be fetched: \(error.message); a backup without them would not restore, so none "
+                    + "was written",
+                hint: "run 'securestore sync now' and try again")
+        }
+    }
+    Console.err(
+        "fetched the bytes of \(missing.count) attachment(s) from the sync remote first (this device syncs attachments lazily), "
+            + "so that the backup holds them\n")
 }

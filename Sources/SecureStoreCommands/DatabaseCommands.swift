@@ -120,6 +120,7 @@ let dbCommand = Command(
                 let context = try Context(invocation)
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
+                try fetchAttachmentsBeforeBackup(database)
                 let report = try checking { try database.backup(to: target) }
                 try printVerification(report, invocation)
                 if !invocation.global.json {

@@ -141,4 +141,48 @@ import Testing
             #expect(filesContaining(marker, under: remote).isEmpty, "\(marker)")
         }
     }
+
+    /// A device that syncs attachments lazily, where `db verify` and `db backup` meet it: verify does not call the
+    /// attachments it has not read yet damaged (exit 0, says they are on the remote); a backup fetches their bytes
+    /// first so that it is whole, and restores with identical bytes; when the bytes cannot be fetched (not on the
+    /// remote yet) the backup is refused with 66 naming why, no backup file is written and the database is unchanged.
+    @Test func aLazyDevicesVerifyAndBackupAreWhole() throws {
+        let (a, _, remote, id, code) = try pair()
+        let file = work.path + "/scan.bin"
+        try Data((0..<1_200_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }).write(to: URL(fileURLWithPath: file))
+        try a.ok(["tasks", "attach", id, file])
+        try a.ok(["sync", "now"])
+        let lazy = SyncCLIDevice("lazy", under: work.path)
+        try lazy.ok(["sync", "join", "--folder", remote, "--attachments", "lazy"], input: code + "\n")
+
+        let verified = try lazy.ok(["db", "verify"])
+        #expect(verified.stdout.contains("1 not on this device yet"), "\(verified.stdout)")
+        #expect(!verified.stdout.contains("damaged") && verified.stderr.isEmpty, "\(verified.stdout) \(verified.stderr)")
+
+        // The bytes not on the remote (say, not replicated here yet): the backup is refused, nothing written.
+        let chunks = filesUnder(remote).map(\.path).filter { $0.contains("/attachments/") }
+        try #require(!chunks.isEmpty)
+        let aside = work.path + "/aside"
+        try FileManager.default.createDirectory(atPath: aside, withIntermediateDirectories: true)
+        for (index, path) in chunks.enumerated() { try FileManager.default.moveItem(atPath: path, toPath: aside + "/\(index)") }
+        let digest = try lazy.databaseDigest()
+        let refused = try lazy.run(["db", "backup", work.path + "/refused.db"])
+        #expect(refused.status == 66, "\(refused.stderr)")
+        #expect(refused.stderr.contains("only on the sync remote") && refused.stderr.contains("none was written"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: work.path + "/refused.db"))
+        #expect(try lazy.databaseDigest() == digest)
+        for (index, path) in chunks.enumerated() { try FileManager.default.moveItem(atPath: aside + "/\(index)", toPath: path) }
+
+        let backup = work.path + "/lazy-backup.db"
+        let made = try lazy.ok(["db", "backup", backup])
+        #expect(made.stderr.contains("fetched the bytes of 1 attachment(s)"), "\(made.stderr)")
+        try lazy.ok(["db", "restore", backup])
+        let listed = try JSONSerialization.jsonObject(with: Data(try lazy.ok(["--json", "tasks", "attachments", id]).stdout.utf8)) as? [[String: Any]]
+        let attachment = try #require(listed?.first?["id"] as? String)
+        try FileManager.default.moveItem(atPath: remote, toPath: remote + "-gone")   // read from the restored file alone
+        let out = work.path + "/out.bin"
+        try lazy.ok(["tasks", "attachment", "get", attachment, "--output", out])
+        #expect(FileManager.default.contents(atPath: out) == FileManager.default.contents(atPath: file))
+        #expect(try lazy.ok(["db", "verify"]).stdout.contains("every chunk authenticated and every SHA-256 digest matched"))
+    }
 }
