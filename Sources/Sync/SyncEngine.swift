@@ -495,23 +495,8 @@ public final class SyncEngine: Sendable {
                     .flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 let (changed, conflicts) = try database.write { db -> (Int, Int) in
                     try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
-                    var changed = 0
-                    var conflicts = 0
-                    // Many rows: the full-text indexes of the tables index them in one statement at the end (a
-                    // per-row index trigger makes every insert copy pages to an encrypted statement journal).
-                    let rows = batch.reduce(0) { $0 + $1.payload.rows.count }
-                    let indexes = rows < 64 ? [] : try Set(batch.flatMap { $0.payload.rows.map(\.table) }).sorted()
-                        .flatMap { try db.fullTextIndexes(on: $0) }
-                    try db.deferringFullTextIndexing(of: indexes) {
-                        for bundle in batch {
-                            for row in bundle.payload.rows {
-                                let result = try SyncMerge.apply(
-                                    db, byName[row.table]!, row, now: now, merge: merges.function(for: row.table))
-                                if result.changed { changed += 1 }
-                                conflicts += result.conflicts
-                            }
-                        }
-                    }
+                    let (changed, conflicts) = try SyncMerge.apply(
+                        db, batch.flatMap(\.payload.rows), tables: byName, now: now, merges: merges)
                     if isThisDevice {
                         try db.execute(
                             "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [last.sequence, Data(last.hash)])

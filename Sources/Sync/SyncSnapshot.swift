@@ -246,19 +246,8 @@ extension SyncEngine {
                 let maxHLC = rows.flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 let changed = try database.write { db -> Int in
                     try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
-                    var changed = 0
-                    // As in `applyIncoming`: many rows, so the tables' full-text indexes index them in one statement
-                    // at the end (a per-row index trigger would make every insert use an encrypted statement journal).
-                    let indexes = rows.count < 64 ? [] : try Set(rows.map(\.table)).sorted()
-                        .flatMap { try db.fullTextIndexes(on: $0) }
-                    try db.deferringFullTextIndexing(of: indexes) {
-                        for row in rows {
-                            let result = try SyncMerge.apply(
-                                db, byName[row.table]!, row, now: now, merge: merges.function(for: row.table))
-                            if result.changed { changed += 1 }
-                            report.newConflicts += result.conflicts
-                        }
-                    }
+                    let (changed, conflicts) = try SyncMerge.apply(db, rows, tables: byName, now: now, merges: merges)
+                    report.newConflicts += conflicts
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
                     return changed
                 }

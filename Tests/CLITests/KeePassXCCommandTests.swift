@@ -115,17 +115,9 @@ struct KeePassXCCommandTests {
     /// database nor the remote changes; unlocked, the waiting edit goes through.
     @Test func aLockedDatabaseStopsSyncAtOnceAndChangesNothing() throws {
         let work = try TemporaryDirectory()
-        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
-        let remote = work.path + "/remote"
-        let added = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "add", "Water", "the", "plants"]).stdout.utf8))
-        let id = try #require((added as? [String: Any])?["id"] as? String)
-        let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
-        try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
+        let (a, b, remote, id, _) = try syncedPair(under: work.path)
         try b.ok(["tasks", "done", id])
-        func remoteFiles() throws -> String {
-            try TestSupport.run(["bash", "-c", "cd \"$0\" && find . -type f | LC_ALL=C sort | xargs -d '\\n' sha256sum", remote]).stdout
-        }
-        let (database, files) = (try b.databaseDigest(), try remoteFiles())
+        let (database, files) = (try b.databaseDigest(), try remoteDigest(remote))
         try Harness.keepassxcCtl("lock")
         defer {
             _ = try? Harness.keepassxcCtl("approve")
@@ -141,7 +133,7 @@ struct KeePassXCCommandTests {
             #expect(ContinuousClock.now - started < .seconds(3), "at once, not after the D-Bus timeout")
         }
         #expect(try b.databaseDigest() == database)
-        #expect(try remoteFiles() == files)
+        #expect(try remoteDigest(remote) == files)
         #expect(try openDialogs() == "")
 
         try Harness.keepassxcCtl("unlock")

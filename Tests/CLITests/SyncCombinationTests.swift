@@ -12,20 +12,8 @@ import Testing
         work = try TemporaryDirectory()
     }
 
-    /// Two devices through a folder, A already holding one task.
     private func pair() throws -> (a: SyncCLIDevice, b: SyncCLIDevice, remote: String, id: String, code: String) {
-        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
-        let remote = work.path + "/remote"
-        let added = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "add", "Water", "the", "plants"]).stdout.utf8))
-        let id = try #require((added as? [String: Any])?["id"] as? String)
-        let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
-        try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
-        return (a, b, remote, id, code)
-    }
-
-    /// Every file of the remote with its SHA-256: what "the remote is unchanged" means.
-    private func remoteDigest(_ remote: String) throws -> String {
-        try TestSupport.run(["bash", "-c", "cd \"$0\" && find . -type f | LC_ALL=C sort | xargs -d '\\n' sha256sum", remote]).stdout
+        try syncedPair(under: work.path)
     }
 
     /// The database key of a synced device is rotated (the file re-encrypted under a new key): the device goes on

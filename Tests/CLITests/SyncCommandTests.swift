@@ -83,6 +83,22 @@ struct SyncCLIDevice {
     }
 }
 
+/// Two devices syncing through a folder under `directory`, A already holding one task ("Water the plants").
+func syncedPair(under directory: String) throws -> (a: SyncCLIDevice, b: SyncCLIDevice, remote: String, id: String, code: String) {
+    let a = SyncCLIDevice("a", under: directory), b = SyncCLIDevice("b", under: directory)
+    let remote = directory + "/remote"
+    let added = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "add", "Water", "the", "plants"]).stdout.utf8))
+    let id = try #require((added as? [String: Any])?["id"] as? String)
+    let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
+    try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
+    return (a, b, remote, id, code)
+}
+
+/// Every file of a folder remote with its SHA-256: what "the remote is unchanged" means.
+func remoteDigest(_ remote: String) throws -> String {
+    try TestSupport.run(["bash", "-c", "cd \"$0\" && find . -type f | LC_ALL=C sort | xargs -d '\\n' sha256sum", remote]).stdout
+}
+
 private func jsonObject(_ text: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
 }
