@@ -248,12 +248,16 @@ extension Database {
         let replacement = quoteIdentifier(index.name + "_deferred_insert")
         // A TEMP trigger may write tables of any database, named without qualifier (SQLite refuses `main.` in a
         // trigger's INSERT): `pending` is found in temp, the keys table in main.
+        // The triggers below note a new row's number only when it is not noted yet, rather than by `OR IGNORE`: the
+        // conflict clause of the statement that fires a trigger overrides the trigger's own, so a row inserted again
+        // (its number reused after a delete) by an `INSERT OR ROLLBACK` would otherwise fail and roll back.
         if index.key.isEmpty {
             // The new rowids, in a temporary table of this connection.
             try execute("CREATE TEMP TABLE IF NOT EXISTS \(pending) (docid INTEGER PRIMARY KEY)")
             try execute(
                 "CREATE TEMP TRIGGER \(replacement) AFTER INSERT ON main.\(content) BEGIN "
-                    + "INSERT OR IGNORE INTO \(pending) (docid) VALUES (NEW.rowid); END")
+                    + "INSERT INTO \(pending) (docid) SELECT NEW.rowid WHERE NOT EXISTS "
+                    + "(SELECT 1 FROM \(pending) WHERE docid = NEW.rowid); END")
         } else {
             // The rows are numbered as usual; only the index's write waits.
             let keys = quoteIdentifier(index.keysTable)
@@ -263,7 +267,8 @@ extension Database {
                 "CREATE TEMP TRIGGER \(replacement) AFTER INSERT ON main.\(content) BEGIN "
                     + "INSERT OR ROLLBACK INTO \(keys) (\(key.joined(separator: ", "))) VALUES ("
                     + key.map { "NEW." + $0 }.joined(separator: ", ") + "); "
-                    + "INSERT OR IGNORE INTO \(pending) (docid) VALUES (last_insert_rowid()); END")
+                    + "INSERT INTO \(pending) (docid) SELECT last_insert_rowid() WHERE NOT EXISTS "
+                    + "(SELECT 1 FROM \(pending) WHERE docid = last_insert_rowid()); END")
         }
         try execute("DROP TRIGGER \(insertTrigger)")
         let value: T

@@ -200,6 +200,46 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
         try queue.read { db in try db.integrityCheck() }
     }
 
+    /// A row inserted, deleted and inserted again in one deferred body, by statements that say `OR ROLLBACK` (whose
+    /// conflict clause overrides the `OR IGNORE` of the trigger that notes the new row: the sync merge writes that
+    /// way): its number comes back, and the row is indexed once, on both kinds of table. Before the fix the second
+    /// insert failed with "UNIQUE constraint failed: s_deferred.docid" and rolled the whole transaction back.
+    @Test(arguments: [false, true])
+    func aRowInsertedAgainInOneDeferredBodyIsIndexedOnce(_ withoutRowid: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("a.db"), key: try testKey())
+        let index =
+            withoutRowid
+            ? FullTextIndex(name: "s", table: "t", columns: ["text"], key: ["code"])
+            : FullTextIndex(name: "s", table: "t", columns: ["text"])
+        try queue.write { db in
+            try db.execute("CREATE TABLE t (code TEXT PRIMARY KEY NOT NULL, text TEXT NOT NULL)" + (withoutRowid ? " WITHOUT ROWID" : ""))
+            try db.create(fullTextIndex: index)
+        }
+        try queue.write { db in
+            try db.deferringFullTextIndexing(index) {
+                try db.execute("INSERT OR ROLLBACK INTO t VALUES ('a', 'first apple')")
+                try db.execute("INSERT OR ROLLBACK INTO t VALUES ('b', 'first banana')")
+                try db.execute("DELETE FROM t WHERE code = 'b'")
+                try db.execute("INSERT OR ROLLBACK INTO t VALUES ('b', 'second banana')")
+                try db.execute("DELETE FROM t WHERE code = 'a'")
+                try db.execute("INSERT OR ROLLBACK INTO t VALUES ('c', 'cherry')")
+            }
+        }
+        func codes(_ text: String) throws -> [String] {
+            let pattern = try #require(FullTextPattern(matchingAllPrefixesIn: text))
+            return try queue.read { db in
+                try db.fetch("SELECT code FROM t WHERE \(index.conditionSQL) ORDER BY code", [pattern.text(for: .fts4)]) { try $0.string(at: 0) }
+            }
+        }
+        #expect(try codes("banana") == ["b"])
+        #expect(try codes("second") == ["b"])
+        #expect(try codes("first").isEmpty, "neither deleted text is in the index")
+        #expect(try codes("cherry") == ["c"])
+        #expect(try codes("apple").isEmpty)
+        try queue.read { db in try db.integrityCheck() }
+    }
+
     @Test func aBadDefinitionIsRefusedAndChangesNothing() throws {
         let directory = try TemporaryDirectory()
         let queue = try DatabaseQueue(path: directory.file("a.db"), key: try testKey())
