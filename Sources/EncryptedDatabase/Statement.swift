@@ -104,6 +104,28 @@ public final class Statement {
     /// Binds `arguments`, steps through all rows calling `body` (which returns false to stop), then resets.
     @usableFromInline
     func run(_ arguments: StatementArguments, _ body: (Row) throws -> Bool) throws {
+        try run(binding: { handle in try self.bind(arguments, to: handle) }, body)
+    }
+
+    /// Runs the statement once with its parameters bound by `bind`, ignoring any rows: ``execute(_:)`` for the hot
+    /// loops of this package (the task list's batch insert), without the ``StatementArguments`` of existentials and
+    /// the `Data` of each `UUID` that `execute(_:)` builds per row. `bind` must bind every parameter once; the checks
+    /// and the errors are `execute(_:)`'s.
+    package func execute(binding bind: (inout StatementBinder) throws -> Void) throws {
+        try run(binding: { handle in
+            var binder = StatementBinder(statement: self, handle: handle)
+            try bind(&binder)
+            guard binder.count == parameterCount else {
+                throw DatabaseError(
+                    .misuse,
+                    "the statement has \(parameterCount) parameters but \(binder.count) arguments were given",
+                    sql: sql)
+            }
+        }, { _ in false })
+    }
+
+    /// ``run(_:_:)`` with the parameters bound by `bind`.
+    private func run(binding bind: (OpaquePointer) throws -> Void, _ body: (Row) throws -> Bool) throws {
         guard let handle else {
             throw DatabaseError(.misuse, "the statement was finalized when its database closed", sql: sql)
         }
@@ -117,7 +139,7 @@ public final class Statement {
             generation &+= 1
             isBusy = false
         }
-        try bind(arguments, to: handle)
+        try bind(handle)
         while true {
             generation &+= 1
             let result = sqlite3_step(handle)
@@ -206,6 +228,59 @@ public final class Statement {
         guard result == SQLITE_OK else {
             throw DatabaseError.sqlite(result, connection: database.connection, sql: sql)
         }
+    }
+}
+
+/// Binds the parameters of one execution of a statement by index (``Statement/execute(binding:)``), each value
+/// straight into SQLite, as ``StatementArguments`` would store it: the same SQL values, the same errors.
+package struct StatementBinder {
+    let statement: Statement
+    let handle: OpaquePointer
+    /// How many values were bound.
+    private(set) var count = 0
+
+    init(statement: Statement, handle: OpaquePointer) {
+        self.statement = statement
+        self.handle = handle
+    }
+
+    private mutating func check(_ result: Int32) throws {
+        guard result == SQLITE_OK else {
+            throw DatabaseError.sqlite(result, connection: statement.database.connection, sql: statement.sql)
+        }
+        count += 1
+    }
+
+    /// Binds an integer to parameter `index` (from 1).
+    package mutating func bind(_ value: Int64, at index: Int32) throws {
+        try check(sqlite3_bind_int64(handle, index, value))
+    }
+
+    /// Binds 1 or 0, as `Bool`'s ``DatabaseValueConvertible/databaseValue`` does.
+    package mutating func bind(_ value: Bool, at index: Int32) throws {
+        try check(sqlite3_bind_int64(handle, index, value ? 1 : 0))
+    }
+
+    /// Binds text; an empty string is `''`, not `NULL`.
+    package mutating func bind(_ value: String, at index: Int32) throws {
+        var text = value
+        let handle = handle
+        try check(text.withUTF8 { buffer in
+            guard let base = buffer.baseAddress, buffer.count > 0 else {
+                return sqlite3_bind_text(handle, index, "", 0, securestore_sqlite_transient())
+            }
+            return base.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                sqlite3_bind_text(handle, index, $0, Int32(buffer.count), securestore_sqlite_transient())
+            }
+        })
+    }
+
+    /// Binds the 16 bytes of a UUID as a blob, as `UUID`'s ``DatabaseValueConvertible/databaseValue`` does.
+    package mutating func bind(_ value: UUID, at index: Int32) throws {
+        let handle = handle
+        try check(withUnsafeBytes(of: value.uuid) {
+            sqlite3_bind_blob(handle, index, $0.baseAddress, 16, securestore_sqlite_transient())
+        })
     }
 }
 
