@@ -322,6 +322,16 @@ public struct Row {
         return handle
     }
 
+    /// The column's value, for the `sqlite3_value_*` accessors.
+    @inline(__always)
+    private func columnValue(_ column: Int) throws -> OpaquePointer {
+        let handle = try handle(column)
+        guard let value = sqlite3_column_value(handle, Int32(column)) else {
+            throw DatabaseError(.misuse, "column \(column) has no value", sql: statement.sql)
+        }
+        return value
+    }
+
     private func mismatch(_ column: Int, _ problem: String) -> DatabaseError {
         let name = statement.handle.map { String(cString: sqlite3_column_name($0, Int32(column))) } ?? "?"
         return DatabaseError(.typeMismatch, "column \(column) (\(name)) \(problem)", sql: statement.sql)
@@ -388,12 +398,14 @@ public struct Row {
     ///
     /// The corresponding C function is `sqlite3_column_text`.
     public func string(at column: Int) throws -> String {
-        let handle = try handle(column)
-        // sqlite3_column_text returns NULL only for a NULL value (or out of memory): '' has an address.
-        guard let text = sqlite3_column_text(handle, Int32(column)) else {
+        // One column call, then the value's own accessors (no per-call statement checks and mutex of
+        // sqlite3_column_*): the connection is confined to its queue, so the value is read by one thread only.
+        let value = try columnValue(column)
+        // sqlite3_value_text returns NULL only for a NULL value (or out of memory): '' has an address.
+        guard let text = sqlite3_value_text(value) else {
             throw mismatch(column, "is NULL; read it as String? to accept NULL")
         }
-        let count = Int(sqlite3_column_bytes(handle, Int32(column)))
+        let count = Int(sqlite3_value_bytes(value))
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
@@ -410,12 +422,12 @@ public struct Row {
     ///
     /// The corresponding C function is `sqlite3_column_blob`.
     public func uuid(at column: Int) throws -> UUID {
-        let handle = try handle(column)
-        let type = sqlite3_column_type(handle, Int32(column))
+        let value = try columnValue(column)  // as in string(at:)
+        let type = sqlite3_value_type(value)
         if type == SQLITE_NULL { throw mismatch(column, "is NULL; read it as UUID? to accept NULL") }
         guard type == SQLITE_BLOB,
-            let blob = sqlite3_column_blob(handle, Int32(column)),
-            sqlite3_column_bytes(handle, Int32(column)) == 16
+            let blob = sqlite3_value_blob(value),
+            sqlite3_value_bytes(value) == 16
         else {
             throw mismatch(column, "is not a 16-byte blob, so it is not a UUID")
         }
