@@ -197,7 +197,7 @@ public final class Statement {
         return names
     }
 
-    private func bind(_ value: DatabaseValue, at index: Int32, to handle: OpaquePointer) throws {
+    fileprivate func bind(_ value: DatabaseValue, at index: Int32, to handle: OpaquePointer) throws {
         let result: Int32
         switch value {
         case .null:
@@ -273,6 +273,12 @@ package struct StatementBinder {
                 sqlite3_bind_text(handle, index, $0, Int32(buffer.count), securestore_sqlite_transient())
             }
         })
+    }
+
+    /// Binds any database value, as ``StatementArguments`` binds it.
+    package mutating func bind(_ value: DatabaseValue, at index: Int32) throws {
+        try statement.bind(value, at: index, to: handle)
+        count += 1
     }
 
     /// Binds the 16 bytes of a UUID as a blob, as `UUID`'s ``DatabaseValueConvertible/databaseValue`` does.

@@ -148,6 +148,23 @@ private func makeRecordDatabase(_ directory: TemporaryDirectory) throws -> Datab
         ])
         #expect(try queue.read { db in try Attachment.fetchOne(db, id: first.id) } == first)
         #expect(try queue.read { db in try Attachment.fetchOne(db, id: second.id) } == second)
+
+        // The container an app inspects shows the UUIDs as the blobs they are stored as.
+        let container = try first.persistenceContainer()
+        #expect(container.columns == ["id", "parent", "bytes", "checked", "wrapped", "reference"])
+        #expect(container.values[0] == .blob(withUnsafeBytes(of: first.id.uuid) { Data($0) }))
+        #expect(container.values[1] == .blob(withUnsafeBytes(of: first.parent!.uuid) { Data($0) }))
+        #expect(container["id"] as? DatabaseValue == .blob(withUnsafeBytes(of: first.id.uuid) { Data($0) }))
+        #expect(try second.persistenceContainer().values[1] == .null)
+        // Upserting and updating through the same container keep the key a 16-byte blob.
+        var changed = second
+        changed.bytes = Data([9])
+        try queue.write { db in
+            try changed.update(db)
+            try changed.upsert(db)
+        }
+        #expect(try queue.read { db in try Attachment.fetchOne(db, id: second.id) } == changed)
+        #expect(try queue.read { db in try Attachment.fetchCount(db) } == 2)
     }
 
     @Test func queriesFilterOrderLimitAndCountWithBoundValues() throws {
