@@ -402,13 +402,16 @@ public struct Row {
 
     /// The column as a `String` (text is read as UTF-8; invalid sequences are repaired).
     ///
-    /// The corresponding C function is `sqlite3_column_text`.
+    /// The corresponding C functions are `sqlite3_column_value` and `sqlite3_value_text`.
     public func string(at column: Int) throws -> String {
         // One column call, then the value's own accessors (no per-call statement checks and mutex of
         // sqlite3_column_*): the connection is confined to its queue, so the value is read by one thread only.
         let value = try columnValue(column)
         // sqlite3_value_text returns NULL only for a NULL value (or out of memory): '' has an address.
         guard let text = sqlite3_value_text(value) else {
+            if sqlite3_value_type(value) != SQLITE_NULL {
+                throw mismatch(column, "could not be converted to text (SQLite is out of memory)")
+            }
             throw mismatch(column, "is NULL; read it as String? to accept NULL")
         }
         let count = Int(sqlite3_value_bytes(value))
@@ -426,7 +429,7 @@ public struct Row {
 
     /// The column as a `UUID`, stored as a blob of exactly 16 bytes.
     ///
-    /// The corresponding C function is `sqlite3_column_blob`.
+    /// The corresponding C functions are `sqlite3_column_value` and `sqlite3_value_blob`.
     public func uuid(at column: Int) throws -> UUID {
         let value = try columnValue(column)  // as in string(at:)
         let type = sqlite3_value_type(value)
