@@ -27,6 +27,17 @@ public struct StatementArguments: Sendable, ExpressibleByArrayLiteral, Expressib
         storage = .positional(values.map { $0?.databaseValue ?? .null })
     }
 
+    /// Positional arguments already converted: bound as they are, without boxing each value in an existential
+    /// (what code that binds many rows builds its arguments from).
+    ///
+    /// ```swift
+    /// let values: [DatabaseValue] = [.text("Pay rent"), .integer(1)]
+    /// try db.cachedStatement("INSERT INTO item(title, done) VALUES (?, ?)").execute(StatementArguments(values))
+    /// ```
+    public init(_ values: [DatabaseValue]) {
+        storage = .positional(values)
+    }
+
     /// Named arguments; a key is a parameter name without its `:`, `@` or `$` prefix.
     public init(named values: [String: (any DatabaseValueConvertible)?]) {
         storage = .named(values.mapValues { $0?.databaseValue ?? .null })

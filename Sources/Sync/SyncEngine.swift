@@ -365,8 +365,10 @@ public final class SyncEngine: Sendable {
 
     /// The largest number of row changes in one bundle.
     static let rowsPerBundle = 2_000
-    /// The largest number of bundles applied in one transaction (at most 20 000 rows in memory at once).
-    static let bundlesPerTransaction = 10
+    /// The rows after which no further bundle joins a transaction (bundles are applied as they are read: one
+    /// bundle's rows are in memory at a time). 100 000 rows: a 1 000 000-task join made 10 commits instead of 50
+    /// (the deferred search indexing and the commit each cost per transaction): Docs/performance.md, "Sync".
+    static let rowsPerTransaction = 100_000
 
     /// One round: pulls the remote, verifies and applies every other device's new bundles (each in one
     /// transaction), then seals this device's unsent changes into new bundles and publishes them.
@@ -413,6 +415,14 @@ public final class SyncEngine: Sendable {
         try await Task.detached { try self.sync() }.value
     }
 
+    /// A bundle read and verified, waiting to be applied.
+    private struct VerifiedBundle {
+        var rows: [SyncRowChange]
+        var deviceName: String
+        var sequence: Int64
+        var hash: [UInt8]
+    }
+
     private func applyIncoming(_ report: inout SyncReport) throws -> [SyncError] {
         var refusals: [SyncError] = []
         let root = layoutRoot
@@ -432,42 +442,45 @@ public final class SyncEngine: Sendable {
         for device in SyncLayout.deviceIDs(root: root) {
             let isThisDevice = device == self.device
             var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
-            let files = SyncLayout.bundles(root: root, device: device)
-            // Verified bundles waiting to be applied together (fewer commits: the clock's pages are written once
-            // per transaction, not once per bundle).
-            var batch: [(payload: SyncPayload, sequence: Int64, hash: [UInt8])] = []
-            deviceLoop: for file in files where file.sequence > UInt64(sequence) {
+            let files = SyncLayout.bundles(root: root, device: device).filter { $0.sequence > UInt64(sequence) }
+            var position = files.startIndex
+            var stopped = false
+            /// The device's next bundle, read and verified, or nil (none left, one not delivered yet, one refused —
+            /// in `refusals` — or one from a newer version, in `report.pendingBundles`: the device's later
+            /// bundles wait). Advances `sequence` and `lastHash` past the bundle it returns.
+            func nextVerified() throws -> VerifiedBundle? {
+                guard !stopped, position < files.endIndex else { return nil }
+                let file = files[position]
                 let shown = (generation == 1 ? "" : "generation-\(generation)/")
                     + "devices/\(device)/\(SealedBundle.paddedSequence(file.sequence))-\(file.hash)"
-                func refuse(_ why: String) {
+                func refuse(_ why: String) -> VerifiedBundle? {
                     refusals.append(
                         SyncError(SyncError.Code.refusedBundle, "refused the bundle '\(shown)': \(why); nothing of it was applied", path: file.path))
+                    stopped = true
+                    return nil
                 }
-                guard file.sequence == UInt64(sequence) + 1 else { break }  // not delivered yet: wait for it
+                guard file.sequence == UInt64(sequence) + 1 else {  // not delivered yet: wait for it
+                    stopped = true
+                    return nil
+                }
                 if files.filter({ $0.sequence == file.sequence }).count > 1 {
-                    refuse("device \(device.prefix(8)) has two bundles numbered \(file.sequence) (a restored or copied device)")
-                    break
+                    return refuse("device \(device.prefix(8)) has two bundles numbered \(file.sequence) (a restored or copied device)")
                 }
                 let bytes = try SyncLayout.read(file.path)
                 guard hexString(SealedBundle.sha256(bytes)) == file.hash else {
-                    refuse("its contents do not match the hash in its name (damaged, truncated or tampered with)")
-                    break
+                    return refuse("its contents do not match the hash in its name (damaged, truncated or tampered with)")
                 }
                 guard let header = SealedBundle.parseHeader(bytes) else {
-                    refuse("it is not a sealed bundle (truncated or foreign)")
-                    break
+                    return refuse("it is not a sealed bundle (truncated or foreign)")
                 }
                 guard header.sequence == file.sequence else {
-                    refuse("its header says it is bundle \(header.sequence) (renamed or reordered)")
-                    break
+                    return refuse("its header says it is bundle \(header.sequence) (renamed or reordered)")
                 }
                 guard header.previousHash == lastHash else {
-                    refuse("it does not follow the device's bundle \(sequence) (reordered, replayed or forged)")
-                    break
+                    return refuse("it does not follow the device's bundle \(sequence) (reordered, replayed or forged)")
                 }
                 guard let plaintext = SealedBundle.open(bytes, device: device, key: key) else {
-                    refuse("it does not authenticate under the sync key (forged, tampered with, truncated, or moved from another device's folder)")
-                    break
+                    return refuse("it does not authenticate under the sync key (forged, tampered with, truncated, or moved from another device's folder)")
                 }
                 guard header.format <= SealedBundle.format,
                     let payload = SyncPayload.decode(plaintext),
@@ -477,42 +490,58 @@ public final class SyncEngine: Sendable {
                 else {
                     // Authenticated but written by a newer version: kept, applied after an upgrade.
                     report.pendingBundles.append(shown)
-                    break deviceLoop
+                    stopped = true
+                    return nil
                 }
+                position += 1
                 sequence = Int64(file.sequence)
                 lastHash = SealedBundle.sha256(bytes)
-                batch.append((payload, sequence, lastHash))
-                if batch.count == Self.bundlesPerTransaction { try flush() }
+                return VerifiedBundle(rows: payload.rows, deviceName: payload.deviceName, sequence: sequence, hash: lastHash)
             }
-            try flush()
-
-            /// Applies the verified bundles of `batch` in one transaction: each bundle whole or not at all (a
-            /// failure rolls the batch back; the next sync starts again after the last bundle applied).
-            func flush() throws {
-                guard let last = batch.last else { return }
+            // The verified bundles are applied as they are read, up to `rowsPerTransaction` rows to a transaction
+            // (fewer commits, and the deferred full-text indexing runs once per transaction), each bundle whole or
+            // not at all (a failure rolls the transaction back; the next sync starts again after the last bundle
+            // applied). One bundle's rows are in memory at a time.
+            var next = try nextVerified()
+            while let first = next {
+                let deferIndexing = first.rows.count >= 64 || position < files.endIndex
                 let now = microsecondsSince1970(Date())
-                let maxHLC = batch.flatMap { $0.payload.rows }
-                    .flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+                var last = first
+                var bundles = 0
                 let (changed, conflicts) = try database.write { db -> (Int, Int) in
-                    try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
-                    let (changed, conflicts) = try SyncMerge.apply(
-                        db, batch.flatMap(\.payload.rows), tables: byName, now: now, merges: merges)
+                    try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
+                    var rows = 0
+                    let result = try SyncMerge.apply(
+                        db, tables: byName, deferringIndexing: deferIndexing, now: now, merges: merges
+                    ) { () throws -> [SyncRowChange]? in
+                        let bundle: VerifiedBundle
+                        if bundles == 0 {
+                            bundle = first
+                        } else {
+                            guard rows < Self.rowsPerTransaction, let following = try nextVerified() else { return nil }
+                            bundle = following
+                        }
+                        bundles += 1
+                        rows += bundle.rows.count
+                        last = VerifiedBundle(rows: [], deviceName: bundle.deviceName, sequence: bundle.sequence, hash: bundle.hash)
+                        return bundle.rows
+                    }
                     if isThisDevice {
                         try db.execute(
                             "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [last.sequence, Data(last.hash)])
                     } else {
                         try db.execute(
                             "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
-                            [device, last.payload.deviceName, last.sequence, Data(last.hash), now])
+                            [device, last.deviceName, last.sequence, Data(last.hash), now])
                     }
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
-                    return (changed, conflicts)
+                    return result
                 }
                 devices[device] = (last.sequence, last.hash)
-                if isThisDevice { report.reappliedOwnBundles += batch.count } else { report.appliedBundles += batch.count }
+                if isThisDevice { report.reappliedOwnBundles += bundles } else { report.appliedBundles += bundles }
                 report.changedRows += changed
                 report.newConflicts += conflicts
-                batch.removeAll()
+                next = try nextVerified()
             }
         }
         return refusals

@@ -82,6 +82,7 @@ enum SyncMerge {
         _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil
     ) throws -> (changed: Bool, conflicts: Int) {
         let local = try localRow(db, table, key: change.key)
+        if local.cells.isEmpty, local.tombstone == nil, try insertNew(db, table, change) { return (true, 0) }
         var cells = local.cells
         var changedColumns: [String] = []
         var conflicts = 0
@@ -218,6 +219,40 @@ enum SyncMerge {
         return (rowChanged, conflicts)
     }
 
+    /// A row this device has never heard of (no cells, no tombstone) that arrives alive with every column: nothing
+    /// to merge, so it is inserted with its clock in two statements, without the general path's per-column
+    /// bookkeeping (the whole of a new device's first sync). The result is the one the general path gives — the
+    /// row, and one clock entry a column with the sender's version and base, not pending. Returns false, having
+    /// written nothing, for any other change (a tombstone, a column missing or twice), which the general path takes.
+    private static func insertNew(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange) throws -> Bool {
+        guard change.tombstone == nil, let insertCellsSQL = table.insertCellsSQL, change.cells.count == table.columns.count
+        else { return false }
+        var ordered: [SyncCell] = []
+        ordered.reserveCapacity(table.columns.count)
+        for column in table.columns {
+            guard let cell = change.cells.first(where: { $0.column == column }) else { return false }
+            ordered.append(cell)
+        }
+        let key = change.key.databaseValue
+        var values: [DatabaseValue] = [key]
+        values.reserveCapacity(table.columns.count * 7 + 1)
+        for cell in ordered { values.append(cell.value.databaseValue) }
+        try db.cachedStatement(table.insertSQL).execute(StatementArguments(values))
+        values.removeAll(keepingCapacity: true)
+        let tableName = DatabaseValue.text(table.name)
+        for cell in ordered {
+            values.append(tableName)
+            values.append(key)
+            values.append(.text(cell.column))
+            values.append(.integer(cell.version.hlc))
+            values.append(.text(cell.version.device))
+            values.append(.integer(cell.base.hlc))
+            values.append(.text(cell.base.device))
+        }
+        try db.cachedStatement(insertCellsSQL).execute(StatementArguments(values))
+        return true
+    }
+
     /// Applies `rows` from other devices in the caller's transaction (capture off), as ``apply(_:_:_:now:merge:)``
     /// does each. Many rows (64 or more): the synced tables' full-text indexes index them in one statement at the end,
     /// since a per-row index trigger makes every insert copy pages to an encrypted statement journal (a 100 000-task
@@ -225,14 +260,33 @@ enum SyncMerge {
     static func apply(
         _ db: Database, _ rows: [SyncRowChange], tables: [String: SyncedTable], now: Int64, merges: SyncMergeFunctions
     ) throws -> (changed: Int, conflicts: Int) {
-        let indexes = rows.count < 64 ? [] : try Set(rows.map(\.table)).sorted().flatMap { try db.fullTextIndexes(on: $0) }
+        var given = false
+        return try apply(db, tables: tables, deferringIndexing: rows.count >= 64, now: now, merges: merges) {
+            if given { return nil }
+            given = true
+            return rows
+        }
+    }
+
+    /// Applies the rows of each group `next` hands out (a bundle's, a snapshot part's) until it returns nil, in the
+    /// caller's transaction (capture off): before each group the clock moves past the group's newest version.
+    /// With `deferringIndexing`, the full-text indexes of `tables` index every row in one statement at the end.
+    static func apply(
+        _ db: Database, tables: [String: SyncedTable], deferringIndexing: Bool, now: Int64, merges: SyncMergeFunctions,
+        next: () throws -> [SyncRowChange]?
+    ) throws -> (changed: Int, conflicts: Int) {
+        let indexes = deferringIndexing ? try tables.keys.sorted().flatMap { try db.fullTextIndexes(on: $0) } : []
         return try db.deferringFullTextIndexing(of: indexes) {
             var changed = 0
             var conflicts = 0
-            for row in rows {
-                let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table))
-                if result.changed { changed += 1 }
-                conflicts += result.conflicts
+            while let rows = try next() {
+                let newest = rows.lazy.flatMap { row in row.cells.lazy.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+                try db.execute("UPDATE sync_state SET hlc = max(hlc, ?) WHERE singleton = 0", [newest])
+                for row in rows {
+                    let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table))
+                    if result.changed { changed += 1 }
+                    conflicts += result.conflicts
+                }
             }
             return (changed, conflicts)
         }

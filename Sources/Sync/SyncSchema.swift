@@ -15,6 +15,9 @@ public struct SyncedTable: Sendable, Equatable {
     /// The merge's statements, built once per table rather than once per row.
     let selectSQL: String
     let insertSQL: String
+    /// The clock of every column of a new row in one statement (seven arguments a column: table, key, column,
+    /// version, base), nil for a table with too many columns for SQLite's 999 arguments.
+    let insertCellsSQL: String?
 
     init(name: String, keyColumn: String, columns: [String]) {
         self.name = name
@@ -25,6 +28,9 @@ public struct SyncedTable: Sendable, Equatable {
         let names = ([keyColumn] + columns).map(SyncSchema.quoted).joined(separator: ", ")
         let marks = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
         insertSQL = "INSERT OR ROLLBACK INTO \(table) (\(names)) VALUES (\(marks))"
+        insertCellsSQL = columns.count * 7 > 999 ? nil
+            : "INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value) VALUES "
+                + Array(repeating: "(?, ?, ?, ?, ?, ?, ?, 0, NULL)", count: columns.count).joined(separator: ", ")
     }
 
     /// Tables are equal when they sync the same columns by the same key.

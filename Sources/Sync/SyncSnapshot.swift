@@ -232,21 +232,25 @@ extension SyncEngine {
                 continue
             }
             let now = microsecondsSince1970(Date())
-            // Ten parts (20 000 rows) to a transaction, as bundles are applied: fewer commits, and the deferred
-            // full-text indexing runs once per transaction.
-            let indices = Array(candidate.manifest.parts.indices)
-            for chunk in stride(from: 0, to: indices.count, by: Self.bundlesPerTransaction) {
-                var rows: [SyncRowChange] = []
-                for index in indices[chunk..<min(chunk + Self.bundlesPerTransaction, indices.count)] {
-                    guard let payload = part(index) else {
-                        throw SyncError(SyncError.Code.remote, "the snapshot '\(shown)' changed while it was read; run the sync again")
-                    }
-                    rows += payload.rows
-                }
-                let maxHLC = rows.flatMap { row in row.cells.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
+            // Parts are applied as they are read (one part's rows in memory at a time), up to `rowsPerTransaction`
+            // rows to a transaction, as bundles are: fewer commits, and the deferred full-text indexing runs once
+            // per transaction.
+            var index = candidate.manifest.parts.startIndex
+            while index < candidate.manifest.parts.endIndex {
                 let changed = try database.write { db -> Int in
-                    try db.execute("UPDATE sync_state SET applying = 1, hlc = max(hlc, ?) WHERE singleton = 0", [maxHLC])
-                    let (changed, conflicts) = try SyncMerge.apply(db, rows, tables: byName, now: now, merges: merges)
+                    try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
+                    var rows = 0
+                    let (changed, conflicts) = try SyncMerge.apply(
+                        db, tables: byName, deferringIndexing: true, now: now, merges: merges
+                    ) { () throws -> [SyncRowChange]? in
+                        guard index < candidate.manifest.parts.endIndex, rows < Self.rowsPerTransaction else { return nil }
+                        guard let payload = part(index) else {
+                            throw SyncError(SyncError.Code.remote, "the snapshot '\(shown)' changed while it was read; run the sync again")
+                        }
+                        index += 1
+                        rows += payload.rows.count
+                        return payload.rows
+                    }
                     report.newConflicts += conflicts
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
                     return changed
