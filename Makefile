@@ -250,6 +250,10 @@ SYNC_PAIRS ?= 5
 bench-sync: deps
 	$(SWIFT) build -c release --product securestore
 	$(HARNESS) Tests/Benchmarks/run-sync-bench.sh --tool "$$(pwd)/.build/release/securestore" --tasks $(SYNC_TASKS) --pairs $(SYNC_PAIRS)
+	@# One change end to end in one process: the engine's own time, without process starts (Docs/performance.md).
+	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-sync
+	d=$$(mktemp -d) && $(HARNESS) Tests/Benchmarks/.build/release/securestore-bench-sync "$$d" --tasks $(SYNC_TASKS) \
+	    --pairs 15; rc=$$?; rm -rf "$$d"; exit $$rc
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400

@@ -37,6 +37,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // One change end to end through a folder, in one process: the sync engine's own time (issue 26; Docs/performance.md).
+        .executableTarget(
+            name: "securestore-bench-sync",
+            dependencies: [
+                .product(name: "SecureStore", package: "SecureStore"),
+                .product(name: "Tasks", package: "SecureStore"),
+                .product(name: "Keychain", package: "SecureStore"),
+                .product(name: "Sync", package: "SecureStore"),
+                "BenchSupport",
+            ],
+            swiftSettings: swiftSettings
+        ),
         // including(all:) against the hand-written two-query version (issue 25; Docs/records.md).
         .executableTarget(
             name: "securestore-bench-associations",
