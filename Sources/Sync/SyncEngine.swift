@@ -391,14 +391,15 @@ public final class SyncEngine: Sendable {
         try adoptGeneration()
         try prepareAttachments()
         try startFromSnapshot(&report)  // SyncSnapshot.swift
-        var refusals = try applyIncoming(&report)
+        var refusals = try missingBundles()
+        refusals += try applyIncoming(&report)
         refusals += try exchangeAttachments(&report)
         try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
         let unsent = try sendOutgoing(&report)
         report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
             throw SyncError(
-                SyncError.Code.refusedBundle,
+                first.code,
                 refusals.map(\.message).joined(separator: "; ")
                     + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
         }
