@@ -398,9 +398,11 @@ public final class SyncEngine: Sendable {
         let unsent = try sendOutgoing(&report)
         report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
+            // A snapshot refused while it was needed for a gap is part of why the gap stays.
+            let refusedSnapshots = refusals.contains { $0.code == SyncError.Code.missingBundle } ? report.refusedSnapshots : []
             throw SyncError(
                 first.code,
-                refusals.map(\.message).joined(separator: "; ")
+                (refusedSnapshots + refusals.map(\.message)).joined(separator: "; ")
                     + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
         }
         if let unsent { throw unsent }
