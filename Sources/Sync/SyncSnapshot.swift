@@ -260,7 +260,13 @@ extension SyncEngine {
             try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) == 0
                 && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
         } && SyncLayout.bundles(root: root, device: device).isEmpty
-        guard fresh || !gaps.isEmpty else { return }
+        guard fresh || !gaps.isEmpty else {
+            // Left by a start from a snapshot that was killed (the next gap would clear it too).
+            if try database.read({ try $0.tableExists("sync_gap_keys") }) {
+                try database.write { db in try db.execute("DROP TABLE IF EXISTS sync_gap_keys") }
+            }
+            return
+        }
         let tables = try database.read { try SyncSchema.tables($0) }
         let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         func holdsGaps(_ candidate: SnapshotCandidate) -> Bool {
