@@ -52,9 +52,11 @@ public struct SyncReport: Sendable, Equatable {
     public var fetchedAttachments = 0
     /// Attachments described here whose bytes are not on this device after the round: lazy, or not on the remote yet.
     public var missingAttachments = 0
-    /// The snapshot this device started from (a new device), relative to the remote's root; nil when none.
+    /// The snapshot this device started from, relative to the remote's root; nil when none. A new device starts
+    /// from one, and so does a device whose next bundle of some device is gone from the remote (removed by
+    /// ``SyncEngine/clean()`` after the snapshot held it: a device restored from an older backup).
     public var snapshot: String?
-    /// Bundles that snapshot held, not applied one by one.
+    /// Bundles that snapshot held beyond this device's position, not applied one by one.
     public var snapshotBundles = 0
     /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
     public var refusedSnapshots: [String] = []

@@ -256,6 +256,48 @@ private func object(_ text: String) -> [String: Any] {
         #expect(try b.tasks().contains { $0["title"] == "Made after the restore" })
     }
 
+    /// The tool started in the background for `device` (with its key file's passphrase under with-keyfile).
+    private func background(_ device: SyncCLIDevice, _ arguments: [String]) throws -> ChildProcess {
+        var command = [product("securestore"), "--app", device.app] + arguments
+        if Harness.isKeyFile {
+            command = ["bash", "-c", "exec \"$0\" --app \(device.app) --passphrase-fd 3 \"$@\" 3<'\(device.passphrase)'", product("securestore")]
+                + arguments
+        }
+        return try ChildProcess(command, environment: device.environment)
+    }
+
+    /// Two devices cleaning through one bare repository at the same moment: the push that loses the race fetches,
+    /// puts its deleting commit on top and pushes again (a deletion in a device's own folder never meets another
+    /// device's files): both exit 0, no merge commit, each removed its own old bundles, and a third device agrees.
+    @Test func twoDevicesCleaningThroughGitAtOnce() throws {
+        let remote = try makeRemote("git", "race")
+        let a = SyncCLIDevice("race-a", under: work.path), b = SyncCLIDevice("race-b", under: work.path)
+        let c = SyncCLIDevice("race-c", under: work.path)
+        let code = try a.ok(["sync", "init", "--git", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--git", remote], input: code + "\n")
+        for round in 0..<4 {
+            try a.ok(["tasks", "add", "from a \(round)"])
+            try b.ok(["tasks", "add", "from b \(round)"])
+            for device in [a, b] { try device.ok(["sync", "now"]) }
+        }
+        try a.ok(["sync", "snapshot"])
+        for device in [b, a] { try device.ok(["sync", "now"]) }
+        let racers = try [a, b].map { try background($0, ["sync", "clean"]) }
+        for racer in racers { #expect(racer.wait() == .exited(0)) }
+        let files = try remoteFiles(remote, "git")
+        for device in [try a.deviceID(), try b.deviceID()] {
+            #expect(files.keys.filter { $0.hasPrefix("devices/\(device)/") }.count == 1, "\(files.keys.sorted())")
+        }
+        let merges = try git(["-C", remote, "log", "--merges", "--oneline", "main"]).stdout
+        #expect(merges.isEmpty, "merge commits: \(merges)")
+        try c.ok(["sync", "join", "--git", remote], input: code + "\n")
+        let expected = try a.tasks()
+        #expect(expected.count == 8)
+        #expect(try c.tasks() == expected)
+        try b.ok(["sync", "now"])
+        #expect(try b.tasks() == expected)
+    }
+
     /// `sync clean` killed with SIGKILL at a different moment each time, with new bundles between: A's chain on the
     /// remote is always whole from its oldest file on (a cleanup removes oldest first), nothing is lost, and the
     /// devices — and one that joins afterwards — end with the same tasks.
@@ -270,11 +312,7 @@ private func object(_ text: String) -> [String: Any] {
         try a.ok(["sync", "snapshot"])
         try b.ok(["sync", "now"])
         for round in 0..<8 {
-            var command = [product("securestore"), "--app", a.app, "sync", "clean"]
-            if Harness.isKeyFile {
-                command = ["bash", "-c", "exec \"$0\" --app \(a.app) --passphrase-fd 3 sync clean 3<'\(a.passphrase)'", product("securestore")]
-            }
-            let child = try ChildProcess(command, environment: a.environment)
+            let child = try background(a, ["sync", "clean"])
             usleep(UInt32(round * 15_000))
             child.kill()
             _ = child.wait()
