@@ -111,8 +111,10 @@ private struct SyncReportJSON: Encodable {
     let snapshotBundles: Int
     let refusedSnapshots: [String]
     let prunedTombstones: Int
+    let missingBundles: [String]
 
     init(_ report: SyncReport) {
+        missingBundles = report.missingBundles
         sentAttachments = report.sentAttachments
         sentAttachmentChunks = report.sentAttachmentChunks
         fetchedAttachments = report.fetchedAttachments
@@ -233,6 +235,13 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
     }
     for refusal in report.refusedSnapshots {
         Console.err(escapedForTerminal(refusal) + "; started from the bundles instead\n")
+    }
+    if !report.missingBundles.isEmpty {
+        Console.err(
+            "\(report.missingBundles.count) bundle(s) this device needs are not on the remote (removed after a snapshot held them, "
+                + "or not delivered yet) and no snapshot holds them: \(report.missingBundles.map { escapedForTerminal($0) }.joined(separator: ", ")); "
+                + "their device's later bundles wait. If a later sync does not bring them, run 'securestore sync snapshot' on a "
+                + "device that is up to date\n")
     }
     if report.reappliedOwnBundles > 0 {
         Console.err(

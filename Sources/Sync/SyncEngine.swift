@@ -60,6 +60,11 @@ public struct SyncReport: Sendable, Equatable {
     public var snapshotBundles = 0
     /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
     public var refusedSnapshots: [String] = []
+    /// Bundles this device needs next that are not on the remote while later ones of their device are, and that no
+    /// snapshot holds (`generation-N/devices/<device>/<number>-…`): removed by ``SyncEngine/clean()``, or not delivered
+    /// yet. That device's later bundles wait. Where the bundle was certainly removed the sync also throws
+    /// ``SyncError/Code-swift.struct/missingBundle``.
+    public var missingBundles: [String] = []
     /// Deleted rows whose tombstones every known device has seen, dropped from the bookkeeping here.
     public var prunedTombstones = 0
 }
@@ -393,7 +398,7 @@ public final class SyncEngine: Sendable {
         try adoptGeneration()
         try prepareAttachments()
         try startFromSnapshot(&report)  // SyncSnapshot.swift
-        var refusals = try missingBundles()
+        var refusals = try missingBundles(&report)
         refusals += try applyIncoming(&report)
         refusals += try exchangeAttachments(&report)
         try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles

@@ -405,21 +405,32 @@ extension SyncEngine {
         return removed
     }
 
-    /// The gaps no snapshot filled (``startFromSnapshot(_:)`` ran first), each as the error that names the missing
-    /// bundle and says what to do. That device's later bundles wait; nothing of them is applied.
-    func missingBundles() throws -> [SyncError] {
+    /// The gaps no snapshot filled (``startFromSnapshot(_:)`` ran first), each named in
+    /// ``SyncReport/missingBundles``; that device's later bundles wait and nothing of them is applied. Returned as
+    /// errors (the sync then exits 65 after doing the rest of its work) where the bundle was certainly removed rather
+    /// than late: this device had applied some of that chain already (the bundle before the missing one, which it
+    /// applied, is gone too: a cleanup removed a prefix), or a snapshot was refused. A chain this device has none of
+    /// whose first files are missing is what a replication engine delivering in its own order looks like (Syncthing
+    /// pulls in random order), and is only waited for, as before.
+    func missingBundles(_ report: inout SyncReport) throws -> [SyncError] {
         let position = try database.read { db in try SyncVector.current(db, device: device, name: "") }
         let prefix = generation == 1 ? "" : "generation-\(generation)/"
-        return chainGaps(position).map { gap in
+        var errors: [SyncError] = []
+        for gap in chainGaps(position) {
             let whose = gap.device == device ? "this device's own" : "device \(gap.device.prefix(8))'s"
-            return SyncError(
-                SyncError.Code.missingBundle,
-                "\(whose) bundle \(gap.needed) ('\(prefix)\(SyncLayout.devices)/\(gap.device)/\(SealedBundle.paddedSequence(UInt64(gap.needed)))-…') "
-                    + "is not on the remote — removed after a snapshot held it ('sync clean'), or not delivered yet — and no snapshot "
-                    + "on the remote holds it and everything this device has applied; nothing of that device's bundles from "
-                    + "\(gap.resumesAt) on was applied and this device's changes are kept. If the next sync does not bring it, run "
-                    + "'securestore sync snapshot' on a device that is up to date, then sync here again",
-                path: gap.path)
+            let bundle = "\(prefix)\(SyncLayout.devices)/\(gap.device)/\(SealedBundle.paddedSequence(UInt64(gap.needed)))-…"
+            report.missingBundles.append(bundle)
+            guard gap.needed > 1 || !report.refusedSnapshots.isEmpty else { continue }
+            errors.append(
+                SyncError(
+                    SyncError.Code.missingBundle,
+                    "\(whose) bundle \(gap.needed) ('\(bundle)') "
+                        + "is not on the remote — removed after a snapshot held it ('sync clean'), or not delivered yet — and no snapshot "
+                        + "on the remote holds it and everything this device has applied; nothing of that device's bundles from "
+                        + "\(gap.resumesAt) on was applied and this device's changes are kept. If the next sync does not bring it, run "
+                        + "'securestore sync snapshot' on a device that is up to date, then sync here again",
+                    path: gap.path))
         }
+        return errors
     }
 }
