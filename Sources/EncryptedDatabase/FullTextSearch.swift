@@ -220,7 +220,9 @@ extension Database {
     /// Runs `body`, which inserts many rows into `index`'s table, with the index's per-row insert trigger
     /// replaced by a cheaper one, then indexes the inserted rows in one statement and puts the trigger back —
     /// all inside the current transaction (call it inside `write`), so other connections never see the
-    /// index behind. Updates and deletes in `body` keep the index in step as usual.
+    /// index behind. An index with a key (on a `WITHOUT ROWID` table) defers updates the same way: the updated
+    /// rows are indexed again at the end, in two statements. Deletes in `body`, and updates on an index without
+    /// a key, keep the index in step as usual.
     ///
     /// Why: a trigger that writes an FTS table makes SQLite run each insert with a statement journal (a virtual
     /// table's write may abort half-way), and SQLCipher encrypts every page copied into it; a bulk insert of
@@ -246,11 +248,19 @@ extension Database {
         let columns = index.columns.map(quoteIdentifier)
         let docid = index.engine == .fts4 ? "docid" : "rowid"
         let replacement = quoteIdentifier(index.name + "_deferred_insert")
-        // A TEMP trigger may write tables of any database, named without qualifier (SQLite refuses `main.` in a
-        // trigger's INSERT): `pending` is found in temp, the keys table in main.
+        // A keyed index (its own copy of the text, found by number) defers updates too: the rows' numbers are noted
+        // and their text indexed again at the end. An external-content index (rowid tables) cannot: FTS4 reads the
+        // old text from the table to remove its words, so the update trigger stays.
+        let updateTrigger = quoteIdentifier(index.name + "_update")
+        let updateCreate = index.key.isEmpty
+            ? nil : index.creationSQL.first(where: { $0.hasPrefix("CREATE TRIGGER \(updateTrigger) ") })
+        let updated = quoteIdentifier(index.name + "_deferred_updated")
+        let updateReplacement = quoteIdentifier(index.name + "_deferred_update")
         // The triggers below note a new row's number only when it is not noted yet, rather than by `OR IGNORE`: the
         // conflict clause of the statement that fires a trigger overrides the trigger's own, so a row inserted again
         // (its number reused after a delete) by an `INSERT OR ROLLBACK` would otherwise fail and roll back.
+        // A TEMP trigger may write tables of any database, named without qualifier (SQLite refuses `main.` in a
+        // trigger's INSERT): `pending` is found in temp, the keys table in main.
         if index.key.isEmpty {
             // The new rowids, in a temporary table of this connection.
             try execute("CREATE TEMP TABLE IF NOT EXISTS \(pending) (docid INTEGER PRIMARY KEY)")
@@ -269,6 +279,20 @@ extension Database {
                     + key.map { "NEW." + $0 }.joined(separator: ", ") + "); "
                     + "INSERT INTO \(pending) (docid) SELECT last_insert_rowid() WHERE NOT EXISTS "
                     + "(SELECT 1 FROM \(pending) WHERE docid = last_insert_rowid()); END")
+            if updateCreate != nil {
+                // As the index's own update trigger, on the same columns: the keys follow a changed key, and the
+                // row's number is noted instead of its text written.
+                let matchOld = key.map { "\($0) = OLD.\($0)" }.joined(separator: " AND ")
+                let matchNew = key.map { "k.\($0) = NEW.\($0)" }.joined(separator: " AND ")
+                try execute("CREATE TEMP TABLE IF NOT EXISTS \(updated) (docid INTEGER PRIMARY KEY)")
+                try execute(
+                    "CREATE TEMP TRIGGER \(updateReplacement) AFTER UPDATE OF \((columns + key).joined(separator: ", ")) "
+                        + "ON main.\(content) BEGIN "
+                        + "UPDATE OR ROLLBACK \(keys) SET \(key.map { "\($0) = NEW.\($0)" }.joined(separator: ", ")) WHERE \(matchOld); "
+                        + "INSERT INTO \(updated) (docid) SELECT k.docid FROM \(keys) AS k WHERE \(matchNew) AND NOT EXISTS "
+                        + "(SELECT 1 FROM \(updated) AS u WHERE u.docid = k.docid); END")
+                try execute("DROP TRIGGER \(updateTrigger)")
+            }
         }
         try execute("DROP TRIGGER \(insertTrigger)")
         let value: T
@@ -278,6 +302,8 @@ extension Database {
             // The enclosing transaction rolls back the schema change; the temporary objects go here.
             try? execute("DROP TRIGGER IF EXISTS temp.\(replacement)")
             try? execute("DROP TABLE IF EXISTS temp.\(pending)")
+            try? execute("DROP TRIGGER IF EXISTS temp.\(updateReplacement)")
+            try? execute("DROP TABLE IF EXISTS temp.\(updated)")
             throw error
         }
         try execute("DROP TRIGGER temp.\(replacement)")
@@ -290,13 +316,27 @@ extension Database {
             source = "SELECT c.rowid, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM temp.\(pending) AS p "
                 + "CROSS JOIN main.\(content) AS c ON c.rowid = p.docid"
         } else {
-            source = "SELECT k.docid, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM temp.\(pending) AS p "
+            // Updated rows: their old text leaves the index (a row inserted in `body` was never in it), and they are
+            // indexed with the new rows, each once.
+            let rows: String
+            if updateCreate != nil {
+                try execute("DROP TRIGGER temp.\(updateReplacement)")
+                try execute("DELETE FROM main.\(quoteIdentifier(index.name)) WHERE \(docid) IN (SELECT docid FROM temp.\(updated))")
+                rows = "(SELECT docid FROM temp.\(pending) UNION SELECT docid FROM temp.\(updated))"
+            } else {
+                rows = "temp.\(pending)"
+            }
+            source = "SELECT k.docid, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM \(rows) AS p "
                 + "CROSS JOIN main.\(quoteIdentifier(index.keysTable)) AS k ON k.docid = p.docid CROSS JOIN main.\(content) AS c ON "
                 + index.key.map(quoteIdentifier).map { "c.\($0) = k.\($0)" }.joined(separator: " AND ")
         }
         try execute("INSERT INTO main.\(quoteIdentifier(index.name)) (\(docid), \(columns.joined(separator: ", "))) \(source)")
         try execute("DROP TABLE temp.\(pending)")
         try execute(create)
+        if let updateCreate {
+            try execute("DROP TABLE temp.\(updated)")
+            try execute(updateCreate)
+        }
         return value
     }
 

@@ -376,6 +376,10 @@ public final class SyncEngine: Sendable {
     /// bundle's rows are in memory at a time). 100 000 rows: a 1 000 000-task join made 10 commits instead of 50
     /// (the deferred search indexing and the commit each cost per transaction): Docs/performance.md, "Sync".
     static let rowsPerTransaction = 100_000
+    /// The time after which no further bundle joins a transaction: the write lock is not held for long (another
+    /// process's write waits for it up to its busy timeout, 10 s by default) on a machine slower than this one,
+    /// where 100 000 rows take 1.7–2.7 s.
+    static let transactionDuration = Duration.seconds(2)
 
     /// One round: pulls the remote, verifies and applies every other device's new bundles (each in one
     /// transaction), then seals this device's unsent changes into new bundles and publishes them.
@@ -520,6 +524,8 @@ public final class SyncEngine: Sendable {
                 var bundles = 0
                 let (changed, conflicts) = try database.write { db -> (Int, Int) in
                     try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
+                    let clock = ContinuousClock()
+                    let started = clock.now
                     var rows = 0
                     let result = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: deferIndexing, now: now, merges: merges
@@ -528,7 +534,9 @@ public final class SyncEngine: Sendable {
                         if bundles == 0 {
                             bundle = first
                         } else {
-                            guard rows < Self.rowsPerTransaction, let following = try nextVerified() else { return nil }
+                            guard rows < Self.rowsPerTransaction, clock.now - started < Self.transactionDuration,
+                                let following = try nextVerified()
+                            else { return nil }
                             bundle = following
                         }
                         bundles += 1

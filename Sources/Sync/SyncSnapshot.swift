@@ -320,11 +320,15 @@ extension SyncEngine {
             while index < candidate.manifest.parts.endIndex {
                 let changed = try database.write { db -> Int in
                     try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
+                    let clock = ContinuousClock()
+                    let started = clock.now
                     var rows = 0
                     let (changed, conflicts) = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: true, now: now, merges: merges
                     ) { () throws -> [SyncRowChange]? in
-                        guard index < candidate.manifest.parts.endIndex, rows < Self.rowsPerTransaction else { return nil }
+                        guard index < candidate.manifest.parts.endIndex, rows == 0
+                            || (rows < Self.rowsPerTransaction && clock.now - started < Self.transactionDuration)
+                        else { return nil }
                         guard let payload = snapshotPart(candidate, index) else {
                             throw SyncError(SyncError.Code.remote, "the snapshot '\(shown)' changed while it was read; run the sync again")
                         }

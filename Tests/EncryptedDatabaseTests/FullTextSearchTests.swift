@@ -240,6 +240,53 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
         try queue.read { db in try db.integrityCheck() }
     }
 
+    /// On a keyed index, updates in a deferred body are indexed at the end: rows there before the body and updated
+    /// twice, updated then deleted, given a new key, and a column the index does not hold changed — each found by
+    /// its new words only, the old words gone, the index's own check passing, the update trigger back afterwards.
+    @Test func updatesOfAKeyedIndexAreDeferredAndEndIndexedOnce() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("a.db"), key: try testKey())
+        let index = FullTextIndex(name: "s", table: "t", columns: ["text"], key: ["code"])
+        try queue.write { db in
+            try db.execute("CREATE TABLE t (code TEXT PRIMARY KEY NOT NULL, text TEXT NOT NULL, n INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID")
+            for (code, text) in [("a", "alpha one"), ("b", "bravo one"), ("c", "charlie one"), ("d", "delta one")] {
+                try db.execute("INSERT INTO t (code, text) VALUES (?, ?)", [code, text])
+            }
+            try db.create(fullTextIndex: index)
+        }
+        let schema = { try queue.read { db in try db.fetch("SELECT name, coalesce(sql, '') FROM sqlite_master ORDER BY name") { "\(try $0.string(at: 0)) \(try $0.string(at: 1))" } } }
+        let before = try schema()
+        try queue.write { db in
+            try db.deferringFullTextIndexing(index) {
+                try db.execute("UPDATE OR ROLLBACK t SET text = 'alpha two' WHERE code = 'a'")
+                try db.execute("UPDATE OR ROLLBACK t SET text = 'alpha three' WHERE code = 'a'")
+                try db.execute("UPDATE OR ROLLBACK t SET text = 'bravo two' WHERE code = 'b'")
+                try db.execute("DELETE FROM t WHERE code = 'b'")
+                try db.execute("UPDATE OR ROLLBACK t SET code = 'c2', text = 'charlie two' WHERE code = 'c'")
+                try db.execute("UPDATE OR ROLLBACK t SET n = 5 WHERE code = 'd'")
+                try db.execute("INSERT OR ROLLBACK INTO t (code, text) VALUES ('e', 'echo one')")
+                try db.execute("UPDATE OR ROLLBACK t SET text = 'echo two' WHERE code = 'e'")
+            }
+        }
+        #expect(try schema() == before, "the triggers are back, nothing else is left")
+        func codes(_ text: String) throws -> [String] {
+            let pattern = try #require(FullTextPattern(matchingAllPrefixesIn: text))
+            return try queue.read { db in
+                try db.fetch("SELECT code FROM t WHERE \(index.conditionSQL) ORDER BY code", [pattern.text(for: .fts4)]) { try $0.string(at: 0) }
+            }
+        }
+        #expect(try codes("alpha") == ["a"])
+        #expect(try codes("three") == ["a"])
+        #expect(try codes("two") == ["c2", "e"])
+        #expect(try codes("bravo").isEmpty, "an updated then deleted row leaves the index")
+        #expect(try codes("charlie") == ["c2"], "found by its new key")
+        #expect(try codes("one") == ["d"], "only the row whose text did not change keeps its old words")
+        try queue.write { db in try db.execute("INSERT INTO s (s) VALUES ('integrity-check')") }
+        try queue.write { db in try db.execute("UPDATE t SET text = 'delta after' WHERE code = 'd'") }
+        #expect(try codes("after") == ["d"], "the update trigger works again")
+        try queue.read { db in try db.integrityCheck() }
+    }
+
     @Test func aBadDefinitionIsRefusedAndChangesNothing() throws {
         let directory = try TemporaryDirectory()
         let queue = try DatabaseQueue(path: directory.file("a.db"), key: try testKey())
