@@ -222,6 +222,32 @@ private func object(_ text: String) -> [String: Any] {
         for device in [a, b] { #expect(try device.ok(["--json", "sync", "conflicts"]).stdout == "[]\n") }
     }
 
+    /// The restored device's first sync — the start from the snapshot — killed with SIGKILL at a different moment
+    /// each time, then run to the end: the edit made after the restore is kept and delivered, the deleted task is
+    /// gone, the chain has no hole, the other device refuses nothing, and no bookkeeping of the interrupted start is
+    /// left in the database.
+    @Test func aStartFromTheSnapshotKilledAtAnyMomentLosesNothing() throws {
+        let (a, b, _, ids) = try restoredAfterCleanup("folder", "killed")
+        try a.ok(["tasks", "add", "Made after the restore"])
+        for round in 0..<6 {
+            let child = try background(a, ["sync", "now"])
+            usleep(UInt32(round * 25_000))
+            child.kill()
+            _ = child.wait()
+        }
+        try a.ok(["sync", "now"])
+        for device in [b, a] { try device.ok(["sync", "now"]) }
+        let expected = try b.tasks()
+        #expect(expected.count == 5, "\(expected.map { $0["title"] ?? "" })")
+        #expect(!expected.contains { $0["id"] == ids[2] })
+        #expect(expected.contains { $0["title"] == "Made after the restore" })
+        #expect(try a.tasks() == expected)
+        let root = try a.deviceID()
+        try a.ok(["tasks", "add", "One more"])
+        for device in [a, b] { try device.ok(["sync", "now"]) }
+        #expect(try b.tasks().count == 6, "A's chain goes on: \(root.prefix(8))")
+    }
+
     /// The same restored device, with the only snapshot that fills its gap tampered with (one byte of a part): the
     /// snapshot is refused by name, the sync exits 65 naming the missing bundle and what to do, nothing is applied
     /// (the database's bytes are the same), nothing is sent, and the edit made after the restore is kept. Once the
