@@ -148,6 +148,7 @@ private struct SyncCleanJSON: Encodable {
     let removedBundles: Int
     let removedSnapshots: Int
     let removedSeenFiles: Int
+    let removedOldGenerationFiles: Int
     let removedBytes: Int64
     let cleanedThrough: Int64
     let keptBundles: Int
@@ -160,6 +161,7 @@ private struct SyncCleanJSON: Encodable {
         removedBundles = report.removedBundles
         removedSnapshots = report.removedSnapshots
         removedSeenFiles = report.removedSeenFiles
+        removedOldGenerationFiles = report.removedOldGenerationFiles
         removedBytes = report.removedBytes
         cleanedThrough = report.cleanedThrough
         keptBundles = report.keptBundles
@@ -376,9 +378,10 @@ let syncCommand = Command(
             discussion: """
                 Removes from the remote only files this device wrote: its bundles that a snapshot (this device's or
                 another's) holds and that every known device has applied, by the seen vector it published — never its
-                newest bundle — and its superseded snapshots and seen vectors. In git a commit deletes them (the
-                history keeps them, sealed). A device that still needs them, restored from an older backup, starts
-                from the snapshot. Run 'sync snapshot' first. Docs/sync.md, 'Cleaning the remote'.
+                newest bundle — its superseded snapshots and seen vectors, and its files in older key generations.
+                In git a commit deletes them (the history keeps them, sealed). A device that still needs them,
+                restored from an older backup, starts from the snapshot. Run 'sync snapshot' first. Docs/sync.md,
+                'Cleaning the remote'.
                 """,
             options: [nameOption],
             run: { invocation in
@@ -390,7 +393,9 @@ let syncCommand = Command(
                         Console.err(
                             "applied \(cleaned.sync.appliedBundles) bundle(s) from other devices; sent \(cleaned.sync.sentBundles); removed "
                                 + "\(cleaned.removedBundles) of this device's bundle(s), \(cleaned.removedSnapshots) old snapshot(s) and "
-                                + "\(cleaned.removedSeenFiles) old seen file(s) from the remote (\(cleaned.removedBytes) bytes); "
+                                + "\(cleaned.removedSeenFiles) old seen file(s)"
+                                + (cleaned.removedOldGenerationFiles > 0 ? ", and \(cleaned.removedOldGenerationFiles) file(s) of older key generations," : "")
+                                + " from the remote (\(cleaned.removedBytes) bytes); "
                                 + "\(cleaned.keptBundles) bundle(s) of this device kept\n")
                         if cleaned.snapshot == nil {
                             Console.err("no snapshot on the remote holds this device's bundles: run 'securestore sync snapshot' first\n")

@@ -14,6 +14,9 @@ public struct SyncCleanReport: Sendable, Equatable {
     public var removedSnapshots = 0
     /// This device's superseded seen-vector files removed.
     public var removedSeenFiles = 0
+    /// This device's files in older key generations removed (bundles, seen vectors, snapshots, attachment chunks:
+    /// a generation that is not the newest is read by no device that can sync, Docs/sync.md "Removing a device").
+    public var removedOldGenerationFiles = 0
     /// The bytes of all the files removed.
     public var removedBytes: Int64 = 0
     /// This device's bundles numbered up to this one are gone from the remote now (0: none).
@@ -29,7 +32,8 @@ public struct SyncCleanReport: Sendable, Equatable {
 
 extension SyncEngine {
     /// Syncs, then removes from the remote this device's own bundles that a snapshot holds and that every known device
-    /// has applied (by its published seen vector), together with this device's older snapshots and seen-vector files.
+    /// has applied (by its published seen vector), together with this device's older snapshots and seen-vector files,
+    /// and its files in older key generations.
     /// Only files this device wrote are removed: in a folder they are unlinked, in git a commit deletes them (the
     /// history keeps them, sealed). The newest bundle of this device is always kept (it carries the chain on). A
     /// device that still needs a removed bundle (one restored from an older backup) starts from the snapshot.
@@ -108,10 +112,38 @@ extension SyncEngine {
             remove(root + "/" + SyncSeenFiles.relative(device: device, number: number))
             report.removedSeenFiles += 1
         }
+        // Older key generations: every device that syncs is on this one (a device on an older key is told to re-key
+        // and syncs nothing until it has; then it starts this generation afresh), so its own files there are read by
+        // nobody. The marker and key check stay (they say which generation is the newest); other devices' folders are
+        // theirs to remove (a removed device's stay: remove them by hand).
+        for older in 1..<max(1, generation) {
+            let olderRoot = Self.layoutRoot(transport.root, generation: older)
+            for folder in [SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, Self.attachmentsFolder] {
+                let mine = olderRoot + "/" + folder + "/" + device
+                var directories: [String] = []
+                var pending = [mine]
+                while let directory = pending.popLast() {
+                    guard let names = try? listDirectory(directory) else { continue }
+                    directories.append(directory)
+                    for name in names {
+                        let path = directory + "/" + name
+                        var isDirectory: ObjCBool = false
+                        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+                        if isDirectory.boolValue {
+                            pending.append(path)
+                        } else {
+                            remove(path)
+                            report.removedOldGenerationFiles += 1
+                        }
+                    }
+                }
+                for directory in directories.reversed() { try? removeDirectory(directory) }
+            }
+        }
         if !removed.isEmpty {
             try? syncDirectory(root + "/" + SyncLayout.devices + "/" + device)
             try transport.publish(
-                [], message: "securestore sync: device \(device.prefix(8)) removed \(report.removedBundles) bundle(s) a snapshot holds")
+                [], message: "securestore sync: device \(device.prefix(8)) removed \(removed.count) file(s) no device needs")
         }
     }
 }

@@ -282,6 +282,60 @@ private func object(_ text: String) -> [String: Any] {
         #expect(try b.tasks().contains { $0["title"] == "Made after the restore" })
     }
 
+    /// After `remove-device` (a new key generation), each device that stays removes its own files of the older
+    /// generation with its next cleanup — bundles, seen vectors, snapshot, attachment chunks — while the marker, the
+    /// key check and the removed device's files stay; the devices go on, a device that joins with the new code holds
+    /// the same tasks, and the removed one still reads nothing new.
+    @Test func aCleanupRemovesThisDevicesFilesOfOlderKeyGenerations() throws {
+        let remote = work.path + "/generations"
+        let a = SyncCLIDevice("gen-a", under: work.path), b = SyncCLIDevice("gen-b", under: work.path)
+        let c = SyncCLIDevice("gen-c", under: work.path), d = SyncCLIDevice("gen-d", under: work.path)
+        let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
+        for device in [b, c] { try device.ok(["sync", "join", "--folder", remote], input: code + "\n") }
+        let scan = work.path + "/scan.pdf"
+        try Data("attached before the rotation".utf8).write(to: URL(fileURLWithPath: scan))
+        let task = try #require(object(try a.ok(["--json", "tasks", "add", "Before the rotation"]).stdout)["id"] as? String)
+        try a.ok(["tasks", "attach", task, scan])
+        for device in [a, b, c, a] { try device.ok(["sync", "now"]) }
+        try a.ok(["sync", "snapshot"])
+        let deviceA = try a.deviceID(), deviceB = try b.deviceID(), deviceC = try c.deviceID()
+        let newCode = try #require(object(try a.ok(["--json", "sync", "remove-device", String(deviceC.prefix(8))]).stdout)["pairingCode"] as? String)
+        try b.ok(["sync", "rekey"], input: newCode + "\n")
+        func generationOneFiles(of device: String) -> [String] {
+            filesUnder(remote).map { String($0.path.dropFirst(remote.count + 1)) }
+                .filter { !$0.hasPrefix("generation-") && $0.contains("/" + device) }
+        }
+        #expect(generationOneFiles(of: deviceA).contains { $0.hasPrefix("attachments/") })
+        #expect(generationOneFiles(of: deviceA).contains { $0.hasPrefix("snapshots/") })
+        let removedC = generationOneFiles(of: deviceC)
+        #expect(!removedC.isEmpty)
+
+        let cleaned = object(try a.ok(["--json", "sync", "clean"]).stdout)
+        #expect(cleaned["removedOldGenerationFiles"] as? Int ?? 0 >= 4, "\(cleaned)")
+        #expect(object(try b.ok(["--json", "sync", "clean"]).stdout)["removedOldGenerationFiles"] as? Int ?? 0 >= 2)
+        #expect(generationOneFiles(of: deviceA) == [])
+        #expect(generationOneFiles(of: deviceB) == [])
+        #expect(generationOneFiles(of: deviceC) == removedC, "the removed device's files are not A's or B's to remove")
+        for name in ["securestore-sync", "key-check", "generation-2/key-check", "generation-2/removed"] {
+            #expect(FileManager.default.fileExists(atPath: remote + "/" + name), "\(name) stays")
+        }
+
+        try a.ok(["tasks", "add", "After the rotation"])
+        for device in [a, b] { try device.ok(["sync", "now"]) }
+        try d.ok(["sync", "join", "--folder", remote], input: newCode + "\n")
+        let expected = try a.tasks()
+        #expect(expected.count == 2)
+        #expect(try b.tasks() == expected)
+        #expect(try d.tasks() == expected)
+        let fetched = work.path + "/fetched.pdf"
+        let attachments = try d.ok(["--json", "tasks", "attachments", task]).stdout
+        let attachment = try #require((try JSONSerialization.jsonObject(with: Data(attachments.utf8)) as? [[String: Any]])?.first?["id"] as? String)
+        try d.ok(["tasks", "attachment", "get", attachment, "--output", fetched])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: fetched)) == Data("attached before the rotation".utf8))
+        #expect(try c.run(["sync", "now"]).status == 77)
+        #expect(try c.tasks().count == 1)
+    }
+
     /// The tool started in the background for `device` (with its key file's passphrase under with-keyfile).
     private func background(_ device: SyncCLIDevice, _ arguments: [String]) throws -> ChildProcess {
         var command = [product("securestore"), "--app", device.app] + arguments
