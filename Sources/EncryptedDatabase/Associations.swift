@@ -291,29 +291,25 @@ extension Query where Record: TableRecord {
         // Inlinable, so that the closure is compiled in the caller's module for the concrete child type: the
         // children's array and their grouping run specialized, not through generic code once per child.
         prefetching(association._sqlAssociation) { db, sql, arguments in
-            // The children in one array and their positions by parent key.
-            var children: [A.RowDecoder] = []
-            var integerPositions: [Int64: [Int]] = [:]
-            var positions: [DatabaseValue: [Int]] = [:]
+            // The children grouped by parent key as they are read, in their order: each goes straight into its
+            // parent's array (no array of positions per parent, then copies of the children into new arrays).
+            var integerGroups: [Int64: [A.RowDecoder]] = [:]
+            var groups: [DatabaseValue: [A.RowDecoder]] = [:]
             try db.forEachRow(sql, arguments) { row in
                 let column = row.count - 1
                 if try row.isInteger(at: column) {
-                    integerPositions[try row.int64(at: column), default: []].append(children.count)
+                    let key = try row.int64(at: column)
+                    integerGroups[key, default: []].append(try A.RowDecoder(row: row))
                 } else {
                     let key = try row.value(at: column)
                     // A child without a parent key has no parent (`IN` never matches NULL).
                     if key == .null { return }
-                    positions[key, default: []].append(children.count)
+                    groups[key, default: []].append(try A.RowDecoder(row: row))
                 }
-                children.append(try A.RowDecoder(row: row))
             }
-            var integerGroups: [Int64: Any] = [:]
-            integerGroups.reserveCapacity(integerPositions.count)
-            for (key, indexes) in integerPositions { integerGroups[key] = indexes.map { children[$0] } }
-            var groups: [DatabaseValue: Any] = [:]
-            groups.reserveCapacity(positions.count)
-            for (key, indexes) in positions { groups[key] = indexes.map { children[$0] } }
-            return Prefetched(integerGroups: integerGroups, groups: groups, empty: [A.RowDecoder]())
+            return Prefetched(
+                integerGroups: integerGroups.mapValues { $0 as Any }, groups: groups.mapValues { $0 as Any },
+                empty: [A.RowDecoder]())
         }
     }
 

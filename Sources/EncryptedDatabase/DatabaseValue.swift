@@ -88,12 +88,7 @@ extension Data: DatabaseValueConvertible {
 extension UUID: DatabaseValueConvertible {
     /// The 16 bytes of the UUID, as a blob.
     public var databaseValue: DatabaseValue {
-        let bytes = uuid
-        return .blob(
-            Data([
-                bytes.0, bytes.1, bytes.2, bytes.3, bytes.4, bytes.5, bytes.6, bytes.7,
-                bytes.8, bytes.9, bytes.10, bytes.11, bytes.12, bytes.13, bytes.14, bytes.15,
-            ]))
+        withUnsafeBytes(of: uuid) { .blob(Data($0)) }  // straight from the 16 bytes, no array in between
     }
     /// Reads a 16-byte blob column.
     public static func decode(from row: Row, at column: Int) throws -> UUID { try row.uuid(at: column) }

@@ -256,41 +256,42 @@ extension Database {
             ? nil : index.creationSQL.first(where: { $0.hasPrefix("CREATE TRIGGER \(updateTrigger) ") })
         let updated = quoteIdentifier(index.name + "_deferred_updated")
         let updateReplacement = quoteIdentifier(index.name + "_deferred_update")
-        // The triggers below note a new row's number only when it is not noted yet, rather than by `OR IGNORE`: the
-        // conflict clause of the statement that fires a trigger overrides the trigger's own, so a row inserted again
-        // (its number reused after a delete) by an `INSERT OR ROLLBACK` would otherwise fail and roll back.
+        // The triggers below note a row's number in a table without a key, once per insert or update (the same number
+        // may be noted twice: a row inserted again after a delete reuses it), and the end reads the numbers DISTINCT.
+        // Neither `OR IGNORE` nor a key would do: the conflict clause of the statement that fires a trigger overrides
+        // the trigger's own, so a number noted twice under an `INSERT OR ROLLBACK` would fail and roll back; and a
+        // trigger that looked first (`… WHERE NOT EXISTS (SELECT … FROM` the table it writes`)`) makes SQLite build a
+        // temporary table for that SELECT on every row (two page-sized allocations: 20 % more instructions for each
+        // task of `TaskList.insert`, callgrind).
         // A TEMP trigger may write tables of any database, named without qualifier (SQLite refuses `main.` in a
         // trigger's INSERT): `pending` is found in temp, the keys table in main.
         if index.key.isEmpty {
             // The new rowids, in a temporary table of this connection.
-            try execute("CREATE TEMP TABLE IF NOT EXISTS \(pending) (docid INTEGER PRIMARY KEY)")
+            try execute("CREATE TEMP TABLE IF NOT EXISTS \(pending) (docid INTEGER)")
             try execute(
                 "CREATE TEMP TRIGGER \(replacement) AFTER INSERT ON main.\(content) BEGIN "
-                    + "INSERT INTO \(pending) (docid) SELECT NEW.rowid WHERE NOT EXISTS "
-                    + "(SELECT 1 FROM \(pending) WHERE docid = NEW.rowid); END")
+                    + "INSERT INTO \(pending) (docid) VALUES (NEW.rowid); END")
         } else {
             // The rows are numbered as usual; only the index's write waits.
             let keys = quoteIdentifier(index.keysTable)
             let key = index.key.map(quoteIdentifier)
-            try execute("CREATE TEMP TABLE IF NOT EXISTS \(pending) (docid INTEGER PRIMARY KEY)")
+            try execute("CREATE TEMP TABLE IF NOT EXISTS \(pending) (docid INTEGER)")
             try execute(
                 "CREATE TEMP TRIGGER \(replacement) AFTER INSERT ON main.\(content) BEGIN "
                     + "INSERT OR ROLLBACK INTO \(keys) (\(key.joined(separator: ", "))) VALUES ("
                     + key.map { "NEW." + $0 }.joined(separator: ", ") + "); "
-                    + "INSERT INTO \(pending) (docid) SELECT last_insert_rowid() WHERE NOT EXISTS "
-                    + "(SELECT 1 FROM \(pending) WHERE docid = last_insert_rowid()); END")
+                    + "INSERT INTO \(pending) (docid) VALUES (last_insert_rowid()); END")
             if updateCreate != nil {
                 // As the index's own update trigger, on the same columns: the keys follow a changed key, and the
                 // row's number is noted instead of its text written.
                 let matchOld = key.map { "\($0) = OLD.\($0)" }.joined(separator: " AND ")
                 let matchNew = key.map { "k.\($0) = NEW.\($0)" }.joined(separator: " AND ")
-                try execute("CREATE TEMP TABLE IF NOT EXISTS \(updated) (docid INTEGER PRIMARY KEY)")
+                try execute("CREATE TEMP TABLE IF NOT EXISTS \(updated) (docid INTEGER)")
                 try execute(
                     "CREATE TEMP TRIGGER \(updateReplacement) AFTER UPDATE OF \((columns + key).joined(separator: ", ")) "
                         + "ON main.\(content) BEGIN "
                         + "UPDATE OR ROLLBACK \(keys) SET \(key.map { "\($0) = NEW.\($0)" }.joined(separator: ", ")) WHERE \(matchOld); "
-                        + "INSERT INTO \(updated) (docid) SELECT k.docid FROM \(keys) AS k WHERE \(matchNew) AND NOT EXISTS "
-                        + "(SELECT 1 FROM \(updated) AS u WHERE u.docid = k.docid); END")
+                        + "INSERT INTO \(updated) (docid) SELECT k.docid FROM \(keys) AS k WHERE \(matchNew); END")
                 try execute("DROP TRIGGER \(updateTrigger)")
             }
         }
@@ -313,8 +314,8 @@ extension Database {
         // here, each 20 000-row transaction slower than the one before).
         let source: String
         if index.key.isEmpty {
-            source = "SELECT c.rowid, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM temp.\(pending) AS p "
-                + "CROSS JOIN main.\(content) AS c ON c.rowid = p.docid"
+            source = "SELECT c.rowid, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM "
+                + "(SELECT DISTINCT docid FROM temp.\(pending)) AS p CROSS JOIN main.\(content) AS c ON c.rowid = p.docid"
         } else {
             // Updated rows: their old text leaves the index (a row inserted in `body` was never in it), and they are
             // indexed with the new rows, each once.
@@ -324,7 +325,7 @@ extension Database {
                 try execute("DELETE FROM main.\(quoteIdentifier(index.name)) WHERE \(docid) IN (SELECT docid FROM temp.\(updated))")
                 rows = "(SELECT docid FROM temp.\(pending) UNION SELECT docid FROM temp.\(updated))"
             } else {
-                rows = "temp.\(pending)"
+                rows = "(SELECT DISTINCT docid FROM temp.\(pending))"
             }
             source = "SELECT k.docid, \(columns.map { "c." + $0 }.joined(separator: ", ")) FROM \(rows) AS p "
                 + "CROSS JOIN main.\(quoteIdentifier(index.keysTable)) AS k ON k.docid = p.docid CROSS JOIN main.\(content) AS c ON "

@@ -216,7 +216,7 @@ extension PersistableRecord {
         try willSave(db)
         let container = try persistenceContainer()
         let statement = try db.recordStatement(.insert, Self.self, columns: container.columns)
-        try statement.execute(StatementArguments(values: container.values))
+        try statement.execute(binding: container.bind)
     }
 
     /// Inserts the record and returns a copy that knows its new rowid (through ``didInsert(rowID:)``).
@@ -233,16 +233,16 @@ extension PersistableRecord {
         try willSave(db)
         let container = try persistenceContainer()
         let statement = try db.recordStatement(.insert, Self.self, columns: container.columns)
-        try statement.execute(StatementArguments(values: container.values))
+        try statement.execute(binding: container.bind)
         let rowID = db.lastInsertRowID
         var copy = self
         copy.didInsert(rowID: rowID)
         let key = Self.databasePrimaryKey
-        guard let index = container.columns.firstIndex(of: key), case .null = container.values[index] else {
+        guard let index = container.columns.firstIndex(of: key), case .null = container.value(at: index) else {
             return copy
         }
         let after = try copy.persistenceContainer()
-        guard let afterIndex = after.columns.firstIndex(of: key), case .null = after.values[afterIndex] else {
+        guard let afterIndex = after.columns.firstIndex(of: key), case .null = after.value(at: afterIndex) else {
             return copy
         }
         if let fetchable = Self.self as? any FetchableRecord.Type,
@@ -312,7 +312,7 @@ extension PersistableRecord {
                 "\(Self.self) has no column '\(Self.databasePrimaryKey)' (its primary key); its columns are "
                     + container.columns.joined(separator: ", "))
         }
-        return container.values[index]
+        return container.value(at: index)
     }
 }
 

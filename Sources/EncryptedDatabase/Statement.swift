@@ -104,6 +104,28 @@ public final class Statement {
     /// Binds `arguments`, steps through all rows calling `body` (which returns false to stop), then resets.
     @usableFromInline
     func run(_ arguments: StatementArguments, _ body: (Row) throws -> Bool) throws {
+        try run(binding: { handle in try self.bind(arguments, to: handle) }, body)
+    }
+
+    /// Runs the statement once with its parameters bound by `bind`, ignoring any rows: ``execute(_:)`` for the hot
+    /// loops of this package (the task list's batch insert), without the ``StatementArguments`` of existentials and
+    /// the `Data` of each `UUID` that `execute(_:)` builds per row. `bind` must bind every parameter once; the checks
+    /// and the errors are `execute(_:)`'s.
+    package func execute(binding bind: (inout StatementBinder) throws -> Void) throws {
+        try run(binding: { handle in
+            var binder = StatementBinder(statement: self, handle: handle)
+            try bind(&binder)
+            guard binder.count == parameterCount else {
+                throw DatabaseError(
+                    .misuse,
+                    "the statement has \(parameterCount) parameters but \(binder.count) arguments were given",
+                    sql: sql)
+            }
+        }, { _ in false })
+    }
+
+    /// ``run(_:_:)`` with the parameters bound by `bind`.
+    private func run(binding bind: (OpaquePointer) throws -> Void, _ body: (Row) throws -> Bool) throws {
         guard let handle else {
             throw DatabaseError(.misuse, "the statement was finalized when its database closed", sql: sql)
         }
@@ -117,7 +139,7 @@ public final class Statement {
             generation &+= 1
             isBusy = false
         }
-        try bind(arguments, to: handle)
+        try bind(handle)
         while true {
             generation &+= 1
             let result = sqlite3_step(handle)
@@ -175,7 +197,7 @@ public final class Statement {
         return names
     }
 
-    private func bind(_ value: DatabaseValue, at index: Int32, to handle: OpaquePointer) throws {
+    fileprivate func bind(_ value: DatabaseValue, at index: Int32, to handle: OpaquePointer) throws {
         let result: Int32
         switch value {
         case .null:
@@ -206,6 +228,65 @@ public final class Statement {
         guard result == SQLITE_OK else {
             throw DatabaseError.sqlite(result, connection: database.connection, sql: sql)
         }
+    }
+}
+
+/// Binds the parameters of one execution of a statement by index (``Statement/execute(binding:)``), each value
+/// straight into SQLite, as ``StatementArguments`` would store it: the same SQL values, the same errors.
+package struct StatementBinder {
+    let statement: Statement
+    let handle: OpaquePointer
+    /// How many values were bound.
+    private(set) var count = 0
+
+    init(statement: Statement, handle: OpaquePointer) {
+        self.statement = statement
+        self.handle = handle
+    }
+
+    private mutating func check(_ result: Int32) throws {
+        guard result == SQLITE_OK else {
+            throw DatabaseError.sqlite(result, connection: statement.database.connection, sql: statement.sql)
+        }
+        count += 1
+    }
+
+    /// Binds an integer to parameter `index` (from 1).
+    package mutating func bind(_ value: Int64, at index: Int32) throws {
+        try check(sqlite3_bind_int64(handle, index, value))
+    }
+
+    /// Binds 1 or 0, as `Bool`'s ``DatabaseValueConvertible/databaseValue`` does.
+    package mutating func bind(_ value: Bool, at index: Int32) throws {
+        try check(sqlite3_bind_int64(handle, index, value ? 1 : 0))
+    }
+
+    /// Binds text; an empty string is `''`, not `NULL`.
+    package mutating func bind(_ value: String, at index: Int32) throws {
+        var text = value
+        let handle = handle
+        try check(text.withUTF8 { buffer in
+            guard let base = buffer.baseAddress, buffer.count > 0 else {
+                return sqlite3_bind_text(handle, index, "", 0, securestore_sqlite_transient())
+            }
+            return base.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                sqlite3_bind_text(handle, index, $0, Int32(buffer.count), securestore_sqlite_transient())
+            }
+        })
+    }
+
+    /// Binds any database value, as ``StatementArguments`` binds it.
+    package mutating func bind(_ value: DatabaseValue, at index: Int32) throws {
+        try statement.bind(value, at: index, to: handle)
+        count += 1
+    }
+
+    /// Binds the 16 bytes of a UUID as a blob, as `UUID`'s ``DatabaseValueConvertible/databaseValue`` does.
+    package mutating func bind(_ value: UUID, at index: Int32) throws {
+        let handle = handle
+        try check(withUnsafeBytes(of: value.uuid) {
+            sqlite3_bind_blob(handle, index, $0.baseAddress, 16, securestore_sqlite_transient())
+        })
     }
 }
 
@@ -245,6 +326,16 @@ public struct Row {
             throw mismatch(column, "is NULL; read it as \(type)? to accept NULL")
         }
         return handle
+    }
+
+    /// The column's value, for the `sqlite3_value_*` accessors.
+    @inline(__always)
+    private func columnValue(_ column: Int) throws -> OpaquePointer {
+        let handle = try handle(column)
+        guard let value = sqlite3_column_value(handle, Int32(column)) else {
+            throw DatabaseError(.misuse, "column \(column) has no value", sql: statement.sql)
+        }
+        return value
     }
 
     private func mismatch(_ column: Int, _ problem: String) -> DatabaseError {
@@ -311,14 +402,19 @@ public struct Row {
 
     /// The column as a `String` (text is read as UTF-8; invalid sequences are repaired).
     ///
-    /// The corresponding C function is `sqlite3_column_text`.
+    /// The corresponding C functions are `sqlite3_column_value` and `sqlite3_value_text`.
     public func string(at column: Int) throws -> String {
-        let handle = try handle(column)
-        // sqlite3_column_text returns NULL only for a NULL value (or out of memory): '' has an address.
-        guard let text = sqlite3_column_text(handle, Int32(column)) else {
+        // One column call, then the value's own accessors (no per-call statement checks and mutex of
+        // sqlite3_column_*): the connection is confined to its queue, so the value is read by one thread only.
+        let value = try columnValue(column)
+        // sqlite3_value_text returns NULL only for a NULL value (or out of memory): '' has an address.
+        guard let text = sqlite3_value_text(value) else {
+            if sqlite3_value_type(value) != SQLITE_NULL {
+                throw mismatch(column, "could not be converted to text (SQLite is out of memory)")
+            }
             throw mismatch(column, "is NULL; read it as String? to accept NULL")
         }
-        let count = Int(sqlite3_column_bytes(handle, Int32(column)))
+        let count = Int(sqlite3_value_bytes(value))
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
@@ -333,14 +429,14 @@ public struct Row {
 
     /// The column as a `UUID`, stored as a blob of exactly 16 bytes.
     ///
-    /// The corresponding C function is `sqlite3_column_blob`.
+    /// The corresponding C functions are `sqlite3_column_value` and `sqlite3_value_blob`.
     public func uuid(at column: Int) throws -> UUID {
-        let handle = try handle(column)
-        let type = sqlite3_column_type(handle, Int32(column))
+        let value = try columnValue(column)  // as in string(at:)
+        let type = sqlite3_value_type(value)
         if type == SQLITE_NULL { throw mismatch(column, "is NULL; read it as UUID? to accept NULL") }
         guard type == SQLITE_BLOB,
-            let blob = sqlite3_column_blob(handle, Int32(column)),
-            sqlite3_column_bytes(handle, Int32(column)) == 16
+            let blob = sqlite3_value_blob(value),
+            sqlite3_value_bytes(value) == 16
         else {
             throw mismatch(column, "is not a 16-byte blob, so it is not a UUID")
         }

@@ -65,17 +65,17 @@ extension PersistableRecord {
             return
         }
         var keyIsNull = false
-        if case .null = container.values[keyIndex] { keyIsNull = true }
+        if case .null = container.value(at: keyIndex) { keyIsNull = true }
         try db.inSavepoint {
             if !keyIsNull {
                 if others.isEmpty {
-                    if try Self.exists(db, id: container.values[keyIndex]) { return }
+                    if try Self.exists(db, id: container.value(at: keyIndex)) { return }
                 } else {
                     let sql =
                         "UPDATE \(table) SET "
                         + others.map { quoteIdentifier(container.columns[$0]) + " = ?" }.joined(separator: ", ")
                         + " WHERE " + quoteIdentifier(key) + " = ?"
-                    let values = others.map { container.values[$0] } + [container.values[keyIndex]]
+                    let values = others.map { container.value(at: $0) } + [container.value(at: keyIndex)]
                     try db.execute(sql, StatementArguments(values: values))
                     if db.changes > 0 { return }
                 }

@@ -16,6 +16,7 @@ extension TaskList {
     ///
     /// - Throws: ``SecureStoreError/Code/invalidArgument``.
     public static func validatedTitle(_ title: String) throws -> String {
+        if isPlainASCIITitle(title) { return title }
         let scalars = title.unicodeScalars
         var start = scalars.startIndex
         var end = scalars.endIndex
@@ -55,6 +56,21 @@ extension TaskList {
             }
         }
         return trimmed
+    }
+
+    /// Whether `title` is 1 to ``maximumTitleLength`` printable ASCII characters (U+0020–U+007E) that neither start
+    /// nor end with a space: a title the full check below returns unchanged (in that range only the space is white
+    /// space, and nothing is a control or format character), decided from the UTF-8 bytes without Unicode
+    /// properties. Anything else takes the full check.
+    private static func isPlainASCIITitle(_ title: String) -> Bool {
+        let plain = title.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard let first = bytes.first, let last = bytes.last, bytes.count <= maximumTitleLength,
+                first != 0x20, last != 0x20
+            else { return false }
+            for byte in bytes where byte < 0x20 || byte > 0x7E { return false }
+            return true
+        }
+        return plain ?? false
     }
 
     /// The ID range `[lower, upper)` of the IDs that start with the hex digits of `prefix` (dashes ignored,

@@ -101,6 +101,72 @@ private func makeRecordDatabase(_ directory: TemporaryDirectory) throws -> Datab
         #expect(stored?.5 == #"{"estimateMinutes":10,"tags":["home","money"]}"#)
     }
 
+    @Test func uuidsDatesAndDataPresentOrNilAreStoredAsRowsReadThem() throws {
+        // The encoder stores UUID, Date and Data without a conformance lookup; optionals and wrappers of them too.
+        struct Reference: Codable, Equatable { var id: UUID }  // keyed: stored as JSON
+        struct Wrapped: Codable, Equatable {  // a single value: stored as the UUID itself
+            var id: UUID
+            init(_ id: UUID) { self.id = id }
+            init(from decoder: any Decoder) throws { id = try decoder.singleValueContainer().decode(UUID.self) }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.singleValueContainer()
+                try container.encode(id)
+            }
+        }
+        struct Attachment: Codable, Equatable, FetchableRecord, PersistableRecord {
+            var id: UUID
+            var parent: UUID?
+            var bytes: Data
+            var checked: Date?
+            var wrapped: Wrapped
+            var reference: Reference?
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("attachments.db"), key: try testKey())
+        let first = Attachment(
+            id: UUID(), parent: UUID(), bytes: Data([0, 1, 2, 255]), checked: Date(timeIntervalSince1970: 1_700_000_000.123_456),
+            wrapped: Wrapped(UUID()), reference: Reference(id: UUID()))
+        let second = Attachment(id: UUID(), parent: nil, bytes: Data(), checked: nil, wrapped: Wrapped(UUID()), reference: nil)
+        try queue.write { db in
+            try db.execute(
+                "CREATE TABLE attachment (id BLOB PRIMARY KEY, parent BLOB, bytes BLOB NOT NULL, checked INTEGER, wrapped BLOB, reference TEXT)")
+            try first.insert(db)
+            try second.insert(db)
+        }
+        let stored = try queue.read { (db: Database) throws in
+            try db.fetch(
+                "SELECT typeof(parent), length(parent), typeof(bytes), length(bytes), typeof(checked), checked, "
+                    + "typeof(wrapped), length(wrapped), typeof(reference) FROM attachment ORDER BY parent IS NULL"
+            ) { row in
+                try (0..<9).map { column in try row.isNull(at: column) ? "NULL" : try row.string(at: column) }
+                    .joined(separator: " ")
+            }
+        }
+        #expect(stored == [
+            "blob 16 blob 4 integer 1700000000123456 blob 16 text",
+            "null NULL blob 0 null NULL blob 16 null",
+        ])
+        #expect(try queue.read { db in try Attachment.fetchOne(db, id: first.id) } == first)
+        #expect(try queue.read { db in try Attachment.fetchOne(db, id: second.id) } == second)
+
+        // The container an app inspects shows the UUIDs as the blobs they are stored as.
+        let container = try first.persistenceContainer()
+        #expect(container.columns == ["id", "parent", "bytes", "checked", "wrapped", "reference"])
+        #expect(container.values[0] == .blob(withUnsafeBytes(of: first.id.uuid) { Data($0) }))
+        #expect(container.values[1] == .blob(withUnsafeBytes(of: first.parent!.uuid) { Data($0) }))
+        #expect(container["id"] as? DatabaseValue == .blob(withUnsafeBytes(of: first.id.uuid) { Data($0) }))
+        #expect(try second.persistenceContainer().values[1] == .null)
+        // Upserting and updating through the same container keep the key a 16-byte blob.
+        var changed = second
+        changed.bytes = Data([9])
+        try queue.write { db in
+            try changed.update(db)
+            try changed.upsert(db)
+        }
+        #expect(try queue.read { db in try Attachment.fetchOne(db, id: second.id) } == changed)
+        #expect(try queue.read { db in try Attachment.fetchCount(db) } == 2)
+    }
+
     @Test func queriesFilterOrderLimitAndCountWithBoundValues() throws {
         let directory = try TemporaryDirectory()
         let queue = try makeRecordDatabase(directory)

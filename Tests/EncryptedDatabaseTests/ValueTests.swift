@@ -111,6 +111,60 @@ import Testing
         }
     }
 
+    @Test func textAndUUIDReadsKeepSQLitesConversionsAndSayWhatIsWrong() throws {
+        func read<T>(_ sql: String, _ transform: @escaping (Row) throws -> T) throws -> T? {
+            try queue.read { db in try db.fetchOne(sql, .none, transform) }
+        }
+        #expect(try read("SELECT 42") { try $0.string(at: 0) } == "42")
+        #expect(try read("SELECT 1.5") { try $0.string(at: 0) } == "1.5")
+        #expect(try read("SELECT ''") { try $0.string(at: 0) } == "")
+        #expect(try read("SELECT x'C328'") { try $0.string(at: 0) } == "\u{FFFD}(")  // invalid UTF-8 is repaired
+        #expect(try read("SELECT 'naïve 🔐'") { try $0.string(at: 0) } == "naïve 🔐")
+        let id = UUID()
+        #expect(try queue.write { db in
+            try db.execute("DELETE FROM value")
+            try db.execute("INSERT INTO value (id, v) VALUES (1, ?)", [id])
+            return try db.fetchOne("SELECT v, v FROM value") { (try $0.uuid(at: 0), try $0.data(at: 1)) }
+        }.map { [$0.0 == id, $0.1 == withUnsafeBytes(of: id.uuid) { Data($0) }] } == [true, true])
+
+        let cases: [(String, (Row) throws -> Any, String)] = [
+            ("SELECT NULL AS v", { try $0.string(at: 0) }, "column 0 (v) is NULL; read it as String? to accept NULL"),
+            ("SELECT NULL AS v", { try $0.uuid(at: 0) }, "column 0 (v) is NULL; read it as UUID? to accept NULL"),
+            ("SELECT '0123456789abcdef' AS v", { try $0.uuid(at: 0) }, "column 0 (v) is not a 16-byte blob, so it is not a UUID"),
+            ("SELECT x'00112233445566778899aabbccddee' AS v", { try $0.uuid(at: 0) }, "column 0 (v) is not a 16-byte blob, so it is not a UUID"),
+            ("SELECT 7 AS v", { try $0.uuid(at: 0) }, "column 0 (v) is not a 16-byte blob, so it is not a UUID"),
+        ]
+        for (sql, transform, message) in cases {
+            let error = expectError(DatabaseError.Code.typeMismatch) { _ = try read(sql, transform) }
+            #expect(error?.message == message)
+        }
+    }
+
+    @Test func bindingByIndexChecksTheCountAndWritesNothingWhenItIsWrong() throws {
+        let id = UUID()
+        try queue.write { db in
+            try db.execute("DELETE FROM value")
+            try db.execute("CREATE TABLE four (a INTEGER, b BLOB, c TEXT, d INTEGER)")
+            let statement = try db.cachedStatement("INSERT INTO four (a, b, c, d) VALUES (?, ?, ?, ?)")
+            try statement.execute { binder in
+                try binder.bind(Int64.min, at: 1)
+                try binder.bind(id, at: 2)
+                try binder.bind("", at: 3)
+                try binder.bind(true, at: 4)
+            }
+            let short = expectError(DatabaseError.Code.misuse) {
+                try statement.execute { binder in try binder.bind(Int64(1), at: 1) }
+            }
+            #expect(short?.message == "the statement has 4 parameters but 1 arguments were given")
+        }
+        let rows = try queue.read { db in
+            try db.fetch("SELECT a, b, c, typeof(c), d FROM four") { row in
+                "\(try row.int64(at: 0)) \(try row.uuid(at: 1) == id) '\(try row.string(at: 2))' \(try row.string(at: 3)) \(try row.bool(at: 4))"
+            }
+        }
+        #expect(rows == ["\(Int64.min) true '' text true"])
+    }
+
     @Test func namedAndPositionalArguments() throws {
         let rows = try queue.write { db in
             try db.execute("INSERT INTO value (id, v) VALUES (?, ?)", [10, "positional"])
