@@ -111,8 +111,10 @@ private struct SyncReportJSON: Encodable {
     let snapshotBundles: Int
     let refusedSnapshots: [String]
     let prunedTombstones: Int
+    let missingBundles: [String]
 
     init(_ report: SyncReport) {
+        missingBundles = report.missingBundles
         sentAttachments = report.sentAttachments
         sentAttachmentChunks = report.sentAttachmentChunks
         fetchedAttachments = report.fetchedAttachments
@@ -137,6 +139,35 @@ private struct SyncSnapshotJSON: Encodable {
     let rows: Int
     let files: Int
     let bundlesCovered: Int64
+}
+
+/// `sync clean`: what the sync did, and what was removed from the remote.
+private struct SyncCleanJSON: Encodable {
+    let appliedBundles: Int
+    let sentBundles: Int
+    let removedBundles: Int
+    let removedSnapshots: Int
+    let removedSeenFiles: Int
+    let removedOldGenerationFiles: Int
+    let removedBytes: Int64
+    let cleanedThrough: Int64
+    let keptBundles: Int
+    @Nullable var snapshot: String?
+    let waitingFor: [String]
+
+    init(_ report: SyncCleanReport) {
+        appliedBundles = report.sync.appliedBundles
+        sentBundles = report.sync.sentBundles
+        removedBundles = report.removedBundles
+        removedSnapshots = report.removedSnapshots
+        removedSeenFiles = report.removedSeenFiles
+        removedOldGenerationFiles = report.removedOldGenerationFiles
+        removedBytes = report.removedBytes
+        cleanedThrough = report.cleanedThrough
+        keptBundles = report.keptBundles
+        snapshot = report.snapshot
+        waitingFor = report.waitingFor
+    }
 }
 
 private struct SyncStatusJSON: Encodable {
@@ -206,6 +237,13 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
     }
     for refusal in report.refusedSnapshots {
         Console.err(escapedForTerminal(refusal) + "; started from the bundles instead\n")
+    }
+    if !report.missingBundles.isEmpty {
+        Console.err(
+            "\(report.missingBundles.count) bundle(s) this device needs are not on the remote (removed after a snapshot held them, "
+                + "or not delivered yet) and no snapshot holds them: \(report.missingBundles.map { escapedForTerminal($0) }.joined(separator: ", ")); "
+                + "their device's later bundles wait. If a later sync does not bring them, run 'securestore sync snapshot' on a "
+                + "device that is up to date\n")
     }
     if report.reappliedOwnBundles > 0 {
         Console.err(
@@ -331,6 +369,41 @@ let syncCommand = Command(
                         Console.err(
                             "wrote the snapshot '\(escapedForTerminal(info.path))': \(info.rows) row(s) in \(info.files) file(s); a new "
                                 + "device starts from it instead of \(info.bundlesCovered) bundle(s)\n")
+                    }
+                    return ExitStatus.success
+                }
+            }),
+        Command(
+            name: "clean", abstract: "Sync, then remove this device's old bundles that a snapshot holds and every device has applied.",
+            discussion: """
+                Removes from the remote only files this device wrote: its bundles that a snapshot (this device's or
+                another's) holds and that every known device has applied, by the seen vector it published — never its
+                newest bundle — its superseded snapshots and seen vectors, and its files in older key generations.
+                In git a commit deletes them (the history keeps them, sealed). A device that still needs them,
+                restored from an older backup, starts from the snapshot. Run 'sync snapshot' first. Docs/sync.md,
+                'Cleaning the remote'.
+                """,
+            options: [nameOption],
+            run: { invocation in
+                try withEngine(invocation) { engine in
+                    let cleaned = try engine.clean()
+                    if invocation.global.json {
+                        try Console.json(SyncCleanJSON(cleaned))
+                    } else {
+                        Console.err(
+                            "applied \(cleaned.sync.appliedBundles) bundle(s) from other devices; sent \(cleaned.sync.sentBundles); removed "
+                                + "\(cleaned.removedBundles) of this device's bundle(s), \(cleaned.removedSnapshots) old snapshot(s) and "
+                                + "\(cleaned.removedSeenFiles) old seen file(s)"
+                                + (cleaned.removedOldGenerationFiles > 0 ? ", and \(cleaned.removedOldGenerationFiles) file(s) of older key generations," : "")
+                                + " from the remote (\(cleaned.removedBytes) bytes); "
+                                + "\(cleaned.keptBundles) bundle(s) of this device kept\n")
+                        if cleaned.snapshot == nil {
+                            Console.err("no snapshot on the remote holds this device's bundles: run 'securestore sync snapshot' first\n")
+                        } else if !cleaned.waitingFor.isEmpty {
+                            Console.err(
+                                "waiting for \(cleaned.waitingFor.map { String($0.prefix(8)) }.joined(separator: ", ")) to sync: "
+                                    + "they have not applied all the bundles the snapshot holds\n")
+                        }
                     }
                     return ExitStatus.success
                 }

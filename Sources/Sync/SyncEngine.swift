@@ -52,12 +52,19 @@ public struct SyncReport: Sendable, Equatable {
     public var fetchedAttachments = 0
     /// Attachments described here whose bytes are not on this device after the round: lazy, or not on the remote yet.
     public var missingAttachments = 0
-    /// The snapshot this device started from (a new device), relative to the remote's root; nil when none.
+    /// The snapshot this device started from, relative to the remote's root; nil when none. A new device starts
+    /// from one, and so does a device whose next bundle of some device is gone from the remote (removed by
+    /// ``SyncEngine/clean()`` after the snapshot held it: a device restored from an older backup).
     public var snapshot: String?
-    /// Bundles that snapshot held, not applied one by one.
+    /// Bundles that snapshot held beyond this device's position, not applied one by one.
     public var snapshotBundles = 0
     /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
     public var refusedSnapshots: [String] = []
+    /// Bundles this device needs next that are not on the remote while later ones of their device are, and that no
+    /// snapshot holds (`generation-N/devices/<device>/<number>-…`): removed by ``SyncEngine/clean()``, or not delivered
+    /// yet. That device's later bundles wait. Where the bundle was certainly removed the sync also throws
+    /// ``SyncError/Code-swift.struct/missingBundle``.
+    public var missingBundles: [String] = []
     /// Deleted rows whose tombstones every known device has seen, dropped from the bookkeeping here.
     public var prunedTombstones = 0
 }
@@ -395,15 +402,18 @@ public final class SyncEngine: Sendable {
         try adoptGeneration()
         try prepareAttachments()
         try startFromSnapshot(&report)  // SyncSnapshot.swift
-        var refusals = try applyIncoming(&report)
+        var refusals = try missingBundles(&report)
+        refusals += try applyIncoming(&report)
         refusals += try exchangeAttachments(&report)
         try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
         let unsent = try sendOutgoing(&report)
         report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
+            // A snapshot refused while it was needed for a gap is part of why the gap stays.
+            let refusedSnapshots = refusals.contains { $0.code == SyncError.Code.missingBundle } ? report.refusedSnapshots : []
             throw SyncError(
-                SyncError.Code.refusedBundle,
-                refusals.map(\.message).joined(separator: "; ")
+                first.code,
+                (refusedSnapshots + refusals.map(\.message)).joined(separator: "; ")
                     + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
         }
         if let unsent { throw unsent }

@@ -58,3 +58,11 @@ extension SyncError.Code {
     /// A conflict asked for does not exist.
     public static let notFound = Self("notFound")
 }
+
+extension SyncError.Code {
+    /// A bundle this device needs is not on the remote — removed after a snapshot held it (``SyncEngine/clean()``),
+    /// or not delivered yet — and no snapshot on the remote holds it: that device's later bundles wait.
+    /// ``SyncError/path`` names the oldest bundle of that chain that is there. Another device that is up to date
+    /// runs ``SyncEngine/writeSnapshot()``; the next sync starts from it.
+    public static let missingBundle = Self("missingBundle")
+}

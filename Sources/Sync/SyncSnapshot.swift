@@ -167,24 +167,25 @@ extension SyncEngine {
             bundlesCovered: manifest.vector.total)
     }
 
-    /// A new device (nothing applied yet, nothing sent) starts from the newest snapshot that verifies: its rows are
-    /// merged by clock (rows this device already has are merged, not overwritten) and its vector becomes this
-    /// device's position, so ``applyIncoming`` applies only the bundles after it. A snapshot that does not verify
-    /// is named in ``SyncReport/refusedSnapshots`` and nothing of it is applied; the next one, or the bundles, are
-    /// used instead.
-    func startFromSnapshot(_ report: inout SyncReport) throws {
+    /// A snapshot on the remote whose manifest opened under the sync key (its parts are not checked yet).
+    struct SnapshotCandidate {
+        var writer: String
+        var number: UInt64
+        var manifest: SyncSnapshotFiles.Manifest
+        /// Its folder relative to ``layoutRoot``.
+        var folder: String
+        /// Its folder as the person sees it (relative to the remote's root).
+        var shown: String
+    }
+
+    /// The newest complete snapshot of every writer whose manifest opens; each that does not is described in
+    /// `refused`.
+    func snapshotCandidates(refused: inout [String]) -> [SnapshotCandidate] {
         let root = layoutRoot
-        let fresh = try database.read { db in
-            try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) == 0
-                && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
-        }
-        guard fresh, SyncLayout.bundles(root: root, device: device).isEmpty else { return }
-        let tables = try database.read { try SyncSchema.tables($0) }
-        let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
-        var candidates: [(device: String, number: UInt64, manifest: SyncSnapshotFiles.Manifest)] = []
         let prefix = generation == 1 ? "" : "generation-\(generation)/"
+        var candidates: [SnapshotCandidate] = []
         let writers = ((try? listDirectory(root + "/" + SyncSnapshotFiles.directory)) ?? []).filter(Self.isDeviceID).sorted()
-        for writer in writers where writer != device {
+        for writer in writers {
             // The newest of each device; an older one is only there while the newest is being replaced.
             guard let number = SyncSnapshotFiles.numbers(root: root, device: writer).first else { continue }
             let folder = SyncSnapshotFiles.folder(device: writer, number: number)
@@ -194,30 +195,101 @@ extension SyncEngine {
                 let plaintext = SyncSnapshotFiles.open(bytes, sequence: number, aad: SyncSnapshotFiles.manifestAAD(writer), key: key),
                 let manifest = SyncSnapshotFiles.Manifest.decode(plaintext)
             else {
-                report.refusedSnapshots.append(
+                refused.append(
                     "refused the snapshot '\(prefix)\(folder)': its manifest does not authenticate under the sync key as this "
                         + "snapshot of this device (forged, tampered with, truncated, renamed or replayed); nothing of it was applied")
                 continue
             }
-            candidates.append((writer, number, manifest))
+            candidates.append(SnapshotCandidate(writer: writer, number: number, manifest: manifest, folder: folder, shown: prefix + folder))
         }
-        candidates.sort { ($0.manifest.vector.total, $0.device) > ($1.manifest.vector.total, $1.device) }
-        for candidate in candidates where candidate.manifest.vector[device] == 0 {
-            let folder = root + "/" + SyncSnapshotFiles.folder(device: candidate.device, number: candidate.number)
-            let shown = prefix + SyncSnapshotFiles.folder(device: candidate.device, number: candidate.number)
-            let aad = SyncSnapshotFiles.partAAD(candidate.device, candidate.number)
-            // Every part is checked before anything is applied.
-            func part(_ index: Int) -> SyncPayload? {
-                guard let bytes = try? SyncLayout.read(folder + "/" + SyncSnapshotFiles.part(index + 1)),
-                    SealedBundle.sha256(bytes) == candidate.manifest.parts[index].hash,
-                    let plaintext = SyncSnapshotFiles.open(bytes, sequence: UInt64(index + 1), aad: aad, key: key),
-                    let payload = SyncPayload.decode(plaintext), payload.rows.count == candidate.manifest.parts[index].rows
-                else { return nil }
-                return payload
+        return candidates
+    }
+
+    /// Part `index` (from 0) of `candidate`, checked against its manifest's hash and authenticated; nil otherwise.
+    func snapshotPart(_ candidate: SnapshotCandidate, _ index: Int) -> SyncPayload? {
+        guard let bytes = try? SyncLayout.read(layoutRoot + "/" + candidate.folder + "/" + SyncSnapshotFiles.part(index + 1)),
+            SealedBundle.sha256(bytes) == candidate.manifest.parts[index].hash,
+            let plaintext = SyncSnapshotFiles.open(
+                bytes, sequence: UInt64(index + 1), aad: SyncSnapshotFiles.partAAD(candidate.writer, candidate.number), key: key),
+            let payload = SyncPayload.decode(plaintext), payload.rows.count == candidate.manifest.parts[index].rows
+        else { return nil }
+        return payload
+    }
+
+    /// A chain whose bundles up to the next one this device needs are all gone from the remote while later ones are
+    /// there: they were removed after a snapshot held them (``clean()``: a writer removes the oldest of its
+    /// bundles, never the newest), or have not been delivered yet.
+    struct ChainGap {
+        var device: String
+        /// The bundle this device needs next.
+        var needed: Int64
+        /// The oldest bundle of the chain on the remote.
+        var resumesAt: UInt64
+        /// That bundle's file.
+        var path: String
+    }
+
+    /// The chains with a gap at `position` (what this device has applied of each device, itself included).
+    func chainGaps(_ position: SyncVector) -> [ChainGap] {
+        SyncLayout.deviceIDs(root: layoutRoot).compactMap { other in
+            guard let oldest = SyncLayout.bundles(root: layoutRoot, device: other).first,
+                oldest.sequence > UInt64(position[other] + 1)
+            else { return nil }
+            return ChainGap(device: other, needed: position[other] + 1, resumesAt: oldest.sequence, path: oldest.path)
+        }
+    }
+
+    /// A device starts from a snapshot when it is new (nothing applied yet, nothing sent), or when the next bundle it
+    /// needs of some device is gone from the remote (a device restored from a backup older than the snapshot, and
+    /// older than the bundles ``clean()`` removed). The snapshot's rows are merged by clock (rows this device already
+    /// has are merged, not overwritten; its unsent edits are kept and still sent) and its vector becomes this
+    /// device's position, so ``applyIncoming`` applies only the bundles after it.
+    ///
+    /// In the gap case the snapshot must hold every gap and everything this device has applied (its vector covers
+    /// this device's), its own chain included: then a row here that is not in the snapshot and has nothing unsent
+    /// was deleted everywhere and its tombstone pruned, and it is deleted here too; this device's own position
+    /// becomes the snapshot's (sequence and hash), so it goes on numbering after its bundles the snapshot holds and
+    /// never forks its chain. A snapshot that does not verify is named in ``SyncReport/refusedSnapshots`` and nothing
+    /// of it is applied; the next one, or the bundles, are used instead. A gap that no snapshot holds is reported by
+    /// ``missingBundles()``.
+    func startFromSnapshot(_ report: inout SyncReport) throws {
+        let root = layoutRoot
+        let position = try database.read { db in try SyncVector.current(db, device: device, name: "") }
+        let gaps = chainGaps(position)
+        let fresh = try database.read { db in
+            try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) == 0
+                && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
+        } && SyncLayout.bundles(root: root, device: device).isEmpty
+        guard fresh || !gaps.isEmpty else {
+            // Left by a start from a snapshot that was killed (the next gap would clear it too).
+            if try database.read({ try $0.tableExists("sync_gap_keys") }) {
+                try database.write { db in try db.execute("DROP TABLE IF EXISTS sync_gap_keys") }
             }
+            return
+        }
+        let tables = try database.read { try SyncSchema.tables($0) }
+        let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        func holdsGaps(_ candidate: SnapshotCandidate) -> Bool {
+            gaps.allSatisfy { candidate.manifest.vector[$0.device] >= Int64($0.resumesAt) - 1 }
+        }
+        var candidates = snapshotCandidates(refused: &report.refusedSnapshots)
+        if fresh {
+            candidates = candidates.filter { $0.writer != device && $0.manifest.vector[device] == 0 }
+            candidates.sort {
+                (holdsGaps($0) ? 1 : 0, $0.manifest.vector.total, $0.writer) > (holdsGaps($1) ? 1 : 0, $1.manifest.vector.total, $1.writer)
+            }
+        } else {
+            // This device's own snapshots too: a state it had before it was restored.
+            candidates = candidates.filter { holdsGaps($0) && $0.manifest.vector.covers(position) }
+            candidates.sort { ($0.manifest.vector.total, $0.writer) > ($1.manifest.vector.total, $1.writer) }
+        }
+        for candidate in candidates {
+            let shown = candidate.shown
+            // Every part is checked before anything is applied.
             var refusal: String?
+            var snapshotTables: Set<String> = []
             for index in candidate.manifest.parts.indices {
-                guard let payload = part(index) else {
+                guard let payload = snapshotPart(candidate, index) else {
                     refusal = "its part \(index + 1) is missing, or does not match the manifest or authenticate (damaged, truncated, tampered with or replayed)"
                     break
                 }
@@ -226,12 +298,21 @@ extension SyncEngine {
                     refusal = "it holds tables or columns this device does not sync (a newer version wrote it)"
                     break
                 }
+                snapshotTables.formUnion(payload.tables.keys)
             }
             if let refusal {
                 report.refusedSnapshots.append("refused the snapshot '\(shown)': \(refusal); nothing of it was applied")
                 continue
             }
             let now = microsecondsSince1970(Date())
+            // In the gap case the snapshot's keys are noted, to find the rows it no longer holds.
+            if !fresh {
+                try database.write { db in
+                    try db.execute(
+                        "CREATE TABLE IF NOT EXISTS sync_gap_keys (tbl TEXT NOT NULL, key NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID")
+                    try db.execute("DELETE FROM sync_gap_keys")
+                }
+            }
             // Parts are applied as they are read (one part's rows in memory at a time), up to `rowsPerTransaction`
             // rows to a transaction, as bundles are: fewer commits, and the deferred full-text indexing runs once
             // per transaction.
@@ -248,8 +329,14 @@ extension SyncEngine {
                         guard index < candidate.manifest.parts.endIndex, rows == 0
                             || (rows < Self.rowsPerTransaction && clock.now - started < Self.transactionDuration)
                         else { return nil }
-                        guard let payload = part(index) else {
+                        guard let payload = snapshotPart(candidate, index) else {
                             throw SyncError(SyncError.Code.remote, "the snapshot '\(shown)' changed while it was read; run the sync again")
+                        }
+                        if !fresh {
+                            for row in payload.rows {
+                                try db.execute(
+                                    "INSERT OR IGNORE INTO sync_gap_keys (tbl, key) VALUES (?, ?)", [row.table, row.key.databaseValue])
+                            }
                         }
                         index += 1
                         rows += payload.rows.count
@@ -261,17 +348,93 @@ extension SyncEngine {
                 }
                 report.changedRows += changed
             }
-            // Its position becomes this device's: the bundles it holds are not applied again.
-            try database.write { db in
-                for (other, entry) in candidate.manifest.vector.entries where other != device && entry.sequence > 0 {
+            // Its position becomes this device's where it is further: the bundles it holds are not applied again.
+            let vector = candidate.manifest.vector
+            let removed = try database.write { db -> Int in
+                for (other, entry) in vector.entries where other != device && entry.sequence > position[other] {
                     try db.execute(
                         "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, ?, ?, ?, ?)",
                         [other, entry.name, entry.sequence, Data(entry.hash), now])
                 }
+                guard !fresh else { return 0 }
+                if let own = vector.entries[device], own.sequence > position[device] {
+                    try db.execute(
+                        "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [own.sequence, Data(own.hash)])
+                }
+                let removed = try Self.removeRowsNotIn(
+                    db, tables: byName, snapshotTables: snapshotTables, now: now, merges: merges)
+                try db.execute("DROP TABLE sync_gap_keys")
+                return removed
             }
+            report.changedRows += removed
             report.snapshot = shown
-            report.snapshotBundles = Int(candidate.manifest.vector.total)
+            report.snapshotBundles = Int(vector.entries.reduce(Int64(0)) { $0 + max(0, $1.value.sequence - position[$1.key]) })
             return
         }
+    }
+
+    /// The gap case of ``startFromSnapshot(_:)``: deletes the rows of `snapshotTables` that the snapshot (its keys in
+    /// `sync_gap_keys`) does not hold and of which nothing is unsent here: the snapshot's writer had applied every
+    /// change this device had, so such a row was deleted everywhere and its tombstone pruned. Each goes through the
+    /// ordinary merge as a tombstone newer than its cells (so an application's triggers and the search index see
+    /// an ordinary delete), then its bookkeeping is dropped as pruning drops it. Returns how many rows were deleted.
+    static func removeRowsNotIn(
+        _ db: Database, tables: [String: SyncedTable], snapshotTables: Set<String>, now: Int64, merges: SyncMergeFunctions
+    ) throws -> Int {
+        var removed = 0
+        let hasMarks = try db.tableExists("sync_prune_marks")
+        try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
+        for name in snapshotTables.sorted() {
+            guard let table = tables[name] else { continue }
+            let keys = try db.fetch(
+                """
+                SELECT DISTINCT c.key FROM sync_clock c
+                WHERE c.tbl = ?
+                  AND NOT EXISTS (SELECT 1 FROM sync_gap_keys g WHERE g.tbl = c.tbl AND g.key = c.key)
+                  AND NOT EXISTS (SELECT 1 FROM sync_clock p WHERE p.tbl = c.tbl AND p.key = c.key AND p.pending = 1)
+                """, [name]
+            ) { SyncValue(try $0.value(at: 0)) }
+            for key in keys {
+                let local = try SyncMerge.localRow(db, table, key: key)
+                let newest = (local.cells.values.map(\.version) + [local.tombstone].compactMap { $0 }).max() ?? .zero
+                let tombstone = SyncVersion(hlc: newest.hlc + 1, device: newest.device)
+                _ = try SyncMerge.apply(
+                    db, [SyncRowChange(table: name, key: key, tombstone: tombstone, cells: [])], tables: tables, now: now, merges: merges)
+                try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [name, key.databaseValue])
+                if hasMarks { try db.execute("DELETE FROM sync_prune_marks WHERE tbl = ? AND key = ?", [name, key.databaseValue]) }
+                if local.alive { removed += 1 }
+            }
+        }
+        try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
+        return removed
+    }
+
+    /// The gaps no snapshot filled (``startFromSnapshot(_:)`` ran first), each named in
+    /// ``SyncReport/missingBundles``; that device's later bundles wait and nothing of them is applied. Returned as
+    /// errors (the sync then exits 65 after doing the rest of its work) where the bundle was certainly removed rather
+    /// than late: this device had applied some of that chain already (the bundle before the missing one, which it
+    /// applied, is gone too: a cleanup removed a prefix), or a snapshot was refused. A chain this device has none of
+    /// whose first files are missing is what a replication engine delivering in its own order looks like (Syncthing
+    /// pulls in random order), and is only waited for, as before.
+    func missingBundles(_ report: inout SyncReport) throws -> [SyncError] {
+        let position = try database.read { db in try SyncVector.current(db, device: device, name: "") }
+        let prefix = generation == 1 ? "" : "generation-\(generation)/"
+        var errors: [SyncError] = []
+        for gap in chainGaps(position) {
+            let whose = gap.device == device ? "this device's own" : "device \(gap.device.prefix(8))'s"
+            let bundle = "\(prefix)\(SyncLayout.devices)/\(gap.device)/\(SealedBundle.paddedSequence(UInt64(gap.needed)))-…"
+            report.missingBundles.append(bundle)
+            guard gap.needed > 1 || !report.refusedSnapshots.isEmpty else { continue }
+            errors.append(
+                SyncError(
+                    SyncError.Code.missingBundle,
+                    "\(whose) bundle \(gap.needed) ('\(bundle)') "
+                        + "is not on the remote — removed after a snapshot held it ('sync clean'), or not delivered yet — and no snapshot "
+                        + "on the remote holds it and everything this device has applied; nothing of that device's bundles from "
+                        + "\(gap.resumesAt) on was applied and this device's changes are kept. If the next sync does not bring it, run "
+                        + "'securestore sync snapshot' on a device that is up to date, then sync here again",
+                    path: gap.path))
+        }
+        return errors
     }
 }

@@ -238,6 +238,7 @@ import Testing
         try expectDocument(try peerSS(["sync", "now"]), "sync-now", checked)
         try expectDocument(try ss(["sync", "now"]), "sync-now", checked)
         try expectDocument(try ss(["sync", "snapshot"]), "sync-snapshot", checked)
+        try expectDocument(try ss(["sync", "clean"]), "sync-clean", checked)
         try expectDocument(try ss(["sync", "status"]), "sync-status", checked)
         try expectDocument(try ss(["sync", "devices"]), "sync-devices", checked)
         let conflicts = try expectDocument(try ss(["sync", "conflicts"]), "sync-conflicts", checked)

@@ -1,0 +1,149 @@
+// Cleanup: a device removes from the remote its own bundles that a snapshot holds and every known device has
+// applied, so the remote stops growing; a device that still needs them starts from the snapshot (SyncSnapshot.swift).
+internal import Foundation
+internal import EncryptedDatabase
+internal import SecureStoreCore
+
+/// What ``SyncEngine/clean()`` did (Docs/sync.md, "Cleaning the remote").
+public struct SyncCleanReport: Sendable, Equatable {
+    /// The sync that ran first.
+    public var sync = SyncReport()
+    /// This device's bundles removed from the remote (the oldest ones: numbers 1 through ``cleanedThrough``).
+    public var removedBundles = 0
+    /// This device's older or incomplete snapshots removed (their folders).
+    public var removedSnapshots = 0
+    /// This device's superseded seen-vector files removed.
+    public var removedSeenFiles = 0
+    /// This device's files in older key generations removed (bundles, seen vectors, snapshots, attachment chunks:
+    /// a generation that is not the newest is read by no device that can sync, Docs/sync.md "Removing a device").
+    public var removedOldGenerationFiles = 0
+    /// The bytes of all the files removed.
+    public var removedBytes: Int64 = 0
+    /// This device's bundles numbered up to this one are gone from the remote now (0: none).
+    public var cleanedThrough: Int64 = 0
+    /// This device's bundles still on the remote.
+    public var keptBundles = 0
+    /// The snapshot that holds the removed bundles (relative to the remote's root), or nil when none verified.
+    public var snapshot: String?
+    /// Devices whose published seen vector has not reached what the snapshot holds of this device: they hold back
+    /// the removal of the bundles they have not applied (none: only the snapshot, or the newest bundle, limits it).
+    public var waitingFor: [String] = []
+}
+
+extension SyncEngine {
+    /// Syncs, then removes from the remote this device's own bundles that a snapshot holds and that every known device
+    /// has applied (by its published seen vector), together with this device's older snapshots and seen-vector files,
+    /// and its files in older key generations.
+    /// Only files this device wrote are removed: in a folder they are unlinked, in git a commit deletes them (the
+    /// history keeps them, sealed). The newest bundle of this device is always kept (it carries the chain on). A
+    /// device that still needs a removed bundle (one restored from an older backup) starts from the snapshot.
+    ///
+    /// ```swift
+    /// let cleaned = try engine.clean()
+    /// print("removed \(cleaned.removedBundles) bundles (\(cleaned.removedBytes) bytes)")
+    /// ```
+    ///
+    /// - Throws: what ``sync()`` throws (nothing is removed then), or ``SyncError/Code-swift.struct/remote``.
+    @discardableResult
+    public func clean() throws -> SyncCleanReport {
+        try withSyncLock {
+            var report = SyncCleanReport()
+            report.sync = try syncLocked()
+            try cleanLocked(&report)
+            return report
+        }
+    }
+
+    private func cleanLocked(_ report: inout SyncCleanReport) throws {
+        let root = layoutRoot
+        let recorded = try database.read { db in try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) ?? 0 }
+        let own = SyncLayout.bundles(root: root, device: device)
+        var removed: [String] = []
+        func remove(_ path: String) {
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+            guard (try? removeFileIfPresent(path)) != nil else { return }
+            report.removedBytes += Int64(size)
+            removed.append(path)
+        }
+
+        // The snapshot that holds most of this device's chain, checked whole (a device in the gap will need every
+        // part), its hash of this device's bundle that of the bundle on the remote.
+        var ignored: [String] = []
+        var held: Int64 = 0
+        for candidate in snapshotCandidates(refused: &ignored).sorted(by: { $0.manifest.vector[device] > $1.manifest.vector[device] }) {
+            guard let entry = candidate.manifest.vector.entries[device], entry.sequence > 0 else { break }
+            if let bundle = own.first(where: { $0.sequence == UInt64(entry.sequence) }), bundle.hash != hexString(entry.hash) { continue }
+            guard candidate.manifest.parts.indices.allSatisfy({ snapshotPart(candidate, $0) != nil }) else { continue }
+            held = entry.sequence
+            report.snapshot = candidate.shown
+            break
+        }
+        // Every known device (removed ones are not waited for) must have applied what goes.
+        var applied = Int64.max
+        for other in try knownDevices().subtracting([device]).sorted() {
+            let theirs = SyncSeenFiles.newest(root: root, device: other, key: key)?.vector[device] ?? 0
+            if theirs < held { report.waitingFor.append(other) }
+            applied = min(applied, theirs)
+        }
+        let newest = Int64(own.last?.sequence ?? 0)
+        let through = max(0, min(held, applied, recorded, newest - 1))
+        // Oldest first: a cleanup killed half way leaves the chain's newer part, which is what a gap looks like.
+        for bundle in own where bundle.sequence <= UInt64(through) {
+            remove(bundle.path)
+            report.removedBundles += 1
+        }
+        report.cleanedThrough = through
+        report.keptBundles = SyncLayout.bundles(root: root, device: device).count
+
+        // This device's snapshots other than its newest complete one (left by a `sync snapshot` that was interrupted).
+        let snapshots = SyncSnapshotFiles.numbers(root: root, device: device)
+        if let keep = snapshots.first(where: {
+            FileManager.default.fileExists(atPath: root + "/" + SyncSnapshotFiles.folder(device: device, number: $0) + "/" + SyncSnapshotFiles.manifest)
+        }) {
+            for number in snapshots where number < keep {
+                let folder = root + "/" + SyncSnapshotFiles.folder(device: device, number: number)
+                for name in (try? listDirectory(folder)) ?? [] { remove(folder + "/" + name) }
+                try? removeDirectory(folder)
+                report.removedSnapshots += 1
+            }
+        }
+        // Seen vectors other than the newest (a sync killed before it removed them).
+        for number in SyncSeenFiles.numbers(root: root, device: device).dropFirst() {
+            remove(root + "/" + SyncSeenFiles.relative(device: device, number: number))
+            report.removedSeenFiles += 1
+        }
+        // Older key generations: every device that syncs is on this one (a device on an older key is told to re-key
+        // and syncs nothing until it has; then it starts this generation afresh), so its own files there are read by
+        // nobody. The marker and key check stay (they say which generation is the newest); other devices' folders are
+        // theirs to remove (a removed device's stay: remove them by hand).
+        for older in 1..<max(1, generation) {
+            let olderRoot = Self.layoutRoot(transport.root, generation: older)
+            for folder in [SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, Self.attachmentsFolder] {
+                let mine = olderRoot + "/" + folder + "/" + device
+                var directories: [String] = []
+                var pending = [mine]
+                while let directory = pending.popLast() {
+                    guard let names = try? listDirectory(directory) else { continue }
+                    directories.append(directory)
+                    for name in names {
+                        let path = directory + "/" + name
+                        var isDirectory: ObjCBool = false
+                        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+                        if isDirectory.boolValue {
+                            pending.append(path)
+                        } else {
+                            remove(path)
+                            report.removedOldGenerationFiles += 1
+                        }
+                    }
+                }
+                for directory in directories.reversed() { try? removeDirectory(directory) }
+            }
+        }
+        if !removed.isEmpty {
+            try? syncDirectory(root + "/" + SyncLayout.devices + "/" + device)
+            try transport.publish(
+                [], message: "securestore sync: device \(device.prefix(8)) removed \(removed.count) file(s) no device needs")
+        }
+    }
+}
