@@ -588,8 +588,10 @@ public final class SyncEngine: Sendable {
             let (payload, keys, clock) = try database.read { db -> (SyncPayload, [(String, SyncValue)], Int64) in
                 let tables = try SyncSchema.tables(db)
                 let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+                // In the order of the pending index (table, then key): the bundle then holds every pending row up to
+                // its last one, which is what lets the write below mark them sent by range.
                 let keys = try db.fetch(
-                    "SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1 LIMIT \(Self.rowsPerBundle)"
+                    "SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1 ORDER BY tbl, key LIMIT \(Self.rowsPerBundle)"
                 ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
                 let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1) }
                 let clock = try db.scalar("SELECT hlc FROM sync_state", as: Int64.self) ?? 0
@@ -611,10 +613,19 @@ public final class SyncEngine: Sendable {
             sequence += 1
             lastHash = SealedBundle.sha256(sealed)
             try database.write { db in
-                for (table, key) in keys {
+                // The bundle holds every row that was pending, in index order, up to its last (table, key): those
+                // cells not changed since (their clock is not past the one read with them) are sent. By range, one
+                // statement a table, rather than one a row (a 200 000-task `sync init` spent 1.9 s of its 4.8 s
+                // marking rows one by one). A change made since has a later clock and stays pending.
+                if let (lastTable, lastKey) = keys.last {
+                    for table in Set(keys.map(\.0)) where table != lastTable {
+                        try db.execute(
+                            "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE pending = 1 AND tbl = ? AND hlc <= ?",
+                            [table, clock])
+                    }
                     try db.execute(
-                        "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE tbl = ? AND key = ? AND pending = 1 AND hlc <= ?",
-                        [table, key.databaseValue, clock])
+                        "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE pending = 1 AND tbl = ? AND key <= ? AND hlc <= ?",
+                        [lastTable, lastKey.databaseValue, clock])
                 }
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
