@@ -163,7 +163,7 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
             try db.execute("INSERT INTO t VALUES ('before', 'old words')")
             try db.create(fullTextIndex: index)
         }
-        let schema = { try queue.read { db in try db.fetch("SELECT name, coalesce(sql, '') FROM sqlite_master ORDER BY name") { "\(try $0.string(at: 0)) \(try $0.string(at: 1))" } } }
+        let schema = { try schemaLines(of: queue) }
         let before = try schema()
         try queue.write { db in
             try db.deferringFullTextIndexing(index) {
@@ -174,12 +174,7 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
             }
         }
         #expect(try schema() == before, "the trigger is back, nothing else is left")
-        func codes(_ text: String) throws -> [String] {
-            let pattern = try #require(FullTextPattern(matchingAllPrefixesIn: text))
-            return try queue.read { db in
-                try db.fetch("SELECT code FROM t WHERE \(index.conditionSQL) ORDER BY code", [pattern.text(for: .fts4)]) { try $0.string(at: 0) }
-            }
-        }
+        func codes(_ text: String) throws -> [String] { try matchingCodes(text, in: queue, index) }
         #expect(try codes("bulk").count == 498)
         #expect(try codes("word499") == ["c499"])
         #expect(try codes("renamed") == ["c7"])
@@ -226,12 +221,7 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
                 try db.execute("INSERT OR ROLLBACK INTO t VALUES ('c', 'cherry')")
             }
         }
-        func codes(_ text: String) throws -> [String] {
-            let pattern = try #require(FullTextPattern(matchingAllPrefixesIn: text))
-            return try queue.read { db in
-                try db.fetch("SELECT code FROM t WHERE \(index.conditionSQL) ORDER BY code", [pattern.text(for: .fts4)]) { try $0.string(at: 0) }
-            }
-        }
+        func codes(_ text: String) throws -> [String] { try matchingCodes(text, in: queue, index) }
         #expect(try codes("banana") == ["b"])
         #expect(try codes("second") == ["b"])
         #expect(try codes("first").isEmpty, "neither deleted text is in the index")
@@ -254,7 +244,7 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
             }
             try db.create(fullTextIndex: index)
         }
-        let schema = { try queue.read { db in try db.fetch("SELECT name, coalesce(sql, '') FROM sqlite_master ORDER BY name") { "\(try $0.string(at: 0)) \(try $0.string(at: 1))" } } }
+        let schema = { try schemaLines(of: queue) }
         let before = try schema()
         try queue.write { db in
             try db.deferringFullTextIndexing(index) {
@@ -269,12 +259,7 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
             }
         }
         #expect(try schema() == before, "the triggers are back, nothing else is left")
-        func codes(_ text: String) throws -> [String] {
-            let pattern = try #require(FullTextPattern(matchingAllPrefixesIn: text))
-            return try queue.read { db in
-                try db.fetch("SELECT code FROM t WHERE \(index.conditionSQL) ORDER BY code", [pattern.text(for: .fts4)]) { try $0.string(at: 0) }
-            }
-        }
+        func codes(_ text: String) throws -> [String] { try matchingCodes(text, in: queue, index) }
         #expect(try codes("alpha") == ["a"])
         #expect(try codes("three") == ["a"])
         #expect(try codes("two") == ["c2", "e"])
@@ -309,5 +294,20 @@ private let engines: [FullTextEngine] = Database.supports(.fts5) ? [.fts4, .fts5
             #expect(description.contains(message), "\(index.name) on \(index.table): \(description)")
         }
         #expect(try schema() == before)
+    }
+}
+
+/// The codes of table `t`'s rows whose words start with those of `text`, through `index` (the deferred-indexing tests).
+private func matchingCodes(_ text: String, in queue: DatabaseQueue, _ index: FullTextIndex) throws -> [String] {
+    let pattern = try #require(FullTextPattern(matchingAllPrefixesIn: text))
+    return try queue.read { db in
+        try db.fetch("SELECT code FROM t WHERE \(index.conditionSQL) ORDER BY code", [pattern.text(for: .fts4)]) { try $0.string(at: 0) }
+    }
+}
+
+/// Every schema object's name and SQL: "nothing else is left" after a deferred body.
+private func schemaLines(of queue: DatabaseQueue) throws -> [String] {
+    try queue.read { db in
+        try db.fetch("SELECT name, coalesce(sql, '') FROM sqlite_master ORDER BY name") { "\(try $0.string(at: 0)) \(try $0.string(at: 1))" }
     }
 }
