@@ -28,7 +28,7 @@ enum ExitStatus {
         (success, "Success."),
         (checkFailed, "A check found a problem: prefs audit found a secret or a hard limit exceeded, db verify failed, a backup did not verify; or a question was answered no (nothing was changed)."),
         (usage, "Usage error: unknown command or option, missing or extra argument, bad value, ambiguous task ID prefix, a bulk change off a terminal without --yes."),
-        (dataError, "Bad data: a value over its limit, a damaged preferences file, a wrong key or a damaged database, a copied database."),
+        (dataError, "Bad data: a value over its limit, a damaged preferences file, a wrong key or a damaged database, a copied database, keystore move found items whose values differ in the two stores (both kept)."),
         (notFound, "Not found: no such token, task, preference or database (commands other than the creating ones create nothing)."),
         (unavailable, "Service unavailable: no D-Bus session bus or no Secret Service provider."),
         (software, "Internal error: a bug, please report it."),

@@ -156,26 +156,36 @@ let keystoreCommand = Command(
                 guard destination.configuration.store.name != source.configuration.store.name else {
                     throw UsageError("the keys are in \(source.configuration.store.description) already", path: invocation.path)
                 }
-                var moved = 0
-                for service in [context.paths.databaseKeyService, context.paths.tokenService, context.paths.gitCredentialService] {
-                    for item in try source.items(service: service) {
-                        guard let secret = try source.secret(service: service, account: item.account) else { continue }
-                        try destination.set(secret, service: service, account: item.account, label: item.label)
-                        guard try destination.secret(service: service, account: item.account) == secret else {
-                            throw CLIError(
-                                status: ExitStatus.ioError,
-                                message: "the copy of '\(item.account)' (service '\(service)') in \(destination.configuration.store.description) "
-                                    + "does not read back the same; it was left in \(source.configuration.store.description)")
-                        }
-                        try source.delete(service: service, account: item.account)
-                        moved += 1
-                    }
+                let services = [
+                    ("database key", context.paths.databaseKeyService), ("token", context.paths.tokenService),
+                    ("git credential", context.paths.gitCredentialService),
+                ]
+                let outcome = try KeyStoreMove(from: source, to: destination).run(services: services)
+                let from = source.configuration.store.description, to = destination.configuration.store.description
+                for item in outcome.skipped {
+                    let hint =
+                        item.kind == "database key"
+                        ? "a database key is never replaced by another; 'securestore --keystore \(destination.configuration.store.name) "
+                            + "db keys list' shows the keys the database has (a rotation made there after an interrupted move leaves "
+                            + "the older key in \(from)); once the database opens, delete the old copy from \(from) and move again"
+                        : "compare the two with '--keystore \(source.configuration.store.name)' and '--keystore "
+                            + "\(destination.configuration.store.name)', delete the one you do not want, then move again"
+                    Console.err(
+                        "securestore: kept both copies of \(item.kind) '\(item.account)' (service '\(item.service)'): the one in "
+                            + "\(to) differs from the one in \(from), and a move never replaces a value (hint: \(hint))\n")
                 }
                 if invocation.global.json {
-                    try Console.json(KeyStoreMovedJSON(moved: moved, to: destination.configuration.store.name))
+                    try Console.json(
+                        KeyStoreMovedJSON(
+                            moved: outcome.moved, to: destination.configuration.store.name,
+                            skipped: outcome.skipped.map { KeyStoreItemJSON(kind: $0.kind, service: $0.service, account: $0.account) }))
                 } else {
-                    Console.out("moved \(moved) item(s) to \(destination.configuration.store.description)\n")
+                    Console.out("moved \(outcome.moved) item(s) to \(to)\n")
+                    if !outcome.skipped.isEmpty {
+                        Console.out("kept \(outcome.skipped.count) item(s) in both stores: their values differ (see above)\n")
+                    }
                 }
+                if !outcome.skipped.isEmpty { return ExitStatus.dataError }
                 return ExitStatus.success
             }),
         keystorePassphraseCommand,
@@ -241,10 +251,61 @@ struct KeyStoreStatusJSON: Encodable {
     let items: [KeyStoreItemJSON]
 }
 
-/// `keystore move`: `moved` is how many items were moved.
+/// `keystore move`: `moved` is how many items were moved (or found already moved: the same value in both stores);
+/// `skipped` the items whose value in the destination differs from the source's, left in both stores.
 struct KeyStoreMovedJSON: Encodable {
     let moved: Int
     let to: String
+    let skipped: [KeyStoreItemJSON]
+}
+
+/// `keystore move`'s work: each item of the source is written to the destination, read back and compared, and only
+/// then deleted from the source. An item the destination already holds is never replaced: with the same value it
+/// only leaves the source (a rerun finishing an interrupted move); with another value (changed there since, a database
+/// key rotated there) both copies stay and the item is reported. So a rerun can never put an older value over a newer.
+struct KeyStoreMove {
+    /// An item left in both stores because their values differ.
+    struct Skipped {
+        let kind: String
+        let service: String
+        let account: String
+    }
+
+    let source: Keychain
+    let destination: Keychain
+
+    init(from source: Keychain, to destination: Keychain) {
+        self.source = source
+        self.destination = destination
+    }
+
+    /// Moves every item of the given (kind, service) pairs; returns how many moved and which were skipped.
+    func run(services: [(kind: String, service: String)]) throws -> (moved: Int, skipped: [Skipped]) {
+        var moved = 0
+        var skipped: [Skipped] = []
+        for (kind, service) in services {
+            for item in try source.items(service: service) {
+                guard let secret = try source.secret(service: service, account: item.account) else { continue }
+                if let existing = try destination.secret(service: service, account: item.account) {
+                    guard existing == secret else {
+                        skipped.append(Skipped(kind: kind, service: service, account: item.account))
+                        continue
+                    }
+                } else {
+                    try destination.set(secret, service: service, account: item.account, label: item.label)
+                    guard try destination.secret(service: service, account: item.account) == secret else {
+                        throw CLIError(
+                            status: ExitStatus.ioError,
+                            message: "the copy of '\(item.account)' (service '\(service)') in \(destination.configuration.store.description) "
+                                + "does not read back the same; it was left in \(source.configuration.store.description)")
+                    }
+                }
+                try source.delete(service: service, account: item.account)
+                moved += 1
+            }
+        }
+        return (moved, skipped)
+    }
 }
 
 /// `lock`: the key file, and whether its key was unlocked (cached) in this session until now.

@@ -291,6 +291,62 @@ import Testing
         #expect(try tool(["token", "get", "api"]).stdout == "moving-value")
     }
 
+    /// The sequence an operator follows after an interrupted `keystore move`: the items are in both stores, the tool
+    /// (a bus is there) now uses the Secret Service, where a token, a git credential and the database key are changed
+    /// (`db rotate-key`); then the move is run again "to finish". It must put no older value over a newer one: the
+    /// three are reported and kept in both stores (exit 65), the database still opens, the newer values still read.
+    @Test(.enabled(if: Harness.hasSecretService, "moves to and from the Secret Service of the harness")) func rerunningAnInterruptedMoveNeverPutsAnOlderValueOverANewerOne() throws {
+        let bus = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+        try #require(!bus.isEmpty, "the harness's bus")
+        let viaBus = ["DBUS_SESSION_BUS_ADDRESS": bus]
+        let app = ["--app", "move-rerun-\(UUID().uuidString.prefix(8).lowercased())"]
+        let credential = "protocol=https\nhost=git.example\nusername=ops\npassword="
+        #expect(try tool(app + ["tasks", "add", "Keep", "me", "readable"]).status == 0)
+        #expect(try tool(app + ["token", "set", "deploy"], input: "old-deploy").status == 0)
+        #expect(try tool(app + ["git-credential", "store"], input: credential + "old-pw\n").status == 0)
+        // An interrupted move, made exact: the key file as it was before the move, with every item also moved.
+        let keyFileCopy = work.path + "/keys-before-move"
+        try FileManager.default.copyItem(atPath: keyFile, toPath: keyFileCopy)
+        let first = try tool(app + ["--keystore", "file", "keystore", "move", "--to", "secret-service"], extra: viaBus)
+        #expect(first.status == 0 && first.stdout.contains("moved 3 item(s)"), "\(first.stdout)\(first.stderr)")
+        try FileManager.default.removeItem(atPath: keyFile)
+        try FileManager.default.copyItem(atPath: keyFileCopy, toPath: keyFile)
+        // With the bus present the Secret Service is the store; newer values are made there.
+        #expect(try tool(app + ["token", "set", "--force", "deploy"], input: "new-deploy", extra: viaBus).status == 0)
+        #expect(try tool(app + ["git-credential", "store"], input: credential + "new-pw\n", extra: viaBus).status == 0)
+        let rotated = try tool(app + ["db", "rotate-key"], extra: viaBus)
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        let keysBefore = try tool(app + ["--json", "db", "keys", "list"], extra: viaBus).stdout
+        let fileBefore = try sha256(keyFile)
+
+        let rerun = try tool(app + ["--keystore", "file", "keystore", "move", "--to", "secret-service"], extra: viaBus)
+        #expect(rerun.status == 65, "\(rerun.stdout)\(rerun.stderr)")
+        for kind in ["token 'deploy'", "git credential '", "database key '"] {
+            #expect(rerun.stderr.contains("kept both copies of \(kind)"), "\(rerun.stderr)")
+        }
+        #expect(rerun.stderr.contains("a move never replaces a value"), "\(rerun.stderr)")
+        #expect(!rerun.stderr.contains("old-deploy") && !rerun.stderr.contains("new-deploy"), "no value in a message")
+        let json = try tool(app + ["--json", "--keystore", "file", "keystore", "move", "--to", "secret-service"], extra: viaBus)
+        #expect(json.status == 65)
+        let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect((document?["skipped"] as? [Any])?.count == 3, "\(json.stdout)")
+        #expect(document?["moved"] as? Int == 0)
+
+        // Nothing changed in either store, and the database opens with the key the Secret Service holds.
+        #expect(try sha256(keyFile) == fileBefore)
+        #expect(try tool(app + ["--json", "db", "keys", "list"], extra: viaBus).stdout == keysBefore)
+        #expect(try tool(app + ["token", "get", "deploy"], extra: viaBus).stdout == "new-deploy")
+        let got = try tool(app + ["git-credential", "get"], input: "protocol=https\nhost=git.example\n", extra: viaBus)
+        #expect(got.stdout.contains("password=new-pw"), "\(got.stderr)")
+        let listed = try tool(app + ["tasks", "list"], extra: viaBus)
+        #expect(listed.status == 0 && listed.stdout.contains("Keep me readable"), "\(listed.stderr)")
+        #expect(try tool(app + ["--keystore", "file", "token", "get", "deploy"]).stdout == "old-deploy")
+        // Leave the harness's keyring as it was.
+        _ = try tool(app + ["db", "delete", "--yes", "--delete-keys"], extra: viaBus)
+        _ = try tool(app + ["token", "delete", "deploy"], extra: viaBus)
+        _ = try tool(app + ["git-credential", "erase"], input: "protocol=https\nhost=git.example\nusername=ops\n", extra: viaBus)
+    }
+
     /// kill -9 at many moments of `keystore move`: every item stays readable from one store or the other (or both),
     /// never from neither; running the move again finishes it.
     @Test(.enabled(if: Harness.hasSecretService, "moves to and from the Secret Service of the harness")) func aMoveKilledAtAnyMomentNeverLosesAnItem() throws {
