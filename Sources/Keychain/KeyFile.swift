@@ -53,9 +53,12 @@ public struct Passphrase: Sendable {
 /// - scrypt with N = 2^15, r = 8, p = 1 (32 MiB of memory); the key it gives opens the file, and a check value in
 ///   the header tells a wrong passphrase from a damaged file. Header and parameters are authenticated with the
 ///   items.
-/// - Once unlocked, the derived key is kept for ``sessionCacheTimeout`` in the kernel keyring (keyrings(7)): the
-///   login session's keyring when there is one, else this user's; readable by this user's processes and by root,
-///   never by another user. A shell session types the passphrase once; ``lock()`` drops it.
+/// - Once unlocked, the derived key is kept in the kernel keyring (keyrings(7)) of the login session, for
+///   ``sessionCacheTimeout`` after each use and never longer than ``sessionCacheMaximum`` (as gpg-agent's
+///   `default-cache-ttl` and `max-cache-ttl`): readable by this user's processes in that session and by root, never by
+///   another user, not even one `su` or `sudo` started from the session. Where there is no login session keyring (a
+///   container, a CI step, cron) nothing is cached unless ``sessionCacheScope`` is ``SessionCacheScope/user``. A shell
+///   session types the passphrase once; ``lock()`` drops it.
 /// - A file that is truncated, damaged, too large, not a regular file, a symbolic link, or from a newer version is
 ///   refused and left as it is.
 public final class KeyFile: Sendable {
@@ -66,6 +69,29 @@ public final class KeyFile: Sendable {
     /// How long the unsealed key stays in the kernel keyring after an unlock: 10 minutes by default; nil neither
     /// reads nor writes the kernel keyring (the key stays in this process only).
     public let sessionCacheTimeout: Duration?
+    /// The longest the unsealed key stays cached however often it is used: 2 hours by default.
+    public let sessionCacheMaximum: Duration
+    /// Where the cache may live: only in a login session keyring (the default), or also in the user's.
+    public let sessionCacheScope: SessionCacheScope
+
+    /// Where the unsealed key may be cached in the kernel keyring.
+    public enum SessionCacheScope: Sendable {
+        /// Only in the login session's keyring (pam_keyinit gives one to SSH and console logins, runc to each
+        /// container): shared by the processes of that login only. Without one, nothing is cached.
+        case loginSession
+        /// Also, where the process has no login session keyring, in the user's session keyring: shared by every
+        /// process of this uid in its user namespace — other containers and CI jobs of the same uid included.
+        case user
+    }
+
+    /// Whether a key unlocked now would be cached, and where: "the login session keyring", "the user keyring of
+    /// uid N (asked for)", or nil when it would not be (no timeout, or no login session keyring).
+    public var sessionCacheLocation: String? {
+        guard sessionCacheTimeout != nil else { return nil }
+        if SessionCache.loginSessionKeyring != nil { return "the login session keyring" }
+        guard SessionCache.keyring(sessionCacheScope) != nil else { return nil }
+        return "the user session keyring of uid \(getuid()) (SECURESTORE_CACHE=user: every process of that uid can read it)"
+    }
 
     /// The largest key file accepted: 16 MiB (a few thousand tokens and keys take a few hundred KiB).
     public static let maximumSize = 16 << 20
@@ -88,11 +114,14 @@ public final class KeyFile: Sendable {
     /// made.
     public init(
         path: String = KeyFile.defaultPath(), passphrase: Passphrase, sessionCacheTimeout: Duration? = .seconds(600),
+        sessionCacheMaximum: Duration = .seconds(7200), sessionCacheScope: SessionCacheScope = .loginSession,
         willCreate: (@Sendable (_ path: String) -> Void)? = nil
     ) {
         self.path = path
         self.passphrase = passphrase
         self.sessionCacheTimeout = sessionCacheTimeout
+        self.sessionCacheMaximum = sessionCacheMaximum
+        self.sessionCacheScope = sessionCacheScope
         self.willCreate = willCreate
     }
 
@@ -226,7 +255,8 @@ public final class KeyFile: Sendable {
     private func key(for sealed: Sealed) throws(KeychainError) -> SecureBytes {
         let salt = sealed.header.salt
         if let known = unlocked.withLock({ $0 }), known.salt == salt, sealed.accepts(known.key) { return known.key }
-        if sessionCacheTimeout != nil, let cached = SessionCache.read(description: Self.cacheDescription(salt: salt)),
+        if let idle = sessionCacheTimeout,
+            let cached = SessionCache.read(description: Self.cacheDescription(salt: salt), idle: idle, scope: sessionCacheScope),
             sealed.accepts(cached)
         {
             unlocked.withLock { $0 = (salt, cached) }
@@ -263,7 +293,9 @@ public final class KeyFile: Sendable {
 
     private func remember(_ key: SecureBytes, salt: [UInt8]) {
         guard let timeout = sessionCacheTimeout else { return }
-        SessionCache.store(key, description: Self.cacheDescription(salt: salt), timeout: timeout)
+        SessionCache.store(
+            key, description: Self.cacheDescription(salt: salt), idle: timeout, maximum: sessionCacheMaximum,
+            scope: sessionCacheScope)
     }
 
     /// The session-keyring name of the key of a file with `salt`: a new passphrase (a new salt) never meets the
@@ -304,6 +336,12 @@ public final class KeyFile: Sendable {
                         + "--passphrase-fd N (SECURESTORE_PASSPHRASE_FD), or unlock it once in this session")
             }
             defer { tty.close() }
+            if sessionCacheTimeout != nil, !creating, sessionCacheLocation == nil {
+                // Said where the person types, once per prompt: each command will ask again here.
+                try? tty.writeAll(Array(
+                    ("(the unlocked key is not cached here: this process has no login session keyring; "
+                        + "SECURESTORE_CACHE=user caches it for every process of this user)\n").utf8))
+            }
             let first = try Self.prompt(tty, creating ? "New passphrase for the key file \(path): " : "Passphrase for the key file \(path): ")
             guard first.count > 0 else {
                 throw KeychainError(KeychainError.Code.invalidSecret, "the passphrase is empty; nothing was changed")
@@ -328,6 +366,22 @@ public final class KeyFile: Sendable {
             buffer.deallocate()
         }
         var count = 0
+        // A regular file is read from its start every time (pread; its offset untouched): git runs a credential helper
+        // several times for one operation (get, then store or erase), each inheriting the same descriptor, and a
+        // job may `exec 3<file` once for many commands. A pipe or terminal can only be read on, a byte at a time so
+        // that nothing after the line is taken.
+        let descriptor = FileDescriptor(rawValue: fd)
+        if let status = try? descriptor.fileStatus(), status.isRegularFile {
+            let got: Int
+            do {
+                got = try descriptor.read(into: buffer, at: 0)
+            } catch {
+                throw KeychainError(KeychainError.Code.locked, "cannot read the passphrase from \(what): \(error)")
+            }
+            while count < got && buffer[count] != UInt8(ascii: "\n") { count += 1 }
+            if count > 0 && buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+            return SecureBytes(count: count) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
+        }
         while count < capacity {
             let n: Int
             do {
@@ -640,55 +694,105 @@ package struct Sealed {
 
 // MARK: - The session cache
 
-/// The kernel keyring (keyrings(7)): a `user` key with a timeout, in the session keyring when the process has one
-/// (an SSH or console login through pam_keyinit: shared by that login's processes), else in the user keyring
-/// (shared by this user's processes). Permissions: the possessor everything, the same user view, read and search;
-/// other users nothing. Root can read it.
+/// The kernel keyring (keyrings(7)): a `user` key holding the unsealed key and the deadline of its maximum life, in
+/// the login session's keyring (pam_keyinit gives one to an SSH or console login; a container runtime such as runc
+/// one to each container). Where the process has no session keyring of its own it would share the user's session
+/// keyring `_uid_ses.<uid>` with every process of the uid in its user namespace (other containers included), so
+/// nothing is cached there unless ``KeyFile/SessionCacheScope/user`` asks for it.
+///
+/// Permissions (0x002f0000): the owner may view, read, write, search and set attributes (the timeout; invalidating
+/// needs search; write lets an expired copy, which the kernel keeps until its garbage collection, be replaced);
+/// search); the possessor nothing, so a process that only possesses the session keyring — `su`, `runuser`, `sudo -u`,
+/// `setpriv --reuid` to another user keep it — cannot read the key. Root can (it can read any memory anyway).
 enum SessionCache {
-    static let permissions: UInt32 = 0x3f00_0000 | 0x000b_0000
+    static let permissions: UInt32 = 0x002f_0000
 
-    /// The keyring this process sees as its session keyring, by its number: the login session's, or the user's
-    /// session keyring when the process has none. Never `KEY_SPEC_SESSION_KEYRING` itself: adding to it from a
-    /// process without a session keyring makes a new anonymous one, which dies with the process.
-    static var keyring: Int32 {
-        let id = securestore_keyctl_get_keyring_id(SECURESTORE_KEY_SPEC_SESSION_KEYRING)
-        return id > 0 ? Int32(truncatingIfNeeded: id) : SECURESTORE_KEY_SPEC_USER_KEYRING
+    /// The login session keyring of this process, by its number, or nil when the process has none: the kernel
+    /// then answers with the user's session keyring, which is what tells the two apart.
+    static var loginSessionKeyring: Int32? {
+        let session = securestore_keyctl_get_keyring_id(SECURESTORE_KEY_SPEC_SESSION_KEYRING)
+        guard session > 0 else { return nil }
+        let userSession = securestore_keyctl_get_keyring_id(SECURESTORE_KEY_SPEC_USER_SESSION_KEYRING)
+        return session == userSession ? nil : Int32(truncatingIfNeeded: session)
     }
 
-    static func store(_ key: SecureBytes, description: String, timeout: Duration) {
-        let target = keyring
-        let id = key.withUnsafeBytes { bytes in
+    /// The keyring the cache uses in `scope`, or nil when it is not kept: the login session's; with `.user` and no
+    /// login session, the user's session keyring.
+    static func keyring(_ scope: KeyFile.SessionCacheScope) -> Int32? {
+        if let session = loginSessionKeyring { return session }
+        guard scope == .user else { return nil }
+        let id = securestore_keyctl_get_keyring_id(SECURESTORE_KEY_SPEC_USER_SESSION_KEYRING)
+        return id > 0 ? Int32(truncatingIfNeeded: id) : nil
+    }
+
+    /// Seconds since the epoch, from the real-time clock the deadline is written in.
+    private static var now: UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return UInt64(max(0, spec.tv_sec))
+    }
+
+    /// Keeps `key` for `idle` after each use and never past `maximum` from now; returns whether it was kept.
+    @discardableResult
+    static func store(
+        _ key: SecureBytes, description: String, idle: Duration, maximum: Duration, scope: KeyFile.SessionCacheScope
+    ) -> Bool {
+        guard let target = keyring(scope) else { return false }
+        // An older copy is dropped first: the owner may not write a cached key, so add_key could not update it.
+        drop(description: description)
+        let life = UInt64(max(1, maximum.components.seconds))
+        let deadline = now &+ life
+        let payload = SecureBytes(count: 40) { out in
+            key.withUnsafeBytes { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: 32) }
+            for index in 0..<8 { out[32 + index] = UInt8(truncatingIfNeeded: deadline >> (56 - 8 * UInt64(index))) }
+        }
+        let id = payload.withUnsafeBytes { bytes in
             securestore_add_key("user", description, bytes.baseAddress, bytes.count, target)
         }
-        guard id > 0 else { return }
-        let seconds = UInt32(clamping: max(1, timeout.components.seconds))
+        guard id > 0 else { return false }
+        let seconds = UInt32(clamping: min(max(1, idle.components.seconds), Int64(life)))
         // A key the kernel would keep for ever, or readable by more than this user: not kept at all.
         if securestore_keyctl_setperm(Int32(id), permissions) != 0 || securestore_keyctl_set_timeout(Int32(id), seconds) != 0 {
             _ = securestore_keyctl_invalidate(Int32(id))
+            return false
         }
+        return true
     }
 
-    private static func find(_ description: String) -> Int32? {
-        for ring in [keyring, SECURESTORE_KEY_SPEC_USER_KEYRING] {
-            let id = securestore_keyctl_search(ring, "user", description)
-            if id > 0 { return Int32(id) }
-        }
-        return nil
+    private static func find(_ description: String, scope: KeyFile.SessionCacheScope) -> Int32? {
+        guard let ring = keyring(scope) else { return nil }
+        let id = securestore_keyctl_search(ring, "user", description)
+        return id > 0 ? Int32(id) : nil
     }
 
-    static func read(description: String) -> SecureBytes? {
-        guard let id = find(description) else { return nil }
-        var failed = false
-        let key = SecureBytes(count: 32) { out in
-            failed = securestore_keyctl_read(id, out.baseAddress, 32) != 32
+    /// The cached key, its idle timeout started again (never past its maximum life); nil when there is none, or it
+    /// outlived its maximum (then it is dropped).
+    static func read(description: String, idle: Duration, scope: KeyFile.SessionCacheScope) -> SecureBytes? {
+        guard let id = find(description, scope: scope) else { return nil }
+        var length = 0
+        let payload = SecureBytes(count: 40) { out in
+            length = securestore_keyctl_read(id, out.baseAddress, 40)
         }
-        return failed ? nil : key
+        guard length == 40 else { return nil }
+        let deadline = payload.withUnsafeBytes { bytes in
+            (32..<40).reduce(UInt64(0)) { $0 << 8 | UInt64(bytes[$1]) }
+        }
+        let current = now
+        guard current < deadline else {
+            _ = securestore_keyctl_invalidate(id)
+            return nil
+        }
+        let seconds = UInt32(clamping: min(max(1, idle.components.seconds), Int64(clamping: deadline - current)))
+        _ = securestore_keyctl_set_timeout(id, seconds)
+        return payload.withUnsafeBytes { SecureBytes($0.prefix(32)) }
     }
 
     @discardableResult
     static func drop(description: String) -> Bool {
         var dropped = false
-        while let id = find(description), securestore_keyctl_invalidate(id) == 0 { dropped = true }
+        for scope in [KeyFile.SessionCacheScope.loginSession, .user] {
+            while let id = find(description, scope: scope), securestore_keyctl_invalidate(id) == 0 { dropped = true }
+        }
         return dropped
     }
 }

@@ -88,6 +88,12 @@ public final class Keychain: Sendable {
         }
         let kind: Kind
 
+        /// The key file, when this store is one.
+        public var keyFile: KeyFile? {
+            if case .keyFile(let file) = kind { return file }
+            return nil
+        }
+
         /// The freedesktop Secret Service on the session bus (gnome-keyring, KeePassXC, KWallet).
         public static let secretService = Store(kind: .secretService)
         /// An encrypted key file, for machines without a Secret Service.

@@ -85,6 +85,26 @@ enum KeyStoreChoice {
             }
             timeout = .seconds(Int(seconds))
         }
+        var maximum = Duration.seconds(7200)
+        if let text = environment["SECURESTORE_CACHE_MAX_TIMEOUT"], !text.isEmpty {
+            guard let seconds = UInt32(text), seconds > 0 else {
+                throw UsageError(
+                    "SECURESTORE_CACHE_MAX_TIMEOUT must be a whole number of seconds from 1 to 4294967295, not "
+                        + UsageError.quoted(text), path: path)
+            }
+            maximum = .seconds(Int(seconds))
+        }
+        var scope = KeyFile.SessionCacheScope.loginSession
+        switch environment["SECURESTORE_CACHE"] ?? "" {
+        case "", "session": break
+        case "user": scope = .user
+        case "off": timeout = .zero
+        case let other:
+            throw UsageError(
+                "SECURESTORE_CACHE must be session (the default: only a login session keyring), user (also the "
+                    + "user's keyring, shared by every process of this uid) or off, not " + UsageError.quoted(other),
+                path: path)
+        }
         // A prompt only where a person can answer it (SECURESTORE_PROMPT, a terminal on stderr); the file descriptor
         // always; otherwise only the session cache.
         if !fromDescriptor && !allowsPrompts { passphrase = .none }
@@ -95,7 +115,7 @@ enum KeyStoreChoice {
         }
         return KeyFile(
             passphrase: passphrase, sessionCacheTimeout: timeout == .zero ? nil : timeout,
-            willCreate: automatic ? notice : nil)
+            sessionCacheMaximum: maximum, sessionCacheScope: scope, willCreate: automatic ? notice : nil)
     }
 }
 
@@ -126,10 +146,18 @@ let keystoreCommand = Command(
                     }
                 }
                 let store = context.keychain.configuration.store
+                var cache: String? = nil
+                if let file = store.keyFile {
+                    cache = file.sessionCacheLocation ?? (file.sessionCacheTimeout == nil
+                        ? "off (SECURESTORE_CACHE=off or SECURESTORE_CACHE_TIMEOUT=0)"
+                        : "off: no login session keyring here (SECURESTORE_CACHE=user caches in the user's keyring)")
+                }
                 if invocation.global.json {
-                    try Console.json(KeyStoreStatusJSON(store: store.name, location: store.description, items: rows))
+                    try Console.json(
+                        KeyStoreStatusJSON(store: store.name, location: store.description, cache: cache, items: rows))
                 } else {
                     Console.out("store: \(store.name) (\(store.description))\n")
+                    if let cache { Console.out("unlocked key cached in: \(cache)\n") }
                     for row in rows { Console.out("\(row.kind): \(row.account) (service '\(row.service)')\n") }
                     if rows.isEmpty { Console.out("no keys or tokens of app '\(context.paths.app)' there\n") }
                 }
@@ -248,6 +276,8 @@ struct KeyStoreItemJSON: Encodable {
 struct KeyStoreStatusJSON: Encodable {
     let store: String
     let location: String
+    /// For the key file: where its unlocked key is cached, or why it is not.
+    let cache: String?
     let items: [KeyStoreItemJSON]
 }
 

@@ -152,6 +152,20 @@ package struct FileDescriptor: Sendable {
         }
     }
 
+    /// Fills `buffer` from `offset` as far as the file goes (the current offset is left as it is); returns how many
+    /// bytes were read. For secrets: nothing is copied outside `buffer`. The corresponding C function is `pread`.
+    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        var filled = 0
+        while filled < buffer.count {
+            let got = try retryingInterrupts {
+                pread(rawValue, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        return filled
+    }
+
     /// Reads up to `count` bytes at `offset` (fewer at the end of the file). The corresponding C function is `pread`.
     package func read(upTo count: Int, at offset: Int) throws(Errno) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)

@@ -34,21 +34,23 @@ import Testing
         return environment
     }
 
-    /// Runs the tool with `passphrase` on file descriptor 3 (when given) and `input` on standard input.
+    /// Runs the tool with `passphrase` on file descriptor 3 (when given) and `input` on standard input; in `session`
+    /// (a login session keyring: ``LoginSession``) when given, else as the test runs (in CI: no login session keyring).
     private func tool(
         _ arguments: [String], passphrase: String? = "correct horse battery", input: String = "", cacheSeconds: Int = 0,
-        extra: [String: String] = [:]
+        extra: [String: String] = [:], session: LoginSession? = nil
     ) throws -> ProcessResult {
         var environment = try headless(cacheSeconds: cacheSeconds, extra: extra)
+        let joining = session?.command ?? []
         if let passphrase {
             let file = work.path + "/passphrase-\(UUID().uuidString.prefix(8))"
             try (passphrase + "\n").write(toFile: file, atomically: true, encoding: .utf8)
             environment["PASSFILE"] = file
             return try run(
-                ["bash", "-c", "exec \"$0\" --passphrase-fd 3 \"$@\" 3<\"$PASSFILE\"", product("securestore")] + arguments,
+                joining + ["bash", "-c", "exec \"$0\" --passphrase-fd 3 \"$@\" 3<\"$PASSFILE\"", product("securestore")] + arguments,
                 input: Data(input.utf8), environment: environment)
         }
-        return try run([product("securestore")] + arguments, input: Data(input.utf8), environment: environment)
+        return try run(joining + [product("securestore")] + arguments, input: Data(input.utf8), environment: environment)
     }
 
     private func sha256(_ path: String) throws -> String {
@@ -91,9 +93,12 @@ import Testing
     /// git's credential protocol through real `git` with no D-Bus: the passphrase typed once (here: given once on a
     /// descriptor), then the helper git starts reads the key from the session cache, as with gpg-agent.
     @Test func realGitApprovesFillsAndRejectsThroughTheKeyFileWithNoDBus() throws {
-        #expect(try tool(["token", "set", "unlock-once"], input: "x", cacheSeconds: 60).status == 0)
+        let login = try LoginSession()
+        defer { login.end() }
+        #expect(try tool(["token", "set", "unlock-once"], input: "x", cacheSeconds: 60, session: login).status == 0)
         let environment = try headless(cacheSeconds: 60)
-        let helper = "!\(product("securestore")) git-credential"
+        // git starts the helper in the login session, as every process of that login is.
+        let helper = "!\(login.command.joined(separator: " ")) \(product("securestore")) git-credential"
         func git(_ arguments: [String], _ input: String) throws -> ProcessResult {
             try TestSupport.git(arguments, input: input, credentialHelper: helper, environment: environment)
         }
@@ -105,8 +110,45 @@ import Testing
         #expect(try git(["credential", "reject"], "protocol=https\nhost=git.example.com\nusername=alice\npassword=s3cret-pw\n\n").status == 0)
         let after = try git(["credential", "fill"], "protocol=https\nhost=git.example.com\n\n")
         #expect(!after.stdout.contains("s3cret-pw"))
-        #expect(try tool(["keystore", "status"], passphrase: nil, cacheSeconds: 60).stdout.contains("git credential") == false)
-        _ = try tool(["lock"], passphrase: nil)
+        #expect(try tool(["keystore", "status"], passphrase: nil, cacheSeconds: 60, session: login).stdout.contains("git credential") == false)
+        _ = try tool(["lock"], passphrase: nil, session: login)
+    }
+
+    /// One git operation runs the helper several times (get, then store or erase), each inheriting the passphrase's
+    /// descriptor: with no cache at all (SECURESTORE_CACHE=off, as where seccomp blocks keyctl) a descriptor that is a
+    /// file is read from its start every time, so a password rotated on the server is erased and replaced.
+    @Test func gitRunsTheHelperManyTimesOnOnePassphraseFileWithNoCache() throws {
+        var environment = try headless(cacheSeconds: 600, extra: ["SECURESTORE_CACHE": "off"])
+        environment["PASSFILE"] = try passphraseFile()
+        environment["SS"] = product("securestore")
+        // A job-wide descriptor, as a CI script would set it: `exec 3<file; export SECURESTORE_PASSPHRASE_FD=3`.
+        func git(_ input: String, _ arguments: String) throws -> ProcessResult {
+            try run(
+                ["bash", "-c", "exec 3<\"$PASSFILE\"; export SECURESTORE_PASSPHRASE_FD=3; "
+                    + "git -c credential.helper= -c credential.helper='!\"$SS\" git-credential' \(arguments)"],
+                input: Data(input.utf8), environment: environment)
+        }
+        let who = "protocol=https\nhost=ci.example.com\n"
+        #expect(try git(who + "username=bot\npassword=before-rotation\n\n", "credential approve").status == 0)
+        let first = try git(who + "\n", "credential fill")
+        #expect(first.stdout.contains("password=before-rotation"), "\(first.stderr)")
+        // The server's password changed: git rejects the old one (erase), then stores the new one.
+        let rejected = try git(who + "username=bot\npassword=before-rotation\n\n", "credential reject")
+        #expect(rejected.status == 0 && rejected.stderr.isEmpty, "\(rejected.stderr)")
+        #expect(try git(who + "username=bot\npassword=after-rotation\n\n", "credential approve").status == 0)
+        let second = try git(who + "\n", "credential fill")
+        #expect(second.stdout.contains("password=after-rotation") && !second.stdout.contains("before-rotation"), "\(second.stderr)")
+        // All of it in one process tree on one descriptor: several helper runs in one shell.
+        let many = try run(
+            ["bash", "-c", "exec 3<\"$PASSFILE\"; for i in 1 2 3; do \"$SS\" --passphrase-fd 3 token get api-missing; "
+                + "echo \"rc=$?\"; done"], environment: environment)
+        #expect(many.stdout == "rc=66\nrc=66\nrc=66\n", "\(many.stdout)\(many.stderr)")
+        // An empty file says so, and a descriptor at the end of a pipe says it is empty.
+        let empty = work.path + "/empty-passphrase"
+        _ = FileManager.default.createFile(atPath: empty, contents: Data())
+        environment["EMPTY"] = empty
+        let none = try run(["bash", "-c", "exec \"$SS\" --passphrase-fd 3 token get api 3<\"$EMPTY\""], environment: environment)
+        #expect(none.status == 65 && none.stderr.contains("is empty"), "\(none.stderr)")
     }
 
     /// Found by review: with prompts off the key file never asks on the terminal (shell completion ran with
@@ -234,24 +276,119 @@ import Testing
     }
 
     @Test func theSessionCacheExpiresIsDroppedByLockAndIsNotReadableByAnotherUser() throws {
-        #expect(try tool(["token", "set", "api"], input: "cached-value", cacheSeconds: 2).status == 0)
+        let login = try LoginSession()
+        defer { login.end() }
+        #expect(try tool(["token", "set", "api"], input: "cached-value", cacheSeconds: 2, session: login).status == 0)
         // Unlocked once: no passphrase needed within the timeout.
-        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 2).stdout == "cached-value")
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 2, session: login).stdout == "cached-value")
         // Another user (in a session keyring of its own, as a login gets from pam_keyinit) sees no such key in the
         // kernel keyring. (A process of ours that only changes its user id keeps our session keyring, and with it
         // possession of the key: Docs/keystores.md.)
         let other = try run(["keyctl", "session", "-", "runuser", "-u", "nobody", "--", "cat", "/proc/keys"])
         #expect(!other.stdout.contains("securestore:keyfile:"), "\(other.stdout)")
-        let mine = try run(["cat", "/proc/keys"]).stdout
+        let mine = try run(login.command + ["cat", "/proc/keys"]).stdout
         #expect(mine.contains("securestore:keyfile:"))
         // lock drops it.
-        let locked = try tool(["lock"], passphrase: nil)
+        let locked = try tool(["lock"], passphrase: nil, session: login)
         #expect(locked.stdout.hasPrefix("locked the key file"), "\(locked.stdout) \(locked.stderr)")
-        #expect(try tool(["token", "get", "api"], passphrase: nil).status == 77)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, session: login).status == 77)
         // Unlocked again, it expires by itself.
-        #expect(try tool(["token", "get", "api"], cacheSeconds: 1).status == 0)
+        #expect(try tool(["token", "get", "api"], cacheSeconds: 1, session: login).status == 0)
         Thread.sleep(forTimeInterval: 2.5)
-        #expect(try tool(["token", "get", "api"], passphrase: nil).status == 77)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, session: login).status == 77)
+    }
+
+    /// The id and description of the cached key in `login`'s keyring, as `keyctl show @s` lists it.
+    private func cachedKey(in login: LoginSession) throws -> (id: String, description: String)? {
+        let shown = try run(login.command + ["keyctl", "show", "@s"]).stdout
+        guard let line = shown.split(separator: "\n").first(where: { $0.contains("securestore:keyfile:") }) else { return nil }
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard let id = fields.first, let description = fields.last else { return nil }
+        return (String(id), String(description))
+    }
+
+    /// Another user reached from the login that unlocked the key — `su`, `runuser`, `setpriv --reuid` all keep the
+    /// session keyring, so they possess the key — cannot read it; a second login of the same user does not see it;
+    /// the owner in the session can (so the key is there to be refused).
+    @Test func theCachedKeyIsNotReadableAfterSuRunuserOrSetprivNorFromAnotherLogin() throws {
+        let login = try LoginSession()
+        defer { login.end() }
+        #expect(try tool(["token", "set", "api"], input: "session-value", cacheSeconds: 60, session: login).status == 0)
+        let cached = try #require(try cachedKey(in: login), "the unlocked key is cached in the login session keyring")
+        let owner = try run(login.command + ["sh", "-c", "keyctl pipe \(cached.id) | wc -c"])
+        #expect(owner.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "40", "the owner reads it: \(owner.stderr)")
+        let permissions = try run(login.command + ["keyctl", "rdescribe", cached.id]).stdout
+        #expect(permissions.contains(";002f0000;"), "no possessor rights, owner view/read/write/search/setattr: \(permissions)")
+        var others: [[String]] = [
+            ["runuser", "-u", "nobody", "--", "keyctl", "pipe", cached.id],
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "keyctl", "pipe", cached.id],
+            ["runuser", "-u", "nobody", "--", "keyctl", "search", "@s", "user", cached.description],
+        ]
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/su") {
+            others.append(["su", "-s", "/bin/sh", "nobody", "-c", "keyctl pipe \(cached.id)"])
+        }
+        for command in others {
+            let attempt = try run(login.command + command)
+            #expect(attempt.status != 0 && attempt.stdout.isEmpty, "\(command.joined(separator: " ")) read the key: \(attempt.stdout)")
+        }
+        // A second login of the same user (a session keyring of its own) neither sees it nor is let in without the
+        // passphrase.
+        let second = try LoginSession()
+        defer { second.end() }
+        #expect(try cachedKey(in: second) == nil)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 60, session: second).status == 77)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 60, session: login).stdout == "session-value")
+    }
+
+    /// Without a login session keyring (a container, a CI step, cron: no pam_keyinit) the key is not cached, so two
+    /// containers of the same uid (`unshare --pid --mount --net`, as root, no user namespace) share nothing; the
+    /// status says so, and SECURESTORE_CACHE=user is the way to ask for the shared cache.
+    @Test(.enabled(if: LoginSession.processHasNone, "the test runs in a login session keyring: cannot make the case")) func withNoLoginSessionKeyringNothingIsCachedForTheNextContainer() throws {
+        let container = ["unshare", "--pid", "--mount", "--net", "--fork"]
+        let first = try run(
+            container + ["bash", "-c", "exec \"$0\" --passphrase-fd 3 token set api 3<\"$PASSFILE\"", product("securestore")],
+            input: Data("container-value".utf8),
+            environment: try headless(cacheSeconds: 600, extra: ["PASSFILE": try passphraseFile()]))
+        #expect(first.status == 0, "\(first.stderr)")
+        let next = try run(container + ["keyctl", "show", "@us"], environment: try headless())
+        #expect(!next.stdout.contains("securestore:keyfile:"), "\(next.stdout)")
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 600).status == 77)
+        let status = try tool(["--keystore", "file", "keystore", "status"], cacheSeconds: 600)
+        #expect(status.stdout.contains("unlocked key cached in: off: no login session keyring here"), "\(status.stdout)")
+        // Asked for: cached in the user's keyring, and said so.
+        let asked = ["SECURESTORE_CACHE": "user"]
+        #expect(try tool(["token", "get", "api"], cacheSeconds: 600, extra: asked).status == 0)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 600, extra: asked).stdout == "container-value")
+        let told = try tool(["--keystore", "file", "keystore", "status"], passphrase: nil, cacheSeconds: 600, extra: asked)
+        #expect(told.stdout.contains("the user session keyring of uid"), "\(told.stdout)")
+        #expect(try tool(["lock"], passphrase: nil, extra: asked).stdout.hasPrefix("locked the key file"))
+        let bad = try tool(["token", "get", "api"], extra: ["SECURESTORE_CACHE": "forever"])
+        #expect(bad.status == 64 && bad.stderr.contains("SECURESTORE_CACHE must be session"), "\(bad.stderr)")
+    }
+
+    /// As gpg-agent's caches: each use starts the idle timeout again, and the maximum ends it however often it is used.
+    @Test func theCacheTimeoutStartsAgainOnUseAndTheMaximumEndsIt() throws {
+        let login = try LoginSession()
+        defer { login.end() }
+        #expect(try tool(["token", "set", "api"], input: "used-value", cacheSeconds: 3, session: login).status == 0)
+        for _ in 0..<5 {
+            Thread.sleep(forTimeInterval: 1)
+            #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 3, session: login).stdout == "used-value")
+        }
+        Thread.sleep(forTimeInterval: 4)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 3, session: login).status == 77)
+        let capped = ["SECURESTORE_CACHE_MAX_TIMEOUT": "3"]
+        #expect(try tool(["token", "get", "api"], cacheSeconds: 600, extra: capped, session: login).status == 0)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 600, extra: capped, session: login).status == 0)
+        Thread.sleep(forTimeInterval: 3)
+        #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 600, extra: capped, session: login).status == 77)
+    }
+
+    private func passphraseFile() throws -> String {
+        let file = work.path + "/passphrase-\(UUID().uuidString.prefix(8))"
+        try "correct horse battery\n".write(toFile: file, atomically: true, encoding: .utf8)
+        return file
     }
 
     @Test func changingThePassphraseKeepsEveryItemAndTheOldOneStopsWorking() throws {
@@ -494,3 +631,37 @@ import Testing
             "\(status.stdout)")
     }
 }
+
+struct LoginSessionError: Error { let message: String }
+
+/// A login session keyring of a test's own, as pam_keyinit gives an SSH or console login: a named keyring (kept in
+/// the user keyring, searchable by this user, gone after 10 minutes at the latest) that each command run with
+/// ``command`` joins as its session keyring (`keyctl session NAME`).
+struct LoginSession {
+    let name = "securestore-test-login-" + UUID().uuidString.prefix(12).lowercased()
+    let id: String
+
+    init() throws {
+        let made = try run(["keyctl", "newring", name, "@u"])
+        id = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard made.status == 0, !id.isEmpty,
+            try run(["keyctl", "setperm", id, "0x3f3f0000"]).status == 0,
+            try run(["keyctl", "timeout", id, "600"]).status == 0
+        else { throw LoginSessionError(message: "keyctl newring/setperm failed: \(made.stderr)") }
+    }
+
+    /// The prefix that runs a command in this login session.
+    var command: [String] { ["keyctl", "session", name] }
+
+    func end() {
+        _ = try? run(["keyctl", "clear", id])
+        _ = try? run(["keyctl", "unlink", id, "@u"])
+    }
+
+    /// Whether this process has no login session keyring (its session keyring is the user's `_uid_ses.<uid>`).
+    static var processHasNone: Bool {
+        guard let shown = try? run(["keyctl", "rdescribe", "@s"]) else { return false }
+        return shown.stdout.contains(";_uid_ses.")
+    }
+}
+
