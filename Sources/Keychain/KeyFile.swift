@@ -50,9 +50,9 @@ public struct Passphrase: Sendable {
 /// - The file (default `$XDG_DATA_HOME/securestore/keys.sealed`, mode 0600 in a 0700 folder) is rewritten
 ///   whole on every change: a temporary file, fsynced, renamed over it, the folder fsynced. Writers hold an
 ///   exclusive `flock` on `<file>.lock`, so two processes adding items at once lose neither.
-/// - scrypt with N = 2^15, r = 8, p = 1 (32 MiB of memory); the key it gives opens the file, and a check value in
-///   the header tells a wrong passphrase from a damaged file. Header and parameters are authenticated with the
-///   items.
+/// - scrypt with N = 2^17, r = 8, p = 1 (128 MiB of memory; files made under N = 2^15 are read as they are); the
+///   key it gives opens the file, a check value in the header tells a wrong passphrase, and a header checksum tells
+///   a damaged header before any key is derived. Header and parameters are authenticated with the items.
 /// - Once unlocked, the derived key is kept in the kernel keyring (keyrings(7)) of the login session, for
 ///   ``sessionCacheTimeout`` after each use and never longer than ``sessionCacheMaximum`` (as gpg-agent's
 ///   `default-cache-ttl` and `max-cache-ttl`): readable by this user's processes in that session and by root, never by
@@ -96,13 +96,28 @@ public final class KeyFile: Sendable {
     /// The largest key file accepted: 16 MiB (a few thousand tokens and keys take a few hundred KiB).
     public static let maximumSize = 16 << 20
 
-    /// scrypt's cost parameters for new files: N = 2^15, r = 8, p = 1.
-    static let scryptLog2N: UInt8 = 15
-    static let scryptR: UInt32 = 8
-    static let scryptP: UInt32 = 1
+    /// scrypt's cost parameters: the ones a file was sealed with are in its header.
+    struct KDFParameters: Equatable {
+        var log2N: UInt8
+        var r: UInt32
+        var p: UInt32
+
+        /// For new files and new passphrases: N = 2^17, r = 8, p = 1 (OWASP's scrypt minimum; 128 MiB of memory).
+        /// Files sealed under N = 2^15 (before) are read as they are; `keystore passphrase` seals them under these.
+        static let current = KDFParameters(log2N: 17, r: 8, p: 1)
+
+        /// The memory scrypt needs: 128 · r · N · p bytes, plus its scratch.
+        var memory: UInt64 { 128 * UInt64(r) * (UInt64(1) << UInt64(log2N)) * UInt64(p) }
+
+        /// What a file may ask for: N 2^10…2^20, r 1…16, p 1…4, and at most 1 GiB of memory (so that the limit
+        /// passed to libcrypto lets every accepted file open).
+        var isAccepted: Bool {
+            (10...20).contains(log2N) && (1...16).contains(r) && (1...4).contains(p) && memory <= 1 << 30
+        }
+    }
 
     /// The unsealed key and the salt it belongs to, once this process has it.
-    private let unlocked = Mutex<(salt: [UInt8], key: SecureBytes)?>(nil)
+    private let unlocked = Mutex<(salt: [UInt8], key: SecureBytes, parameters: KDFParameters)?>(nil)
     /// A passphrase read from a file descriptor, kept for this process (a pipe can be read only once).
     private let readPassphrase = Mutex<SecureBytes?>(nil)
 
@@ -155,10 +170,10 @@ public final class KeyFile: Sendable {
             if let old = unlocked.withLock({ $0?.salt }) { SessionCache.drop(description: Self.cacheDescription(salt: old)) }
             let salt = Self.randomBytes(32)
             let key = try new.storage.withUnsafeBytes { (bytes) throws(KeychainError) in
-                try Self.derive(bytes, salt: salt, log2N: Self.scryptLog2N, r: Self.scryptR, p: Self.scryptP)
+                try Self.derive(bytes, salt: salt, KDFParameters.current)
             }
-            try write(items, salt: salt, key: key)
-            unlocked.withLock { $0 = (salt, key) }
+            try write(items, salt: salt, key: key, parameters: .current)
+            unlocked.withLock { $0 = (salt, key, .current) }
             remember(key, salt: salt)
         }
     }
@@ -206,8 +221,8 @@ public final class KeyFile: Sendable {
         return try withExclusiveLock { () throws(KeychainError) in
             var items = try load() ?? []
             let result = try body(&items)
-            let (salt, key) = try currentKey(creating: true)
-            try write(items, salt: salt, key: key)
+            let (salt, key, parameters) = try currentKey(creating: true)
+            try write(items, salt: salt, key: key, parameters: parameters)
             return result
         }
     }
@@ -254,17 +269,20 @@ public final class KeyFile: Sendable {
     /// The key that opens `sealed`: this process's, the session cache's, or the passphrase's.
     private func key(for sealed: Sealed) throws(KeychainError) -> SecureBytes {
         let salt = sealed.header.salt
-        if let known = unlocked.withLock({ $0 }), known.salt == salt, sealed.accepts(known.key) { return known.key }
+        let parameters = sealed.header.parameters
+        if let known = unlocked.withLock({ $0 }), known.salt == salt, known.parameters == parameters, sealed.accepts(known.key) {
+            return known.key
+        }
         if let idle = sessionCacheTimeout,
             let cached = SessionCache.read(description: Self.cacheDescription(salt: salt), idle: idle, scope: sessionCacheScope),
             sealed.accepts(cached)
         {
-            unlocked.withLock { $0 = (salt, cached) }
+            unlocked.withLock { $0 = (salt, cached, parameters) }
             return cached
         }
         let phrase = try obtainPassphrase(creating: false)
         let key = try phrase.withUnsafeBytes { (bytes) throws(KeychainError) in
-            try Self.derive(bytes, salt: salt, log2N: sealed.header.log2N, r: sealed.header.r, p: sealed.header.p)
+            try Self.derive(bytes, salt: salt, parameters)
         }
         guard sealed.accepts(key) else {
             readPassphrase.withLock { $0 = nil }
@@ -272,23 +290,23 @@ public final class KeyFile: Sendable {
                 KeychainError.Code.wrongPassphrase,
                 "the passphrase does not open the key file '\(path)'; nothing was changed")
         }
-        unlocked.withLock { $0 = (salt, key) }
+        unlocked.withLock { $0 = (salt, key, parameters) }
         remember(key, salt: salt)
         return key
     }
 
     /// The salt and key to seal with: the file's (already unlocked by `load`), or new ones for a new file.
-    private func currentKey(creating: Bool) throws(KeychainError) -> ([UInt8], SecureBytes) {
-        if let known = unlocked.withLock({ $0 }) { return (known.salt, known.key) }
+    private func currentKey(creating: Bool) throws(KeychainError) -> ([UInt8], SecureBytes, KDFParameters) {
+        if let known = unlocked.withLock({ $0 }) { return (known.salt, known.key, known.parameters) }
         willCreate?(path)
         let phrase = try obtainPassphrase(creating: true)
         let salt = Self.randomBytes(32)
         let key = try phrase.withUnsafeBytes { (bytes) throws(KeychainError) in
-            try Self.derive(bytes, salt: salt, log2N: Self.scryptLog2N, r: Self.scryptR, p: Self.scryptP)
+            try Self.derive(bytes, salt: salt, KDFParameters.current)
         }
-        unlocked.withLock { $0 = (salt, key) }
+        unlocked.withLock { $0 = (salt, key, .current) }
         remember(key, salt: salt)
-        return (salt, key)
+        return (salt, key, .current)
     }
 
     private func remember(_ key: SecureBytes, salt: [UInt8]) {
@@ -414,7 +432,7 @@ public final class KeyFile: Sendable {
 
     /// Writes `items` sealed under `key` (whose salt is `salt`): a temporary file, fsynced, renamed over the file,
     /// the folder fsynced.
-    private func write(_ items: [Item], salt: [UInt8], key: SecureBytes) throws(KeychainError) {
+    private func write(_ items: [Item], salt: [UInt8], key: SecureBytes, parameters: KDFParameters) throws(KeychainError) {
         let directory = directoryPart(path)
         do {
             try makeDirectories(directory.isEmpty ? "." : directory)
@@ -422,7 +440,7 @@ public final class KeyFile: Sendable {
             throw KeychainError(
                 KeychainError.Code.serviceUnavailable, "cannot make the folder '\(error.path)' of the key file: \(error.errno)")
         }
-        let bytes = Sealed.seal(items, salt: salt, key: key)
+        let bytes = Sealed.seal(items, salt: salt, key: key, parameters: parameters)
         // What a writer killed by kill -9 left (under this exclusive lock, no live writer has one).
         ScratchFiles.sweep(directory)
         do {
@@ -476,16 +494,17 @@ public final class KeyFile: Sendable {
 
     /// scrypt(passphrase, salt) → 32 bytes.
     static func derive(
-        _ passphrase: UnsafeRawBufferPointer, salt: [UInt8], log2N: UInt8, r: UInt32, p: UInt32
+        _ passphrase: UnsafeRawBufferPointer, salt: [UInt8], _ parameters: KDFParameters
     ) throws(KeychainError) -> SecureBytes {
-        guard (10...20).contains(log2N), (1...16).contains(r), (1...4).contains(p) else {
+        guard parameters.isAccepted else {
             throw KeychainError(KeychainError.Code.damagedStore, "the key file's scrypt parameters are out of range")
         }
+        let (log2N, r, p) = (parameters.log2N, parameters.r, parameters.p)
         var failed = false
         let key = SecureBytes(count: 32) { out in
             let ok = EVP_PBE_scrypt(
                 passphrase.baseAddress?.assumingMemoryBound(to: CChar.self), passphrase.count, salt, salt.count,
-                UInt64(1) << UInt64(log2N), UInt64(r), UInt64(p), 256 << 20,
+                UInt64(1) << UInt64(log2N), UInt64(r), UInt64(p), parameters.memory + (1 << 20),
                 out.baseAddress!.assumingMemoryBound(to: UInt8.self), 32)
             failed = ok != 1
         }
@@ -496,16 +515,19 @@ public final class KeyFile: Sendable {
 
 // MARK: - The file format
 
-/// `securestore-keyfile-1`: a 80-byte header, then the items sealed with AES-256-GCM (the header is the
-/// associated data, so changing a parameter fails the tag).
+/// `securestore-keyfile-2`: a 96-byte header, then the items sealed with AES-256-GCM (the header is the
+/// associated data, so changing a field fails the tag).
 ///
-///     magic "SSKEYFIL" (8) | version 1 (1) | kdf 1 = scrypt (1) | log2 N (1) | reserved 0 (1) | r (4) | p (4)
-///     salt (32) | nonce (12) | check (16) | ciphertext | tag (16)
+///     magic "SSKEYFIL" (8) | version 2 (1) | kdf 1 = scrypt (1) | log2 N (1) | reserved 0 (1) | r (4) | p (4)
+///     salt (32) | nonce (12) | check (16) | header checksum (16) | ciphertext | tag (16)
 ///
-/// `check` is the first 16 bytes of SHA-256("securestore key file check" ‖ key): a wrong passphrase fails it, a
-/// damaged file passes it and fails the tag. The plaintext: "SSKI" | count (4) | per item: service, account,
-/// label (2-byte length + UTF-8 each), secret (4-byte length + bytes), created, modified (8 bytes each,
-/// microseconds since 1970). Integers are little-endian.
+/// `check` is the first 16 bytes of SHA-256("securestore key file check" ‖ key): a wrong passphrase fails it. The
+/// header checksum, the first 16 bytes of SHA-256("securestore key file header" ‖ the 80 bytes before it), is checked
+/// before any key is derived: a damaged header (salt, parameters, check value) is "damaged", never "wrong
+/// passphrase". A damaged body passes both and fails the tag. Format 1 (the same without the checksum) is read; a
+/// write seals it as format 2 under the parameters its key was derived with. The plaintext: "SSKI" | count (4) | per
+/// item: service, account, label (2-byte length + UTF-8 each), secret (4-byte length + bytes), created, modified (8
+/// bytes each, microseconds since 1970). Integers are little-endian.
 package struct Sealed {
     struct Header {
         var log2N: UInt8
@@ -514,11 +536,25 @@ package struct Sealed {
         var salt: [UInt8]
         var nonce: [UInt8]
         var check: [UInt8]
+
+        var parameters: KeyFile.KDFParameters { KeyFile.KDFParameters(log2N: log2N, r: r, p: p) }
     }
     static let magic = Array("SSKEYFIL".utf8)
-    static let version: UInt8 = 1
-    static let headerSize = 8 + 4 + 8 + 32 + 12 + 16
+    /// Format 2 adds the header checksum; format 1 (no checksum) is still read, and written again as format 2.
+    static let version: UInt8 = 2
+    /// The fields (format 1's whole header).
+    static let fieldsSize = 8 + 4 + 8 + 32 + 12 + 16
+    static let checksumSize = 16
     static let tagSize = 16
+
+    /// The first 16 bytes of SHA-256("securestore key file header" ‖ fields).
+    static func headerChecksum(_ fields: ArraySlice<UInt8>) -> [UInt8] {
+        let input = Array("securestore key file header".utf8) + fields
+        var digest = [UInt8](repeating: 0, count: 32)
+        var size: UInt32 = 0
+        _ = EVP_Digest(input, input.count, &digest, &size, EVP_sha256(), nil)
+        return Array(digest.prefix(checksumSize))
+    }
 
     let header: Header
     let headerBytes: [UInt8]
@@ -539,7 +575,16 @@ package struct Sealed {
                 "the key file '\(path)' was written by a newer SecureStore (format \(bytes[8])); this one reads format "
                     + "\(version). Update SecureStore; the file was left as it is")
         }
+        let headerSize = bytes[8] >= 2 ? fieldsSize + checksumSize : fieldsSize
         guard bytes.count >= headerSize + tagSize else { throw damaged("is truncated (\(bytes.count) bytes)") }
+        // Damage to the header (salt, check value, parameters) is told from a wrong passphrase before any key is
+        // derived: format 2 carries a checksum of it.
+        if bytes[8] >= 2 {
+            let sum = bytes[fieldsSize..<headerSize]
+            guard zip(headerChecksum(bytes[0..<fieldsSize]), sum).allSatisfy({ $0 == $1 }) else {
+                throw damaged("is damaged: its header does not match its checksum")
+            }
+        }
         guard bytes[9] == 1 else { throw damaged("names an unknown key derivation (\(bytes[9]))") }
         func u32(_ at: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(bytes[at + $1]) << (8 * UInt32($1)) } }
         let header = Header(
@@ -584,11 +629,12 @@ package struct Sealed {
         return try plaintext.withUnsafeBytes { (bytes) throws(KeychainError) in try Self.decode(bytes, path: path) }
     }
 
-    static func seal(_ items: [Item], salt: [UInt8], key: SecureBytes) -> [UInt8] {
+    static func seal(_ items: [Item], salt: [UInt8], key: SecureBytes, parameters: KeyFile.KDFParameters) -> [UInt8] {
         let nonce = KeyFile.randomBytes(12)
-        var header = magic + [version, 1, KeyFile.scryptLog2N, 0]
+        var header = magic + [version, 1, parameters.log2N, 0]
         func le32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
-        header += le32(KeyFile.scryptR) + le32(KeyFile.scryptP) + salt + nonce + checkValue(key)
+        header += le32(parameters.r) + le32(parameters.p) + salt + nonce + checkValue(key)
+        header += headerChecksum(header[...])
         var plaintext = encode(items)
         defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count)

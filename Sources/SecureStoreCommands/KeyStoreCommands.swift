@@ -276,8 +276,8 @@ struct KeyStoreItemJSON: Encodable {
 struct KeyStoreStatusJSON: Encodable {
     let store: String
     let location: String
-    /// For the key file: where its unlocked key is cached, or why it is not.
-    let cache: String?
+    /// For the key file: where its unlocked key is cached, or why it is not; null for the other stores.
+    @Nullable var cache: String?
     let items: [KeyStoreItemJSON]
 }
 

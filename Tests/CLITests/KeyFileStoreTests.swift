@@ -212,6 +212,18 @@ import Testing
         flipped[flipped.count - 30] ^= 0x01
         try flipped.write(to: URL(fileURLWithPath: keyFile))
         try check("flipped", "is damaged: the passphrase is right but its contents do not authenticate")
+        // One flipped byte anywhere in the header — log2 N, r, p, the salt, the check value — is damage (65, naming
+        // the file), told before any key is derived; never "wrong passphrase" (77), never scrypt's own failure.
+        for (field, offset) in [("log2 N", 10), ("r", 12), ("p", 16), ("salt", 30), ("check value", 70), ("checksum", 85)] {
+            var header = original
+            header[offset] ^= 0x04
+            try header.write(to: URL(fileURLWithPath: keyFile))
+            try check("a flipped \(field)", "the key file '\(keyFile)' is damaged: its header does not match its checksum")
+        }
+        // A wrong passphrase stays 77.
+        try original.write(to: URL(fileURLWithPath: keyFile))
+        let wrong = try tool(["token", "get", "api"], passphrase: "not the passphrase")
+        #expect(wrong.status == 77 && wrong.stderr.contains("the passphrase does not open the key file"), "\(wrong.stderr)")
         var newer = original
         newer[8] = 9
         try newer.write(to: URL(fileURLWithPath: keyFile))
@@ -229,6 +241,33 @@ import Testing
         try FileManager.default.removeItem(atPath: keyFile)
         try original.write(to: URL(fileURLWithPath: keyFile))
         #expect(try tool(["token", "get", "api"]).stdout == "value-1")
+    }
+
+    /// A key file written before format 2 (scrypt N = 2^15, no header checksum: Keys/fixtures) opens; a write seals it
+    /// as format 2 under the parameters its key was derived with (the same passphrase opens it); `keystore passphrase`
+    /// moves it to today's parameters (N = 2^17).
+    @Test func aFormatOneKeyFileOpensAndIsUpgraded() throws {
+        try FileManager.default.createDirectory(atPath: directoryOf(keyFile), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: fixture("keyfile-format1.sealed"), toPath: keyFile)
+        let old = "v1 fixture passphrase"
+        #expect(try tool(["token", "get", "fixture"], passphrase: old).stdout == "token-from-format-1")
+        func header() throws -> [UInt8] { Array(try #require(FileManager.default.contents(atPath: keyFile)).prefix(11)) }
+        #expect(try header()[8] == 1)
+        #expect(try tool(["token", "set", "added"], passphrase: old, input: "after-upgrade").status == 0)
+        #expect(try header()[8] == 2 && header()[10] == 15, "format 2, the file's own N kept")
+        #expect(try tool(["token", "get", "fixture"], passphrase: old).stdout == "token-from-format-1")
+        let newPass = work.path + "/upgraded-pass"
+        try "an upgraded passphrase\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        var environment = try headless()
+        environment["PASSFILE"] = try passphraseFile(old)
+        environment["NEWFILE"] = newPass
+        let changed = try run(
+            ["bash", "-c", "\"$0\" --passphrase-fd 3 keystore passphrase --new-passphrase-fd 4 3<\"$PASSFILE\" 4<\"$NEWFILE\"",
+             product("securestore")], environment: environment)
+        #expect(changed.status == 0, "\(changed.stderr)")
+        #expect(try header()[10] == 17, "today's N = 2^17")
+        #expect(try tool(["token", "get", "added"], passphrase: "an upgraded passphrase").stdout == "after-upgrade")
+        #expect(try tool(["token", "get", "fixture"], passphrase: "an upgraded passphrase").stdout == "token-from-format-1")
     }
 
     @Test func twoProcessesAddingAtOnceLoseNothingAndKillNineLosesNoAcknowledgedItem() throws {
@@ -385,10 +424,18 @@ import Testing
         #expect(try tool(["token", "get", "api"], passphrase: nil, cacheSeconds: 600, extra: capped, session: login).status == 77)
     }
 
-    private func passphraseFile() throws -> String {
+    private func passphraseFile(_ passphrase: String = "correct horse battery") throws -> String {
         let file = work.path + "/passphrase-\(UUID().uuidString.prefix(8))"
-        try "correct horse battery\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try (passphrase + "\n").write(toFile: file, atomically: true, encoding: .utf8)
         return file
+    }
+
+    private func directoryOf(_ path: String) -> String { (path as NSString).deletingLastPathComponent }
+
+    /// A file of the repository's Keys/fixtures.
+    private func fixture(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Keys/fixtures/" + name).path
     }
 
     @Test func changingThePassphraseKeepsEveryItemAndTheOldOneStopsWorking() throws {
@@ -635,14 +682,18 @@ import Testing
 struct LoginSessionError: Error { let message: String }
 
 /// A login session keyring of a test's own, as pam_keyinit gives an SSH or console login: a named keyring (kept in
-/// the user keyring, searchable by this user, gone after 10 minutes at the latest) that each command run with
+/// the user or session keyring, searchable by this user, gone after 10 minutes at the latest) that each command run with
 /// ``command`` joins as its session keyring (`keyctl session NAME`).
 struct LoginSession {
     let name = "securestore-test-login-" + UUID().uuidString.prefix(12).lowercased()
     let id: String
 
+    /// Where the named keyring is kept, so that this process possesses it (and may set its permissions): the
+    /// session keyring when the test runs in one (the with-keyfile pass), else the user keyring.
+    let parent = LoginSession.processHasNone ? "@u" : "@s"
+
     init() throws {
-        let made = try run(["keyctl", "newring", name, "@u"])
+        let made = try run(["keyctl", "newring", name, parent])
         id = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         guard made.status == 0, !id.isEmpty,
             try run(["keyctl", "setperm", id, "0x3f3f0000"]).status == 0,
@@ -655,7 +706,7 @@ struct LoginSession {
 
     func end() {
         _ = try? run(["keyctl", "clear", id])
-        _ = try? run(["keyctl", "unlink", id, "@u"])
+        _ = try? run(["keyctl", "unlink", id, parent])
     }
 
     /// Whether this process has no login session keyring (its session keyring is the user's `_uid_ses.<uid>`).
