@@ -11,6 +11,10 @@ static inline sqlite3_destructor_type securestore_sqlite_transient(void) { retur
 // sqlite3_db_config is variadic: Swift cannot call it. SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE (SQLite 3.16+) is not in
 // SQLCipher 3.4's header, so its number is given here; older libraries answer SQLITE_ERROR and change nothing.
 #define SECURESTORE_DBCONFIG_NO_CKPT_ON_CLOSE 1006
+// SQLITE_DBCONFIG_DQS_DML / _DQS_DDL (SQLite 3.29+) turn off the reading of an unknown "identifier" as a string
+// literal; SQLCipher 3.4's header has neither, and its 3.15.2 cannot turn the misfeature off.
+#define SECURESTORE_DBCONFIG_DQS_DML 1013
+#define SECURESTORE_DBCONFIG_DQS_DDL 1014
 static inline int securestore_db_config_flag(sqlite3 *db, int op, int value) {
     return sqlite3_db_config(db, op, value, (int *)0);
 }

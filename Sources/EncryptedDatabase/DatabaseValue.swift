@@ -56,7 +56,7 @@ extension Int: DatabaseValueConvertible {
 extension Bool: DatabaseValueConvertible {
     /// 1 for `true`, 0 for `false`.
     public var databaseValue: DatabaseValue { .integer(self ? 1 : 0) }
-    /// Reads an integer column: any non-zero value is `true`.
+    /// Reads an integer column of 0 or 1; any other value throws ``DatabaseError/Code/typeMismatch``.
     public static func decode(from row: Row, at column: Int) throws -> Bool { try row.bool(at: column) }
 }
 

@@ -225,6 +225,10 @@ enum Opening {
     ) throws {
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, Int32(clamping: configuration.busyTimeoutMilliseconds))
+        // From SQLite 3.29 an unknown "identifier" in SQL is an error and never a string (GRDB does the same); the
+        // schema already stored is still read as it was written. On older engines the library qualifies every
+        // column it writes instead (Docs/records.md, "A misspelled column is an error").
+        allowStringIdentifiers(connection, false)
         try key(connection, keying)
         // SQLCipher 3.4 answers `cipher_version` only on a keyed connection.
         try checkLibrary(connection, path: path)
@@ -264,6 +268,16 @@ enum Opening {
         if guardsClose {
             _ = securestore_db_config_flag(connection, SECURESTORE_DBCONFIG_NO_CKPT_ON_CLOSE, 0)
         }
+    }
+
+    /// Turns SQLite's reading of an unknown `"identifier"` as a string literal on or off for the connection's SQL
+    /// (`SQLITE_DBCONFIG_DQS_DML` and `_DQS_DDL`, SQLite 3.29+); older engines cannot turn it off, and are left alone.
+    ///
+    /// The corresponding C function is `sqlite3_db_config`.
+    static func allowStringIdentifiers(_ connection: OpaquePointer, _ allowed: Bool) {
+        guard sqlite3_libversion_number() >= 3_029_000 else { return }
+        _ = securestore_db_config_flag(connection, SECURESTORE_DBCONFIG_DQS_DML, allowed ? 1 : 0)
+        _ = securestore_db_config_flag(connection, SECURESTORE_DBCONFIG_DQS_DDL, allowed ? 1 : 0)
     }
 
     /// Keys the connection. The raw-key form is built in a buffer that is wiped when this returns; the key
@@ -431,6 +445,9 @@ enum Opening {
             // plaintext connection, so the library (and the format pragmas it takes) is known.
             try checkLibrary(source, path: destination)
             try applyFormat(source, schema: "securestore_export", format: format)
+            // The copy re-runs the stored schema as it was written, maybe under an engine that read "x" as a string.
+            allowStringIdentifiers(source, true)
+            defer { allowStringIdentifiers(source, false) }
             try step(source, "SELECT sqlcipher_export('securestore_export')")
             try exec(source, "PRAGMA securestore_export.user_version = \(Int32(truncatingIfNeeded: userVersion))")
             try exec(

@@ -178,11 +178,15 @@ public struct Query<Record>: Sendable {
         selecting override: [SQLSelection]? = nil, extraColumns: [SQLSelection] = [], withOrderAndLimit: Bool = true,
         resolved: [ResolvedJoin] = []
     ) -> (String, [DatabaseValue]) {
-        let qualifier: String? = resolved.isEmpty ? nil : table
+        // Every column is qualified with its table: SQLite before 3.29 (Debian 12's 3.15.2) reads an unknown
+        // "name" as a string literal, but never "table"."name" (Docs/records.md, "A misspelled column is an error").
+        let qualifier: String? = table
         var sql = isDistinct ? "SELECT DISTINCT " : "SELECT "
         var arguments: [DatabaseValue] = []
         var selection = override ?? self.selection
         if selection.isEmpty { selection = [.allColumns] }
+        // ORDER BY, GROUP BY and HAVING may name a result column by its alias, which has no table.
+        let aliases = Set((selection + extraColumns).compactMap { $0.alias?.lowercased() })
         var first = true
         for column in selection {
             if !first { sql += ", " }
@@ -215,18 +219,18 @@ public struct Query<Record>: Sendable {
             sql += " GROUP BY "
             for (index, group) in groups.enumerated() {
                 if index > 0 { sql += ", " }
-                group.render(qualifier: qualifier, into: &sql, &arguments)
+                group.render(qualifier: qualifier, aliases: aliases, into: &sql, &arguments)
             }
         }
-        append(" HAVING ", havings, qualifier: qualifier, to: &sql, &arguments)
+        append(" HAVING ", havings, qualifier: qualifier, aliases: aliases, to: &sql, &arguments)
         guard withOrderAndLimit else { return (sql, arguments) }
-        var terms = orderings.map { ($0, qualifier) }
-        for join in resolved { terms += join.part.association.orderings.map { ($0, join.alias) } }
+        var terms = orderings.map { ($0, qualifier, aliases) }
+        for join in resolved { terms += join.part.association.orderings.map { ($0, join.alias, []) } }
         if !terms.isEmpty {
             sql += " ORDER BY "
-            for (index, (term, termQualifier)) in terms.enumerated() {
+            for (index, (term, termQualifier, termAliases)) in terms.enumerated() {
                 if index > 0 { sql += ", " }
-                term.render(qualifier: termQualifier, into: &sql, &arguments)
+                term.render(qualifier: termQualifier, aliases: termAliases, into: &sql, &arguments)
             }
         }
         if limit != nil || offset != nil {
@@ -241,14 +245,14 @@ public struct Query<Record>: Sendable {
     }
 
     private func append(
-        _ keyword: String, _ conditions: [SQLExpression], qualifier: String?, to sql: inout String,
-        _ arguments: inout [DatabaseValue]
+        _ keyword: String, _ conditions: [SQLExpression], qualifier: String?, aliases: Set<String> = [],
+        to sql: inout String, _ arguments: inout [DatabaseValue]
     ) {
         guard !conditions.isEmpty else { return }
         sql += keyword
         for (index, condition) in conditions.enumerated() {
             sql += index == 0 ? "(" : " AND ("
-            condition.render(qualifier: qualifier, into: &sql, &arguments)
+            condition.render(qualifier: qualifier, aliases: aliases, into: &sql, &arguments)
             sql += ")"
         }
     }
@@ -274,7 +278,9 @@ public struct Query<Record>: Sendable {
 
     /// Whether the query selects no row.
     public func isEmpty(_ db: Database) throws -> Bool {
-        let (inner, arguments) = limit(1, offset: offset).sql(
+        var query = limit(1, offset: offset)
+        query.orderings = []   // the order changes nothing here, and may name an alias of the selection replaced
+        let (inner, arguments) = query.sql(
             selecting: [SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)],
             resolved: try resolveJoins(db))
         return try db.fetchOne("SELECT EXISTS (\(inner))", StatementArguments(values: arguments)) {
@@ -291,18 +297,54 @@ public struct Query<Record>: Sendable {
     public func deleteAll(_ db: Database) throws -> Int {
         var sql = "DELETE FROM \(quoteIdentifier(table))"
         var arguments: [DatabaseValue] = []
+        try appendRowCondition(db, to: &sql, &arguments)
+        try db.execute(sql, StatementArguments(values: arguments))
+        return db.changes
+    }
+
+    /// Sets columns of the rows the query selects (`UPDATE … SET`, GRDB's `updateAll`); returns how many rows
+    /// changed. A value is bound; an expression may use the row's other columns.
+    ///
+    /// ```swift
+    /// try Note.filter(Column("kind") == "chore").updateAll(db, Column("kind").set(to: "idea"))
+    /// try Book.updateAll(db, Column("readPages").set(to: Column("pages")))
+    /// ```
+    ///
+    /// A column name the table does not have throws `no such column`, and no row changes.
+    @discardableResult
+    public func updateAll(_ db: Database, _ assignments: ColumnAssignment...) throws -> Int {
+        try updateAll(db, assignments)
+    }
+
+    /// Sets columns of the rows the query selects; returns how many rows changed.
+    @discardableResult
+    public func updateAll(_ db: Database, _ assignments: [ColumnAssignment]) throws -> Int {
+        guard !assignments.isEmpty else { return 0 }
+        var sql = "UPDATE \(quoteIdentifier(table)) SET "
+        var arguments: [DatabaseValue] = []
+        for (index, assignment) in assignments.enumerated() {
+            if index > 0 { sql += ", " }
+            // The target of SET is never read as a string: an unknown name is "no such column" on every engine.
+            sql += quoteIdentifier(assignment.column.name) + " = "
+            assignment.value.render(qualifier: table, into: &sql, &arguments)
+        }
+        try appendRowCondition(db, to: &sql, &arguments)
+        try db.execute(sql, StatementArguments(values: arguments))
+        return db.changes
+    }
+
+    /// The `WHERE` clause of a `DELETE` or `UPDATE` of the rows the query selects: its filters, or, with a limit,
+    /// a join or a grouping, its primary keys (SQLite's `DELETE … LIMIT` is a compile-time option).
+    private func appendRowCondition(_ db: Database, to sql: inout String, _ arguments: inout [DatabaseValue]) throws {
         if limit != nil || offset != nil || !joins.isEmpty || !groups.isEmpty || isDistinct {
-            // SQLite's DELETE … LIMIT is a compile-time option; select the rows by primary key instead.
             let resolved = try resolveJoins(db)
             let key = SQLSelection(expression: Column(primaryKey).sqlExpression, alias: nil)
             let (inner, innerArguments) = self.sql(selecting: [key], resolved: resolved)
-            sql += " WHERE \(quoteIdentifier(primaryKey)) IN (\(inner))"
-            arguments = innerArguments
+            sql += " WHERE \(quoteIdentifier(table)).\(quoteIdentifier(primaryKey)) IN (\(inner))"
+            arguments += innerArguments
         } else {
-            append(" WHERE ", filters, qualifier: nil, to: &sql, &arguments)
+            append(" WHERE ", filters, qualifier: table, to: &sql, &arguments)
         }
-        try db.execute(sql, StatementArguments(values: arguments))
-        return db.changes
     }
 
     // MARK: Fetching

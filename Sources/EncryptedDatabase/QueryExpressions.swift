@@ -98,12 +98,18 @@ public struct SQLExpression: SQLSpecificExpressible, CustomStringConvertible {
         return (sql, arguments)
     }
 
-    func render(qualifier: String?, into sql: inout String, _ arguments: inout [DatabaseValue]) {
+    /// Renders the expression; a column is qualified by `qualifier` unless its name is one of `aliases` (the
+    /// lower-cased names of the selection's `forKey` aliases, which `ORDER BY`, `GROUP BY` and `HAVING` may use).
+    func render(
+        qualifier: String?, aliases: Set<String> = [], into sql: inout String, _ arguments: inout [DatabaseValue]
+    ) {
         for piece in pieces {
             switch piece {
             case .sql(let text): sql += text
             case .column(let name):
-                if let qualifier { sql += quoteIdentifier(qualifier) + "." }
+                if let qualifier, aliases.isEmpty || !aliases.contains(name.lowercased()) {
+                    sql += quoteIdentifier(qualifier) + "."
+                }
                 sql += quoteIdentifier(name)
             case .value(let value):
                 sql += "?"
@@ -249,8 +255,10 @@ public struct SQLOrdering: SQLOrderingTerm {
     /// The term itself.
     public var sqlOrdering: SQLOrdering { self }
 
-    func render(qualifier: String?, into sql: inout String, _ arguments: inout [DatabaseValue]) {
-        expression.render(qualifier: qualifier, into: &sql, &arguments)
+    func render(
+        qualifier: String?, aliases: Set<String> = [], into sql: inout String, _ arguments: inout [DatabaseValue]
+    ) {
+        expression.render(qualifier: qualifier, aliases: aliases, into: &sql, &arguments)
         sql += direction
     }
 }
@@ -476,3 +484,19 @@ public func max(_ value: some SQLSpecificExpressible) -> SQLExpression { .functi
 
 /// The average of the non-`NULL` values as a floating-point number (SQL `avg()`); `NULL` when there is none.
 public func average(_ value: some SQLSpecificExpressible) -> SQLExpression { .function("avg", [value.sqlExpression]) }
+
+// MARK: - Assignments
+
+/// A new value for a column in `updateAll(_:_:)`: `Column("score").set(to: 0)`.
+public struct ColumnAssignment: Sendable {
+    let column: Column
+    let value: SQLExpression
+}
+
+extension Column {
+    /// The column set to `value` in `updateAll(_:_:)` (`nil` is `NULL`); a value
+    /// is bound, an expression (`Column("pages") + 1`) is computed from the row.
+    public func set(to value: (any SQLExpressible)?) -> ColumnAssignment {
+        ColumnAssignment(column: self, value: value?.sqlExpression ?? DatabaseValue.null.sqlExpression)
+    }
+}

@@ -203,6 +203,22 @@ extension TableRecord {
     /// Deletes every row of the table; returns how many there were.
     @discardableResult
     public static func deleteAll(_ db: Database) throws -> Int { try all().deleteAll(db) }
+
+    /// Sets columns of every row of the table (GRDB's `updateAll`); returns how many rows changed.
+    ///
+    /// ```swift
+    /// try Player.updateAll(db, Column("score").set(to: 0))
+    /// ```
+    @discardableResult
+    public static func updateAll(_ db: Database, _ assignments: ColumnAssignment...) throws -> Int {
+        try all().updateAll(db, assignments)
+    }
+
+    /// Sets columns of every row of the table; returns how many rows changed.
+    @discardableResult
+    public static func updateAll(_ db: Database, _ assignments: [ColumnAssignment]) throws -> Int {
+        try all().updateAll(db, assignments)
+    }
 }
 
 // MARK: - Persisting
@@ -365,7 +381,7 @@ extension Database {
         case .update:
             sql =
                 "UPDATE \(table) SET " + columns.map { quoteIdentifier($0) + " = ?" }.joined(separator: ", ")
-                + " WHERE " + quoteIdentifier(Record.databasePrimaryKey) + " = ?"
+                + " WHERE \(table)." + quoteIdentifier(Record.databasePrimaryKey) + " = ?"
         }
         let statement = try cachedStatement(sql)
         recordStatements[key] = RecordStatement(columns: columns, statement: statement)

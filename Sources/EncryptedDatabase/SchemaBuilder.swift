@@ -159,6 +159,7 @@ extension Database {
         index name: String, on table: String, columns: [String], unique: Bool = false, ifNotExists: Bool = false,
         condition sql: String? = nil
     ) throws {
+        try checkColumns(columns, existIn: table, for: "index '\(name)'")
         var text = "CREATE " + (unique ? "UNIQUE " : "") + "INDEX " + (ifNotExists ? "IF NOT EXISTS " : "")
         text += quoteIdentifier(name) + " ON " + quoteIdentifier(table)
         text += "(" + columns.map(quoteIdentifier).joined(separator: ", ") + ")"
@@ -169,6 +170,29 @@ extension Database {
     /// Drops an index.
     public func drop(index name: String) throws {
         try executeScript("DROP INDEX \(quoteIdentifier(name))")
+    }
+
+    /// Throws `no such column`, naming the column and the table, when `table` has no column named one of
+    /// `columns`. A DDL statement cannot qualify a column with its table, and SQLite before 3.29 reads an unknown
+    /// `"name"` there as a string: `CREATE INDEX … ON note("titel")` makes an index on a constant, without an
+    /// error. A table that does not exist is left to SQLite's own error.
+    func checkColumns(_ columns: [String], existIn table: String, for use: String) throws {
+        let existing = try fetch("PRAGMA table_info(\(quoteIdentifier(table)))") { try $0.string(at: 1) }
+        guard !existing.isEmpty else { return }
+        try checkColumns(columns, areIn: existing, of: table, for: use)
+    }
+
+    /// Throws `no such column` when one of `columns` is not one of `existing` (compared as SQLite does, without
+    /// case).
+    func checkColumns(_ columns: [String], areIn existing: [String], of table: String, for use: String) throws {
+        let known = Set(existing.map { $0.lowercased() })
+        for column in columns where !known.contains(column.lowercased()) {
+            throw DatabaseError(
+                .sqlite,
+                "no such column: '\(column)' in table '\(table)' (\(use)); its columns are "
+                    + existing.joined(separator: ", "),
+                extendedResultCode: SQLITE_ERROR)
+        }
     }
 
     // MARK: The rebuild
@@ -188,9 +212,7 @@ extension Database {
                 + "COLLATE NOCASE AND sql IS NOT NULL ORDER BY type, name", [table]
         ) { (type: try $0.string(at: 0), name: try $0.string(at: 1), sql: try $0.string(at: 2)) }
         let columns = try fetch("PRAGMA table_info(\(quoteIdentifier(table)))") { try $0.string(at: 1) }
-        guard columns.contains(where: { $0.caseInsensitiveCompare(old) == .orderedSame }) else {
-            throw DatabaseError(.misuse, "table '\(table)' has no column '\(old)'")
-        }
+        try checkColumns([old], areIn: columns, of: table, for: new == nil ? "drop column" : "rename column")
         var parsed = try TableSQL(createSQL)
         if let new {
             parsed.rename(old, to: new)
@@ -253,6 +275,12 @@ public final class TableDefinition {
     private var items: [Item] = []
     /// `CREATE INDEX` statements run after the table is created (`indexed()`, `belongsTo`).
     private(set) var indexes: [String] = []
+    /// The columns named by table constraints, checked against the table's columns before it is created.
+    private var constrainedColumns: [(use: String, columns: [String])] = []
+    /// The columns other tables' foreign keys refer to, checked against those tables.
+    private var referencedColumns: [(use: String, table: String, columns: [String])] = []
+    /// Whether a column was written in SQL (`column(sql:)`), whose name the builder does not know.
+    private var hasColumnsInSQL = false
 
     enum Item {
         case column(ColumnDefinition)
@@ -292,15 +320,20 @@ public final class TableDefinition {
     }
 
     /// A column written in SQL (`"score INTEGER NOT NULL"`).
-    public func column(sql: String) { items.append(.sql(sql)) }
+    public func column(sql: String) {
+        hasColumnsInSQL = true
+        items.append(.sql(sql))
+    }
 
     /// A primary key of several columns (`PRIMARY KEY (a, b)`).
     public func primaryKey(_ columns: [String]) {
+        constrainedColumns.append(("primary key", columns))
         items.append(.sql("PRIMARY KEY (" + columns.map(quoteIdentifier).joined(separator: ", ") + ")"))
     }
 
     /// A unique key of several columns (`UNIQUE (a, b)`).
     public func uniqueKey(_ columns: [String]) {
+        constrainedColumns.append(("unique key", columns))
         items.append(.sql("UNIQUE (" + columns.map(quoteIdentifier).joined(separator: ", ") + ")"))
     }
 
@@ -309,6 +342,10 @@ public final class TableDefinition {
         _ columns: [String], references table: String, columns destinationColumns: [String]? = nil,
         onDelete: Database.ForeignKeyAction? = nil, onUpdate: Database.ForeignKeyAction? = nil, deferred: Bool = false
     ) {
+        constrainedColumns.append(("foreign key", columns))
+        if let destinationColumns {
+            referencedColumns.append(("foreign key of table '\(name)'", table, destinationColumns))
+        }
         var sql = "FOREIGN KEY (" + columns.map(quoteIdentifier).joined(separator: ", ") + ") REFERENCES "
         sql += quoteIdentifier(table)
         if let destinationColumns { sql += "(" + destinationColumns.map(quoteIdentifier).joined(separator: ", ") + ")" }
@@ -363,7 +400,34 @@ public final class TableDefinition {
                 }
             }
         }
+        try checkConstrainedColumns(db)
         return definitions + constraints
+    }
+
+    /// Throws `no such column` for a column of a table constraint that is not among the table's columns, or a
+    /// referred column that is not in its table (SQLite 3.15.2 reads an unknown `"name"` in `UNIQUE (…)` as an
+    /// expression, and checks a foreign key's parent columns only when a row is written).
+    private func checkConstrainedColumns(_ db: Database) throws {
+        var columns: [String] = []
+        for item in items {
+            switch item {
+            case .column(let column): columns.append(column.name)
+            case .belongsTo(let belongsTo): columns.append(belongsTo.name + "Id")
+            case .sql: break
+            }
+        }
+        if !hasColumnsInSQL {
+            for (use, named) in constrainedColumns {
+                try db.checkColumns(named, areIn: columns, of: name, for: use)
+            }
+        }
+        for (use, table, named) in referencedColumns {
+            if table.caseInsensitiveCompare(name) == .orderedSame {
+                if !hasColumnsInSQL { try db.checkColumns(named, areIn: columns, of: name, for: use) }
+            } else {
+                try db.checkColumns(named, existIn: table, for: use)
+            }
+        }
     }
 
     /// The table `name` refers to: `name` itself, or its plural, whichever exists.

@@ -362,16 +362,26 @@ public struct Row {
         sqlite3_column_type(try handle(column), Int32(column)) == SQLITE_INTEGER
     }
 
-    /// The column as a 64-bit integer.
+    /// The column as a 64-bit integer. Throws ``DatabaseError/Code/typeMismatch`` for `NULL`, and for text or
+    /// a blob that is no number (SQLite would read it as 0).
     ///
     /// The corresponding C function is `sqlite3_column_int64`.
     public func int64(at column: Int) throws -> Int64 {
         let handle = try handle(column)
         let value = sqlite3_column_int64(handle, Int32(column))
-        if value == 0, sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL {
-            throw mismatch(column, "is NULL; read it as Int64? to accept NULL")
-        }
+        // SQLite answers 0 for NULL and for what is no number: only then is the type read (no cost per row).
+        if value == 0 { try checkNumber(handle, column, "Int64", "an integer") }
         return value
+    }
+
+    /// Throws ``DatabaseError/Code/typeMismatch`` when the column, read as the number 0, is `NULL`, text or a blob.
+    private func checkNumber(_ handle: OpaquePointer, _ column: Int, _ type: String, _ kind: String) throws {
+        switch sqlite3_column_type(handle, Int32(column)) {
+        case SQLITE_NULL: throw mismatch(column, "is NULL; read it as \(type)? to accept NULL")
+        case SQLITE_TEXT: throw mismatch(column, "holds text that is no number, so it is not \(kind)")
+        case SQLITE_BLOB: throw mismatch(column, "holds a blob, so it is not \(kind)")
+        default: return
+        }
     }
 
     /// The column as an `Int`.
@@ -381,11 +391,16 @@ public struct Row {
         Int(try int64(at: column))
     }
 
-    /// The column as a Boolean: non-zero is `true`.
+    /// The column as a Boolean, stored as 0 or 1. Any other value (a date, a count, text) throws
+    /// ``DatabaseError/Code/typeMismatch`` naming the column.
     ///
     /// The corresponding C function is `sqlite3_column_int64`.
     public func bool(at column: Int) throws -> Bool {
-        try int64(at: column) != 0
+        switch try int64(at: column) {
+        case 0: return false
+        case 1: return true
+        default: throw mismatch(column, "holds an integer other than 0 and 1, so it is not a Bool")
+        }
     }
 
     /// The column as a `Double`.
@@ -394,9 +409,7 @@ public struct Row {
     public func double(at column: Int) throws -> Double {
         let handle = try handle(column)
         let value = sqlite3_column_double(handle, Int32(column))
-        if value == 0, sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL {
-            throw mismatch(column, "is NULL; read it as Double? to accept NULL")
-        }
+        if value == 0 { try checkNumber(handle, column, "Double", "a number") }
         return value
     }
 

@@ -74,7 +74,7 @@ extension PersistableRecord {
                     let sql =
                         "UPDATE \(table) SET "
                         + others.map { quoteIdentifier(container.columns[$0]) + " = ?" }.joined(separator: ", ")
-                        + " WHERE " + quoteIdentifier(key) + " = ?"
+                        + " WHERE \(table)." + quoteIdentifier(key) + " = ?"
                     let values = others.map { container.value(at: $0) } + [container.value(at: keyIndex)]
                     try db.execute(sql, StatementArguments(values: values))
                     if db.changes > 0 { return }

@@ -364,3 +364,246 @@ private func makeLibrary(_ directory: TemporaryDirectory) throws -> DatabaseQueu
         }
     }
 }
+
+// MARK: - A misspelled column is an error (issue 34)
+
+// SQLite before 3.29 reads an unknown "name" as a string literal, so the library qualifies every column it writes
+// ("book"."titel" is never a literal) and checks DDL columns against the table. Correct columns still work.
+
+/// A type whose property is misspelled: its rows are written to table `book`, which has no column `titel`.
+private struct MisspelledBook: Codable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "book"
+    var id: Int64
+    var titel: String
+}
+
+private struct BookHeader: Decodable, Equatable {
+    var id: Int64
+    var title: String
+}
+
+private struct BooksByAuthor: Decodable, Equatable {
+    var authorId: Int64?
+    var count: Int
+}
+
+/// Every row of `book` and the schema, to compare before and after a statement that failed.
+private func snapshot(_ queue: DatabaseQueue) throws -> [String] {
+    try queue.read { db in
+        try Book.order(Column("id")).fetchAll(db).map { "\($0)" }
+            + db.fetch("SELECT type || ' ' || name FROM sqlite_master ORDER BY name") { try $0.string(at: 0) }
+    }
+}
+
+/// Expects `body` to throw an error of the database whose message names `column`, and nothing to change.
+private func expectNoSuchColumn<R>(
+    _ column: String, in queue: DatabaseQueue, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: (Database) throws -> R
+) throws {
+    let before = try snapshot(queue)
+    do {
+        let result = try queue.write { db in try body(db) }
+        Issue.record("'\(column)': nothing was thrown; the statement gave \(result)", sourceLocation: sourceLocation)
+    } catch let error as DatabaseError {
+        #expect(error.code == .sqlite, "\(error)", sourceLocation: sourceLocation)
+        #expect(error.message.contains("no such column") || error.message.contains("has no column named"),
+                "\(error)", sourceLocation: sourceLocation)
+        #expect(error.message.contains(column), "\(error)", sourceLocation: sourceLocation)
+    }
+    #expect(try snapshot(queue) == before, "'\(column)': the data changed", sourceLocation: sourceLocation)
+}
+
+@Suite struct MisspelledColumnTests {
+    @Test func aMisspelledColumnThrowsNamingItInFilterOrderSelectGroupAndHaving() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try expectNoSuchColumn("titel", in: queue) { db in try Book.filter(Column("titel") == "x").fetchCount(db) }
+        try expectNoSuchColumn("titel", in: queue) { db in try Book.filter(Column("titel") != "x").fetchAll(db) }
+        try expectNoSuchColumn("titel", in: queue) { db in try Book.filter(Column("titel") != "x").isEmpty(db) }
+        try expectNoSuchColumn("titel", in: queue) { db in try Book.fetchOne(db, key: ["titel": "x"]) }
+        try expectNoSuchColumn("paegs", in: queue) { db in try Book.order(Column("paegs").desc).fetchAll(db) }
+        try expectNoSuchColumn("paegs", in: queue) { db in
+            try Book.order(Column("paegs")).limit(2).fetchCount(db)
+        }
+        try expectNoSuchColumn("titl", in: queue) { db in
+            try Book.select(Column("id"), Column("titl").forKey("title"), as: BookHeader.self).fetchAll(db)
+        }
+        try expectNoSuchColumn("titl", in: queue) { db in
+            try Book.select(Column("titl").lowercased, as: String.self).distinct().fetchAll(db)
+        }
+        try expectNoSuchColumn("autorId", in: queue) { db in
+            try Book.select(count(Column("id")), as: Int.self).group(Column("autorId")).fetchAll(db)
+        }
+        try expectNoSuchColumn("paegs", in: queue) { db in
+            try Book.select(Column("authorId"), as: Int64?.self).group(Column("authorId"))
+                .having(max(Column("paegs")) > 0).fetchAll(db)
+        }
+    }
+
+    @Test func aMisspelledColumnThrowsInRequestsWithAssociations() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try Book.joining(required: Book.author).filter(Column("titel") == "Ficciones").fetchAll(db)
+        }
+        try expectNoSuchColumn("nam", in: queue) { db in
+            try BookInfo.fetchAll(db, Book.including(required: Book.author.filter(Column("nam") == "Ursula")))
+        }
+        try expectNoSuchColumn("paegs", in: queue) { db in
+            try AuthorInfo.fetchAll(db, Author.including(all: Author.books.order(Column("paegs"))))
+        }
+    }
+
+    @Test func aMisspelledColumnInUpdateDeleteOrUpsertThrowsAndChangesNoRow() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        // The target of SET, a column read in the value, and a filter: each one would have written every row.
+        try expectNoSuchColumn("titel", in: queue) { db in try Book.updateAll(db, Column("titel").set(to: "y")) }
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try Book.updateAll(db, Column("title").set(to: Column("titel")))
+        }
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try Book.filter(Column("titel") != "x").updateAll(db, Column("title").set(to: "y"))
+        }
+        try expectNoSuchColumn("paegs", in: queue) { db in
+            try Book.order(Column("paegs")).limit(1).updateAll(db, Column("title").set(to: "y"))
+        }
+        try expectNoSuchColumn("titel", in: queue) { db in try Book.filter(Column("titel") != "x").deleteAll(db) }
+        try expectNoSuchColumn("titel", in: queue) { db in try MisspelledBook(id: 1, titel: "y").update(db) }
+        try expectNoSuchColumn("titel", in: queue) { db in try MisspelledBook(id: 1, titel: "y").upsert(db) }
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try MisspelledBook(id: 1, titel: "y").upsert(db, emulated: true)
+        }
+        try expectNoSuchColumn("titel", in: queue) { db in try MisspelledBook(id: 9, titel: "y").insert(db) }
+    }
+
+    @Test func aMisspelledColumnInTheSchemaBuilderThrowsNamingTheColumnAndTable() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        // SQLite 3.15.2 makes this index on the constant 'titel', without an error.
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try db.create(index: "book_on_titel", on: "book", columns: ["pages", "titel"])
+        }
+        let error = expectError(DatabaseError.Code.sqlite) {
+            try queue.write { db in try db.create(index: "book_on_titel", on: "book", columns: ["titel"]) }
+        }
+        #expect(error?.message.contains("'book'") == true, "\(String(describing: error))")
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try db.create(table: "tag") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("title", .text)
+                t.uniqueKey(["titel"])
+            }
+        }
+        try expectNoSuchColumn("labl", in: queue) { db in
+            try db.create(table: "tag") { t in
+                t.column("label", .text)
+                t.column("bookId", .integer)
+                t.primaryKey(["labl", "bookId"])
+            }
+        }
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try db.create(table: "tag") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("bookTitle", .text)
+                t.foreignKey(["bookTitle"], references: "book", columns: ["titel"])
+            }
+        }
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try db.alter(table: "book") { t in t.rename(column: "titel", to: "heading") }
+        }
+        try expectNoSuchColumn("titel", in: queue) { db in
+            try db.alter(table: "book") { t in t.drop(column: "titel") }
+        }
+    }
+}
+
+@Suite struct CorrectColumnTests {
+    @Test func filterOrderSelectGroupAndHavingStillWorkWithAliases() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.read { (db: Database) throws in
+            #expect(try Book.filter(Column("title") == "Ficciones").fetchCount(db) == 1)
+            #expect(try Book.filter(Column("title") != "Ficciones").fetchCount(db) == 3)
+            #expect(try Book.fetchOne(db, key: ["title": "Beowulf"])?.id == 4)
+            #expect(try Book.filter(Column("pages") > 100).isEmpty(db) == false)
+            #expect(try Book.order(Column("readPages").desc, Column("id")).fetchAll(db).map(\.id) == [1, 3, 2, 4])
+            #expect(
+                try Book.select(Column("id"), Column("title").forKey("title"), as: BookHeader.self)
+                    .order(Column("id")).fetchAll(db).map(\.title)
+                    == ["The Dispossessed", "a Wizard of Earthsea", "Ficciones", "Beowulf"])
+            // An alias in ORDER BY, GROUP BY and HAVING names the result column, as in SQL.
+            #expect(
+                try Book.select(Column("authorId"), count(Column("id")).forKey("count"), as: BooksByAuthor.self)
+                    .filter(Column("authorId") != nil).group(Column("authorId")).having(Column("count") > 0)
+                    .order(Column("count").desc).fetchAll(db)
+                    == [BooksByAuthor(authorId: 1, count: 2), BooksByAuthor(authorId: 2, count: 1)])
+            #expect(
+                try Book.select(Column("authorId"), count(Column("id")).forKey("count"), as: BooksByAuthor.self)
+                    .group(Column("authorId")).having(max(Column("pages")) > 300).fetchAll(db)
+                    == [BooksByAuthor(authorId: 1, count: 2)])
+            // An alias with the name of a column orders by the alias (the selected expression).
+            #expect(
+                try Book.select((-Column("pages")).forKey("pages"), as: Int.self).order(Column("pages")).fetchAll(db)
+                    == [-387, -183, -174, -120])
+            #expect(
+                try Book.select(Column("authorId"), as: Int64?.self).distinct().order(Column("authorId"))
+                    .fetchCount(db) == 3)
+        }
+    }
+
+    @Test func requestsWithAssociationsStillWork() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.read { (db: Database) throws in
+            let ursulas = try Book.joining(required: Book.author.filter(Column("name") == "Ursula"))
+                .order(Column("pages")).fetchAll(db)
+            #expect(ursulas.map(\.id) == [2, 1])
+            let withAuthors = try BookInfo.fetchAll(
+                db, Book.including(required: Book.author.order(Column("name"))).order(Column("title")))
+            #expect(withAuthors.map(\.book.id) == [3, 1, 2])
+            let authors = try AuthorInfo.fetchAll(
+                db, Author.including(all: Author.books.order(Column("pages").desc)).order(Column("id")))
+            #expect(authors.map { $0.books.map(\.id) } == [[1, 2], [3], []])
+            #expect(try Book.joining(optional: Book.author).filter(Column("title") != "Beowulf").fetchCount(db) == 3)
+        }
+    }
+
+    @Test func updateAllDeleteUpsertAndTheSchemaBuilderStillWork() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory)
+        try queue.write { (db: Database) throws in
+            #expect(
+                try Book.filter(Column("authorId") == 1)
+                    .updateAll(db, Column("readPages").set(to: Column("readPages") + 1)) == 2)
+            #expect(try Book.order(Column("pages").desc).limit(1).updateAll(db, Column("title").set(to: "Longest")) == 1)
+            #expect(
+                try Book.joining(required: Book.author.filter(Column("name") == "borges"))
+                    .updateAll(db, Column("readPages").set(to: 0), Column("authorId").set(to: nil)) == 1)
+            #expect(try Book.updateAll(db, [Column("title").set(to: Column("title").uppercased)]) == 4)
+            #expect(try Book.order(Column("id")).fetchAll(db) == [
+                Book(id: 1, authorId: 1, title: "LONGEST", pages: 387, readPages: 388),
+                Book(id: 2, authorId: 1, title: "A WIZARD OF EARTHSEA", pages: 183, readPages: 21),
+                Book(id: 3, authorId: nil, title: "FICCIONES", pages: 174, readPages: 0),
+                Book(id: 4, authorId: nil, title: "BEOWULF", pages: 120, readPages: 0),
+            ])
+            try Book(id: 2, authorId: 2, title: "Earthsea", pages: 183, readPages: 183).update(db)
+            try Book(id: 5, authorId: 3, title: "new", pages: 500, readPages: 0).upsert(db)
+            try Book(id: 5, authorId: 3, title: "newer", pages: 500, readPages: 1).upsert(db, emulated: true)
+            #expect(try Book.fetchOne(db, id: 2)?.title == "Earthsea")
+            #expect(try Book.fetchOne(db, id: 5)?.title == "newer")
+            #expect(try Book.filter(Column("pages") > 300).deleteAll(db) == 2)
+            try db.create(index: "book_on_author_title", on: "book", columns: ["authorId", "Title"])
+            try db.alter(table: "book") { t in t.rename(column: "pages", to: "pageCount") }
+            try db.create(table: "tag") { t in
+                t.column("label", .text).notNull()
+                t.belongsTo("book")
+                t.column("parentLabel", .text)
+                t.primaryKey(["label", "bookId"])
+                t.uniqueKey(["label"])
+                t.foreignKey(["parentLabel"], references: "tag", columns: ["label"])
+            }
+            #expect(try Book.select(Column("pageCount"), as: Int.self).order(Column("id")).fetchAll(db) == [183, 174, 120])
+        }
+    }
+}

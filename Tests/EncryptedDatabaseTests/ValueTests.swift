@@ -111,10 +111,16 @@ import Testing
         }
     }
 
-    @Test func textAndUUIDReadsKeepSQLitesConversionsAndSayWhatIsWrong() throws {
+    @Test func readsKeepSQLitesConversionsAndSayWhatIsWrong() throws {
         func read<T>(_ sql: String, _ transform: @escaping (Row) throws -> T) throws -> T? {
             try queue.read { db in try db.fetchOne(sql, .none, transform) }
         }
+        // What SQLite converts to a number is still read as one (as GRDB does): numeric text, a real as an integer.
+        #expect(try read("SELECT '12'") { try $0.int(at: 0) } == 12)
+        #expect(try read("SELECT 0.0") { try $0.int(at: 0) } == 0)
+        #expect(try read("SELECT 0") { try $0.double(at: 0) } == 0)
+        #expect(try read("SELECT 1") { try $0.bool(at: 0) } == true)
+        #expect(try read("SELECT 0") { try $0.bool(at: 0) } == false)
         #expect(try read("SELECT 42") { try $0.string(at: 0) } == "42")
         #expect(try read("SELECT 1.5") { try $0.string(at: 0) } == "1.5")
         #expect(try read("SELECT ''") { try $0.string(at: 0) } == "")
@@ -133,10 +139,39 @@ import Testing
             ("SELECT '0123456789abcdef' AS v", { try $0.uuid(at: 0) }, "column 0 (v) is not a 16-byte blob, so it is not a UUID"),
             ("SELECT x'00112233445566778899aabbccddee' AS v", { try $0.uuid(at: 0) }, "column 0 (v) is not a 16-byte blob, so it is not a UUID"),
             ("SELECT 7 AS v", { try $0.uuid(at: 0) }, "column 0 (v) is not a 16-byte blob, so it is not a UUID"),
+            // Text or a blob that SQLite would read as the number 0, and a date (or any integer but 0 and 1) as a Bool.
+            ("SELECT 'soon' AS v", { try $0.int(at: 0) }, "column 0 (v) holds text that is no number, so it is not an integer"),
+            ("SELECT x'00' AS v", { try $0.int64(at: 0) }, "column 0 (v) holds a blob, so it is not an integer"),
+            ("SELECT 'soon' AS v", { try $0.double(at: 0) }, "column 0 (v) holds text that is no number, so it is not a number"),
+            ("SELECT NULL AS v", { try $0.int(at: 0) }, "column 0 (v) is NULL; read it as Int64? to accept NULL"),
+            ("SELECT 1764300000000000 AS v", { try $0.bool(at: 0) }, "column 0 (v) holds an integer other than 0 and 1, so it is not a Bool"),
         ]
         for (sql, transform, message) in cases {
             let error = expectError(DatabaseError.Code.typeMismatch) { _ = try read(sql, transform) }
             #expect(error?.message == message)
+        }
+    }
+
+    @Test func aRecordWhosePropertyDoesNotFitItsColumnThrowsNamingTheColumn() throws {
+        struct Reminder: Decodable, FetchableRecord {
+            var id: Int64
+            var count: Int
+            var isDone: Bool
+        }
+        try queue.write { db in
+            try db.execute("CREATE TABLE reminder (id INTEGER PRIMARY KEY, count, isDone)")
+            try db.execute("INSERT INTO reminder VALUES (1, 'three', 0), (2, 3, ?)", [Date()])
+        }
+        try queue.read { (db: Database) throws in
+            let text = expectError(DatabaseError.Code.typeMismatch) {
+                try Reminder.fetchAll(db, sql: "SELECT * FROM reminder WHERE id = 1")
+            }
+            #expect(text?.message.contains("(count) holds text") == true, "\(String(describing: text))")
+            let date = expectError(DatabaseError.Code.typeMismatch) {
+                try Reminder.fetchAll(db, sql: "SELECT * FROM reminder WHERE id = 2")
+            }
+            #expect(date?.message.contains("(isDone) holds an integer other than 0 and 1") == true,
+                    "\(String(describing: date))")
         }
     }
 
