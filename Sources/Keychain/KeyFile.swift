@@ -101,10 +101,13 @@ public final class KeyFile: Sendable {
         var log2N: UInt8
         var r: UInt32
         var p: UInt32
+        /// Whether the whole passphrase input counts (one trailing newline dropped): header byte 11 = 1. Files sealed
+        /// before (0) took only its first line, at most 4096 bytes; they keep that rule until a new passphrase.
+        var wholeInput = true
 
         /// For new files and new passphrases: N = 2^17, r = 8, p = 1 (OWASP's scrypt minimum; 128 MiB of memory).
         /// Files sealed under N = 2^15 (before) are read as they are; `keystore passphrase` seals them under these.
-        static let current = KDFParameters(log2N: 17, r: 8, p: 1)
+        static let current = KDFParameters(log2N: 17, r: 8, p: 1, wholeInput: true)
 
         /// The memory scrypt needs: 128 · r · N · p bytes, plus its scratch.
         var memory: UInt64 { 128 * UInt64(r) * (UInt64(1) << UInt64(log2N)) * UInt64(p) }
@@ -178,13 +181,65 @@ public final class KeyFile: Sendable {
         }
     }
 
-    /// One line read from `fd` (up to its newline or end) as a passphrase: for a new passphrase given to a script.
+    /// The passphrase read from `fd` — all of it, one trailing newline dropped — for a new passphrase given to a script.
     public static func readPassphraseLine(from fd: Int32) throws(KeychainError) -> Secret {
-        let line = try readLine(from: fd, what: "file descriptor \(fd)")
-        guard line.count > 0 else {
-            throw KeychainError(KeychainError.Code.invalidSecret, "the passphrase read from file descriptor \(fd) is empty")
+        Secret(storage: try readPassphrase(from: fd))
+    }
+
+    /// The longest passphrase read from a descriptor: 64 KiB. Longer is an error, never a silent cut.
+    static let maximumPassphraseLength = 64 << 10
+
+    /// What of a passphrase input derives the key: all of it (format 2), or as files sealed before took it, its first
+    /// line and at most 4096 bytes of it.
+    static func counted(_ input: UnsafeRawBufferPointer, wholeInput: Bool) -> UnsafeRawBufferPointer {
+        if wholeInput { return input }
+        var end = min(input.count, 4096)
+        if let newline = input.prefix(end).firstIndex(of: UInt8(ascii: "\n")) { end = newline }
+        if end > 0 && input[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        return UnsafeRawBufferPointer(rebasing: input[0..<end])
+    }
+
+    /// All of `fd` as a passphrase (at most ``maximumPassphraseLength`` bytes), one trailing newline (`\n` or
+    /// `\r\n`) dropped; an empty one is an error. A regular file is read from its start every time (pread, its
+    /// offset untouched): git runs a credential helper several times for one operation (get, then store or erase),
+    /// each inheriting the same descriptor, and a job may `exec 3<file` once for many commands. A pipe is read to
+    /// its end.
+    static func readPassphrase(from fd: Int32) throws(KeychainError) -> SecureBytes {
+        let what = "file descriptor \(fd)"
+        let capacity = maximumPassphraseLength + 1
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
+        defer {
+            secureZero(buffer)
+            buffer.deallocate()
         }
-        return Secret(storage: line)
+        let descriptor = FileDescriptor(rawValue: fd)
+        var count = 0
+        do {
+            if let status = try? descriptor.fileStatus(), status.isRegularFile {
+                count = try descriptor.read(into: buffer, at: 0)
+            } else {
+                while count < capacity {
+                    let n = try descriptor.readSome(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
+                    if n == 0 { break }
+                    count += n
+                }
+            }
+        } catch {
+            throw KeychainError(KeychainError.Code.locked, "cannot read the passphrase from \(what): \(error)")
+        }
+        guard count <= maximumPassphraseLength else {
+            throw KeychainError(
+                KeychainError.Code.invalidSecret,
+                "the passphrase read from \(what) is longer than \(maximumPassphraseLength) bytes; nothing was changed")
+        }
+        if count > 0 && buffer[count - 1] == UInt8(ascii: "\n") {
+            count -= 1
+            if count > 0 && buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+        }
+        guard count > 0 else {
+            throw KeychainError(KeychainError.Code.invalidSecret, "the passphrase read from \(what) is empty")
+        }
+        return SecureBytes(count: count) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
     }
 
     /// A new passphrase asked twice on the terminal, for the key file at `path`.
@@ -334,11 +389,7 @@ public final class KeyFile: Sendable {
             }
         case .fileDescriptor(let fd):
             if let read = readPassphrase.withLock({ $0 }) { return read }
-            let phrase = try Self.readLine(from: fd, what: "file descriptor \(fd)")
-            guard phrase.count > 0 else {
-                throw KeychainError(
-                    KeychainError.Code.invalidSecret, "the passphrase read from file descriptor \(fd) is empty")
-            }
+            let phrase = try Self.readPassphrase(from: fd)
             readPassphrase.withLock { $0 = phrase }
             return phrase
         case .unavailable:
@@ -375,7 +426,7 @@ public final class KeyFile: Sendable {
         }
     }
 
-    /// One line from `fd` (at most 4 KiB), without its newline.
+    /// One line typed on the terminal `fd`, without its newline; a line of 4 KiB or more is an error.
     static func readLine(from fd: Int32, what: String) throws(KeychainError) -> SecureBytes {
         let capacity = 4096
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
@@ -384,22 +435,7 @@ public final class KeyFile: Sendable {
             buffer.deallocate()
         }
         var count = 0
-        // A regular file is read from its start every time (pread; its offset untouched): git runs a credential helper
-        // several times for one operation (get, then store or erase), each inheriting the same descriptor, and a
-        // job may `exec 3<file` once for many commands. A pipe or terminal can only be read on, a byte at a time so
-        // that nothing after the line is taken.
-        let descriptor = FileDescriptor(rawValue: fd)
-        if let status = try? descriptor.fileStatus(), status.isRegularFile {
-            let got: Int
-            do {
-                got = try descriptor.read(into: buffer, at: 0)
-            } catch {
-                throw KeychainError(KeychainError.Code.locked, "cannot read the passphrase from \(what): \(error)")
-            }
-            while count < got && buffer[count] != UInt8(ascii: "\n") { count += 1 }
-            if count > 0 && buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
-            return SecureBytes(count: count) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
-        }
+        var ended = false
         while count < capacity {
             let n: Int
             do {
@@ -407,8 +443,15 @@ public final class KeyFile: Sendable {
             } catch {
                 throw KeychainError(KeychainError.Code.locked, "cannot read the passphrase from \(what): \(error)")
             }
-            if n == 0 || buffer[count] == UInt8(ascii: "\n") { break }
+            if n == 0 || buffer[count] == UInt8(ascii: "\n") {
+                ended = true
+                break
+            }
             count += 1
+        }
+        guard ended else {
+            throw KeychainError(
+                KeychainError.Code.invalidSecret, "the passphrase typed on \(what) is \(capacity) bytes or longer; nothing was changed")
         }
         if count > 0 && buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
         return SecureBytes(count: count) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
@@ -500,6 +543,7 @@ public final class KeyFile: Sendable {
             throw KeychainError(KeychainError.Code.damagedStore, "the key file's scrypt parameters are out of range")
         }
         let (log2N, r, p) = (parameters.log2N, parameters.r, parameters.p)
+        let passphrase = Self.counted(passphrase, wholeInput: parameters.wholeInput)
         var failed = false
         let key = SecureBytes(count: 32) { out in
             let ok = EVP_PBE_scrypt(
@@ -518,7 +562,7 @@ public final class KeyFile: Sendable {
 /// `securestore-keyfile-2`: a 96-byte header, then the items sealed with AES-256-GCM (the header is the
 /// associated data, so changing a field fails the tag).
 ///
-///     magic "SSKEYFIL" (8) | version 2 (1) | kdf 1 = scrypt (1) | log2 N (1) | reserved 0 (1) | r (4) | p (4)
+///     magic "SSKEYFIL" (8) | version 2 (1) | kdf 1 = scrypt (1) | log2 N (1) | passphrase rule (1) | r (4) | p (4)
 ///     salt (32) | nonce (12) | check (16) | header checksum (16) | ciphertext | tag (16)
 ///
 /// `check` is the first 16 bytes of SHA-256("securestore key file check" ‖ key): a wrong passphrase fails it. The
@@ -527,7 +571,9 @@ public final class KeyFile: Sendable {
 /// passphrase". A damaged body passes both and fails the tag. Format 1 (the same without the checksum) is read; a
 /// write seals it as format 2 under the parameters its key was derived with. The plaintext: "SSKI" | count (4) | per
 /// item: service, account, label (2-byte length + UTF-8 each), secret (4-byte length + bytes), created, modified (8
-/// bytes each, microseconds since 1970). Integers are little-endian.
+/// bytes each, microseconds since 1970). Integers are little-endian. The passphrase rule: 1, the whole input counts
+/// (one trailing newline dropped); 0 (format 1, and format-1 files written again), its first line and at most 4096
+/// bytes, as those files were made.
 package struct Sealed {
     struct Header {
         var log2N: UInt8
@@ -537,7 +583,8 @@ package struct Sealed {
         var nonce: [UInt8]
         var check: [UInt8]
 
-        var parameters: KeyFile.KDFParameters { KeyFile.KDFParameters(log2N: log2N, r: r, p: p) }
+        var wholeInput: Bool
+        var parameters: KeyFile.KDFParameters { KeyFile.KDFParameters(log2N: log2N, r: r, p: p, wholeInput: wholeInput) }
     }
     static let magic = Array("SSKEYFIL".utf8)
     /// Format 2 adds the header checksum; format 1 (no checksum) is still read, and written again as format 2.
@@ -586,10 +633,11 @@ package struct Sealed {
             }
         }
         guard bytes[9] == 1 else { throw damaged("names an unknown key derivation (\(bytes[9]))") }
+        guard bytes[11] <= 1, bytes[8] >= 2 || bytes[11] == 0 else { throw damaged("names an unknown passphrase rule (\(bytes[11]))") }
         func u32(_ at: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(bytes[at + $1]) << (8 * UInt32($1)) } }
         let header = Header(
             log2N: bytes[10], r: u32(12), p: u32(16), salt: Array(bytes[20..<52]), nonce: Array(bytes[52..<64]),
-            check: Array(bytes[64..<80]))
+            check: Array(bytes[64..<80]), wholeInput: bytes[11] == 1)
         return Sealed(
             header: header, headerBytes: Array(bytes[0..<headerSize]),
             ciphertext: bytes[headerSize..<(bytes.count - tagSize)], tag: Array(bytes[(bytes.count - tagSize)...]))
@@ -631,7 +679,7 @@ package struct Sealed {
 
     static func seal(_ items: [Item], salt: [UInt8], key: SecureBytes, parameters: KeyFile.KDFParameters) -> [UInt8] {
         let nonce = KeyFile.randomBytes(12)
-        var header = magic + [version, 1, parameters.log2N, 0]
+        var header = magic + [version, 1, parameters.log2N, parameters.wholeInput ? 1 : 0]
         func le32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
         header += le32(parameters.r) + le32(parameters.p) + salt + nonce + checkValue(key)
         header += headerChecksum(header[...])

@@ -270,6 +270,54 @@ import Testing
         #expect(try tool(["token", "get", "fixture"], passphrase: "an upgraded passphrase").stdout == "token-from-format-1")
     }
 
+    /// The whole passphrase input counts (one trailing newline dropped): a second line, bytes after a 0x0a in a binary
+    /// key, anything past 4096 bytes. Over 64 KiB is an error that creates and changes nothing, never a silent cut.
+    @Test func theWholePassphraseCountsAndTooLongIsAnErrorNotACut() throws {
+        func withFile(_ bytes: [UInt8], _ arguments: [String], input: String = "") throws -> ProcessResult {
+            let file = work.path + "/pass-\(UUID().uuidString.prefix(8))"
+            try Data(bytes).write(to: URL(fileURLWithPath: file))
+            var environment = try headless()
+            environment["PASSFILE"] = file
+            return try run(
+                ["bash", "-c", "exec \"$0\" --passphrase-fd 3 \"$@\" 3<\"$PASSFILE\"", product("securestore")] + arguments,
+                input: Data(input.utf8), environment: environment)
+        }
+        // Over the limit: a clear error, no key file made.
+        let huge = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
+        let refused = try withFile(huge, ["token", "set", "api"], input: "v")
+        #expect(refused.status == 65 && refused.stderr.contains("is longer than 65536 bytes; nothing was changed"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: keyFile))
+        // A 64-byte binary key whose third byte is a newline: its first two bytes do not open the file.
+        let binary: [UInt8] = [0x41, 0x42, 0x0a] + (3..<64).map { UInt8(truncatingIfNeeded: $0 &* 37) | 0x80 }
+        #expect(try withFile(binary, ["token", "set", "api"], input: "binary-keyed").status == 0)
+        #expect(try withFile(Array(binary.prefix(2)) + [0x0a], ["token", "get", "api"]).status == 77)
+        #expect(try withFile(binary, ["token", "get", "api"]).stdout == "binary-keyed")
+        // Two long passphrases sharing their first 4096 bytes are different passphrases.
+        let long = [UInt8](repeating: UInt8(ascii: "x"), count: 5000)
+        var other = long
+        other[4500] = UInt8(ascii: "y")
+        let current = work.path + "/binary-pass"
+        try Data(binary).write(to: URL(fileURLWithPath: current))
+        let next = work.path + "/long-pass"
+        try Data(long + [0x0a]).write(to: URL(fileURLWithPath: next))
+        var environment = try headless()
+        environment["OLD"] = current
+        environment["NEW"] = next
+        let changed = try run(
+            ["bash", "-c", "exec \"$0\" --passphrase-fd 3 keystore passphrase --new-passphrase-fd 4 3<\"$OLD\" 4<\"$NEW\"",
+             product("securestore")], environment: environment)
+        #expect(changed.status == 0, "\(changed.stderr)")
+        #expect(try withFile(other, ["token", "get", "api"]).status == 77)
+        #expect(try withFile(long, ["token", "get", "api"]).stdout == "binary-keyed", "one trailing newline is dropped")
+        // A file made before (format 1) took the first line only, and keeps that rule after it is written again.
+        try FileManager.default.removeItem(atPath: keyFile)
+        try FileManager.default.copyItem(atPath: fixture("keyfile-format1.sealed"), toPath: keyFile)
+        let twoLines = Array("v1 fixture passphrase\nsecond line\n".utf8)
+        #expect(try withFile(twoLines, ["token", "get", "fixture"]).stdout == "token-from-format-1")
+        #expect(try withFile(twoLines, ["token", "set", "more"], input: "m").status == 0)
+        #expect(try withFile(Array("v1 fixture passphrase\n".utf8), ["token", "get", "more"]).stdout == "m")
+    }
+
     @Test func twoProcessesAddingAtOnceLoseNothingAndKillNineLosesNoAcknowledgedItem() throws {
         #expect(try tool(["token", "set", "first"], input: "v").status == 0)
         let environment = try headless()
