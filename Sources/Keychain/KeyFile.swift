@@ -298,6 +298,7 @@ public final class KeyFile: Sendable {
             throw refused("is not a regular file")
         }
         return try descriptor.closeAfter { () throws(KeychainError) -> [UInt8] in
+            try checkPermissions(status)
             guard status.st_size <= Self.maximumSize else {
                 throw refused("is \(status.st_size) bytes, more than a key file's \(Self.maximumSize)")
             }
@@ -306,6 +307,37 @@ public final class KeyFile: Sendable {
             } catch {
                 throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot read the key file '\(path)': \(error)")
             }
+        }
+    }
+
+    /// As OpenSSH treats a private key: the file must be this user's and nobody else's to read or write (no bit for
+    /// group or others), and its folder this user's (or root's) and not writable by others, or someone else could
+    /// read the sealed file for an offline guess or swap it for one whose passphrase they know.
+    private func checkPermissions(_ status: stat) throws(KeychainError) {
+        let me = geteuid()
+        guard status.st_uid == me else {
+            throw KeychainError(
+                KeychainError.Code.unsafePermissions,
+                "the key file '\(path)' belongs to uid \(status.st_uid), not to you (uid \(me)); it was refused and left as it "
+                    + "is (if it is yours: chown \(me) '\(path)')")
+        }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw KeychainError(
+                KeychainError.Code.unsafePermissions,
+                "the key file '\(path)' can be read or written by others (mode 0\(String(mode, radix: 8))); it was refused "
+                    + "and left as it is (chmod 600 '\(path)')")
+        }
+        let directory = directoryPart(path).isEmpty ? "." : directoryPart(path)
+        guard let folder = try? fileStatus(directory) else { return }
+        let folderMode = folder.permissions & 0o777
+        // A sticky folder (/tmp) lets nobody else rename or remove this user's file.
+        let sticky = folder.permissions & 0o1000 != 0
+        guard folder.owner == me || folder.owner == 0, folderMode & 0o022 == 0 || sticky else {
+            throw KeychainError(
+                KeychainError.Code.unsafePermissions,
+                "the folder '\(directory)' of the key file can be changed by others (mode 0\(String(folderMode, radix: 8)), "
+                    + "uid \(folder.owner)); the key file was refused and left as it is (chmod 700 '\(directory)')")
         }
     }
 

@@ -83,4 +83,7 @@ extension KeychainError.Code {
     public static let storeFull = Self("storeFull")
     /// The store cannot be written: systemd credentials are read-only.
     public static let readOnlyStore = Self("readOnlyStore")
+    /// The key file, or its folder, can be read or changed by another user (its mode, or its owner): refused, as
+    /// OpenSSH refuses a private key others can read; the message says the `chmod` or `chown` that fixes it.
+    public static let unsafePermissions = Self("unsafePermissions")
 }

@@ -159,7 +159,8 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         case KeychainError.Code.secretTooLarge, KeychainError.Code.invalidName, KeychainError.Code.invalidSecret,
             KeychainError.Code.damagedStore:
             status = ExitStatus.dataError
-        case KeychainError.Code.wrongPassphrase, KeychainError.Code.readOnlyStore: status = ExitStatus.denied
+        case KeychainError.Code.wrongPassphrase, KeychainError.Code.readOnlyStore, KeychainError.Code.unsafePermissions:
+            status = ExitStatus.denied
         case KeychainError.Code.storeFull: status = ExitStatus.ioError
         default: status = ExitStatus.unavailable
         }

@@ -240,6 +240,7 @@ import Testing
         // Put back, it opens.
         try FileManager.default.removeItem(atPath: keyFile)
         try original.write(to: URL(fileURLWithPath: keyFile))
+        #expect(chmod(keyFile, 0o600) == 0, "as a restore from a backup must leave it")
         #expect(try tool(["token", "get", "api"]).stdout == "value-1")
     }
 
@@ -316,6 +317,34 @@ import Testing
         #expect(try withFile(twoLines, ["token", "get", "fixture"]).stdout == "token-from-format-1")
         #expect(try withFile(twoLines, ["token", "set", "more"], input: "m").status == 0)
         #expect(try withFile(Array("v1 fixture passphrase\n".utf8), ["token", "get", "more"]).stdout == "m")
+    }
+
+    /// As OpenSSH refuses a private key others can read: a key file others can read or write, one owned by another
+    /// user, a folder others can write — each refused (77) with the chmod/chown that fixes it, the file unchanged;
+    /// fixed as told, it opens.
+    @Test func aKeyFileOthersCanReadOrChangeIsRefusedWithTheFix() throws {
+        #expect(try tool(["token", "set", "api"], input: "guarded").status == 0)
+        let folder = directoryOf(keyFile)
+        let before = try sha256(keyFile)
+        func refused(_ what: String, _ expected: String) throws {
+            let got = try tool(["token", "get", "api"])
+            #expect(got.status == 77, "\(what): \(got.stderr)")
+            #expect(got.stderr.contains(expected), "\(what): \(got.stderr)")
+            #expect(got.stdout.isEmpty)
+            #expect(try sha256(keyFile) == before, "\(what): the file is unchanged")
+        }
+        #expect(chmod(keyFile, 0o644) == 0)
+        try refused("0644", "can be read or written by others (mode 0644); it was refused and left as it is (chmod 600 '\(keyFile)')")
+        #expect(chmod(keyFile, 0o660) == 0)
+        try refused("0660", "(mode 0660)")
+        #expect(chmod(keyFile, 0o600) == 0)
+        #expect(chown(keyFile, 65534, 65534) == 0)
+        try refused("another owner", "belongs to uid 65534, not to you (uid \(geteuid()))")
+        #expect(chown(keyFile, geteuid(), getegid()) == 0)
+        #expect(chmod(folder, 0o777) == 0)
+        try refused("a folder others can write", "the folder '\(folder)' of the key file can be changed by others (mode 0777")
+        #expect(chmod(folder, 0o700) == 0)
+        #expect(try tool(["token", "get", "api"]).stdout == "guarded")
     }
 
     @Test func twoProcessesAddingAtOnceLoseNothingAndKillNineLosesNoAcknowledgedItem() throws {
