@@ -97,16 +97,25 @@ struct SystemdCredentialsBackend: KeyStoreBackend {
             descriptor = try FileDescriptor.open(path, [.readOnly, .noFollow])
         } catch {
             if error == .noSuchFileOrDirectory { return nil }
+            if error == .tooManySymbolicLinkLevels {
+                throw KeychainError(
+                    KeychainError.Code.damagedStore,
+                    "the credential '\(path)' is a symbolic link, not a file systemd put there; point the unit's "
+                        + "LoadCredential= at the file itself")
+            }
             throw KeychainError(KeychainError.Code.serviceUnavailable, "cannot read the credential '\(path)': \(error)")
         }
         return try descriptor.closeAfter { () throws(KeychainError) -> Secret in
             do {
-                var bytes = try descriptor.read(upTo: Keychain.maximumSecretSize + 1)
+                var bytes = try descriptor.read(upTo: Keychain.maximumSecretSize + 2)
                 defer { bytes.withUnsafeMutableBytes { secureZero($0) } }
-                guard bytes.count <= Keychain.maximumSecretSize else {
+                // One trailing newline is not part of the value (`echo tok > file`), as `token set` drops one.
+                var count = bytes.count
+                if count > 0 && bytes[count - 1] == UInt8(ascii: "\n") { count -= 1 }
+                guard count <= Keychain.maximumSecretSize else {
                     throw KeychainError(KeychainError.Code.secretTooLarge, "the credential '\(path)' is too large")
                 }
-                return Secret(bytes: bytes)
+                return bytes.withUnsafeBytes { Secret(bytes: $0.prefix(count)) }
             } catch let error as KeychainError {
                 throw error
             } catch {

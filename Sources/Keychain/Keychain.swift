@@ -88,6 +88,18 @@ public final class Keychain: Sendable {
         }
         let kind: Kind
 
+        /// The name of the systemd credential that holds item (`service`, `account`) for
+        /// ``systemdCredentials(directory:)``: `service@account`, `%` and `/` written `%25` and `%2F`.
+        public static func systemdCredentialName(service: String, account: String) -> String {
+            SystemdCredentialsBackend.name(service: service, account: account)
+        }
+
+        /// Whether the store can only be read (systemd credentials): nothing can be stored or deleted there.
+        public var isReadOnly: Bool {
+            if case .systemdCredentials = kind { return true }
+            return false
+        }
+
         /// The key file, when this store is one.
         public var keyFile: KeyFile? {
             if case .keyFile(let file) = kind { return file }

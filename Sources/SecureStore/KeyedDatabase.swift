@@ -184,6 +184,17 @@ public final class KeyedDatabase: Sendable {
             throw Self.noDatabaseError(name: name, files: files)
         }
         let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
+        if !KeyedDatabaseFiles.exists(files.path), !KeyedDatabaseFiles.exists(files.restoreCommitPath),
+            keychain.configuration.store.isReadOnly
+        {
+            // Its key could never be stored: refused before anything exists on disk.
+            throw KeychainError(
+                KeychainError.Code.readOnlyStore,
+                "there is no database '\(name)' at \(files.path), and \(keychain.configuration.store.description) are "
+                    + "read-only: its key cannot be stored there. Make the database where keys can be stored, then give "
+                    + "its key to the service as a credential ('securestore keystore credential --database \(name)', "
+                    + "Docs/keystores.md)")
+        }
         if !KeyedDatabaseFiles.exists(files.path) {
             // A database about to be made: the key store must answer before anything exists on disk (no folder, no
             // lock file), so a missing or locked keyring leaves nothing behind.

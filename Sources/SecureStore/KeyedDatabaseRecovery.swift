@@ -69,3 +69,18 @@ extension KeyedDatabase {
         }
     }
 }
+
+extension KeyedDatabase {
+    /// The keyring item that holds this database's current key — its service, its account and its value exactly
+    /// as stored (64 lowercase hex digits) — for copying it into another store, such as a systemd credential
+    /// (`securestore keystore credential --database NAME`): the same item read from there opens the database.
+    ///
+    /// The value is the key: keep it as carefully as ``recoveryCode()``.
+    public func currentKeyItem() throws -> (service: String, account: String, value: Secret) {
+        let account = items.currentAccount(id: databaseID)
+        guard let value = try items.keychain.secret(service: items.service, account: account) else {
+            throw Self.missingKeyError(files: files, items: items)
+        }
+        return (items.service, account, value)
+    }
+}

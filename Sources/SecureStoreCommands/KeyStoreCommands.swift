@@ -217,7 +217,55 @@ let keystoreCommand = Command(
                 return ExitStatus.success
             }),
         keystorePassphraseCommand,
+        keystoreCredentialCommand,
     ])
+
+private let credentialTokenOption = Option<String>("token", valueName: "NAME", help: "The token to write as a credential.")
+private let credentialDatabaseOption = Option<String>(
+    "database", valueName: "NAME", help: "The database whose current key to write as a credential (tasks: the task list).")
+private let nameOnlyFlag = Flag("name-only", help: "Print only the credential's name (for --name= and LoadCredentialEncrypted=).")
+
+/// `keystore credential`: one item as systemd credential material, for `systemd-creds encrypt` (Docs/keystores.md).
+let keystoreCredentialCommand = Command(
+    name: "credential", abstract: "Print a token or a database key as a systemd credential, for systemd-creds encrypt.",
+    discussion: """
+        Prints the item's value exactly as '--keystore systemd' reads it back (no newline), for a pipe into \
+        'systemd-creds encrypt --name=NAME - FILE'; --name-only prints NAME, the credential name the unit's \
+        LoadCredentialEncrypted= must use. A database key is checked against the database first: the value printed \
+        is the key that opens it. The value is the secret: send it to a pipe, never to a terminal or a file others read.
+        """,
+    options: [credentialTokenOption, credentialDatabaseOption, nameOnlyFlag],
+    rules: [
+        .exactlyOne(
+            [.option(credentialTokenOption), .option(credentialDatabaseOption)],
+            missing: "give one of --token NAME and --database NAME")
+    ],
+    run: { invocation in
+        let context = try Context(invocation)
+        let item: (service: String, account: String, value: Secret)
+        if let token = try invocation[credentialTokenOption] {
+            guard let value = try context.keychain.secret(service: context.paths.tokenService, account: token) else {
+                throw CLIError(status: ExitStatus.notFound, message: "there is no token '\(token)' in \(context.keychain.configuration.store.description)")
+            }
+            item = (context.paths.tokenService, token, value)
+        } else {
+            let name = try invocation.required(credentialDatabaseOption)
+            let database = try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: false)
+            defer { try? database.close() }
+            item = try database.currentKeyItem()
+        }
+        let name = Keychain.Store.systemdCredentialName(service: item.service, account: item.account)
+        if invocation[nameOnlyFlag] {
+            Console.out(name + "\n")
+            return ExitStatus.success
+        }
+        if Console.stdoutIsTerminal {
+            Console.err("securestore: not printed on a terminal: this is the secret itself; pipe it into 'systemd-creds encrypt --name=\(name) - FILE'\n")
+            return ExitStatus.usage
+        }
+        item.value.withUnsafeBytes { Console.write($0) }
+        return ExitStatus.success
+    })
 
 private let newPassphraseFDOption = Option<Int32>(
     "new-passphrase-fd", valueName: "N", help: "Read the new passphrase from file descriptor N, not the terminal.",

@@ -677,6 +677,62 @@ import Testing
         #expect(unset.stderr.contains("CREDENTIALS_DIRECTORY is not set"))
     }
 
+    /// A service reads its task database from systemd credentials, as Docs/keystores.md says to set it up: the database
+    /// made where keys can be stored, its key and a token written by `keystore credential` into `systemd-creds
+    /// encrypt`, decrypted as `LoadCredentialEncrypted=` does into the service's folder, then read with `--keystore
+    /// systemd`. A token credential written with `echo` keeps no newline; a symbolic link is refused by name; a
+    /// database that does not exist is refused there with nothing made on disk.
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-creds"),
+            "needs Debian's systemd-creds: `make deps` installs systemd where it can; the Debian 13 root leaves systemd out"))
+    func aDatabaseKeyAndATokenProvisionedAsSystemdCredentialsOpenTheDatabase() throws {
+        #expect(try tool(["tasks", "add", "Served", "by", "a", "unit"]).status == 0)
+        #expect(try tool(["token", "set", "deploy"], input: "ghp_forTheUnit").status == 0)
+        let store = work.path + "/credstore"
+        let credentials = work.path + "/run-credentials"
+        for folder in [store, credentials] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        var environment = try headless()
+        environment["PASSFILE"] = try passphraseFile()
+        environment["SS"] = product("securestore")
+        environment["STORE"] = store
+        environment["CREDS"] = credentials
+        // The steps of Docs/keystores.md, "A service's database": encrypt each credential, then what systemd does at start.
+        for selector in ["--database tasks", "--token deploy"] {
+            let provisioned = try run(
+                ["bash", "-c", """
+                    set -euo pipefail
+                    name=$("$SS" --passphrase-fd 3 keystore credential \(selector) --name-only 3<"$PASSFILE")
+                    "$SS" --passphrase-fd 3 keystore credential \(selector) 3<"$PASSFILE" \
+                        | systemd-creds encrypt --name="$name" - "$STORE/$name"
+                    systemd-creds decrypt --name="$name" "$STORE/$name" "$CREDS/$name"
+                    """], environment: environment)
+            #expect(provisioned.status == 0, "\(selector): \(provisioned.stderr)")
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: credentials).sorted()
+        #expect(names.count == 2 && names.contains("securestore@deploy"), "\(names)")
+        #expect(names.contains { $0.hasPrefix("securestore.database-key@") && $0.hasSuffix("%2Ftasks.db") }, "\(names)")
+        let unit = ["CREDENTIALS_DIRECTORY": credentials]
+        let listed = try tool(["--keystore", "systemd", "tasks", "list"], passphrase: nil, extra: unit)
+        #expect(listed.status == 0 && listed.stdout.contains("Served by a unit"), "\(listed.stderr)")
+        #expect(try tool(["--keystore", "systemd", "token", "get", "deploy"], passphrase: nil, extra: unit).stdout == "ghp_forTheUnit")
+        // The value is not printed on a terminal.
+        let onTerminal = try run(["script", "-qec", "\(product("securestore")) --passphrase-fd 3 keystore credential --token deploy 3<\(try passphraseFile())", "/dev/null"], environment: try headless())
+        #expect(!onTerminal.stdout.contains("ghp_forTheUnit"), "\(onTerminal.stdout)")
+        // `echo tok > file`: the newline is not part of the token.
+        try "ghp_echoed\n".write(toFile: credentials + "/securestore@echoed", atomically: true, encoding: .utf8)
+        #expect(try tool(["--keystore", "systemd", "token", "get", "echoed"], passphrase: nil, extra: unit).stdout == "ghp_echoed")
+        // A symbolic link is refused by name.
+        try FileManager.default.createSymbolicLink(atPath: credentials + "/securestore@linked", withDestinationPath: credentials + "/securestore@echoed")
+        let linked = try tool(["--keystore", "systemd", "token", "get", "linked"], passphrase: nil, extra: unit)
+        #expect(linked.status == 65 && linked.stderr.contains("is a symbolic link, not a file systemd put there"), "\(linked.stderr)")
+        // A database that is not there: refused, nothing made.
+        let nowhere = work.path + "/service-data"
+        let refused = try tool(["--keystore", "systemd", "--data-dir", nowhere, "tasks", "add", "x"], passphrase: nil, extra: unit)
+        #expect(refused.status == 77 && refused.stderr.contains("are read-only: its key cannot be stored there"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: nowhere))
+    }
+
     @Test func theSecretServiceAskedForWithNoBusCreatesNothing() throws {
         let data = work.path + "/never-made"
         let got = try tool(["--keystore", "secret-service", "--data-dir", data, "tasks", "add", "Nothing"], passphrase: nil)
