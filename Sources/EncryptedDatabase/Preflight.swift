@@ -25,6 +25,8 @@ struct Sandbox {
         for base in temporaryOnly ? [temporaryDirectory()] : [parent, temporaryDirectory()] {
             do {
                 directory = try ScratchFiles.makeDirectory(near: base + "/" + name)
+                // A signal (SIGINT, SIGTERM, SIGHUP) in the tool removes its copies and the folder.
+                ScratchFiles.registerDirectory(directory)
                 return
             } catch {
                 failure = error
@@ -39,6 +41,7 @@ struct Sandbox {
     @discardableResult
     func copy(_ source: String, as name: String, prefix: Int? = nil) throws -> String {
         let destination = directory + "/" + name
+        ScratchFiles.register(destination)
         do {
             try copyFile(source, to: destination, prefix: prefix)
         } catch {
@@ -48,7 +51,10 @@ struct Sandbox {
     }
 
     /// Removes the directory and everything in it.
-    func remove() { removeDirectoryAndFiles(directory) }
+    func remove() {
+        removeDirectoryAndFiles(directory)
+        ScratchFiles.unregisterDirectory(directory)
+    }
 }
 
 enum Preflight {

@@ -264,6 +264,16 @@ public final class KeyFile: Sendable {
         try load() ?? []
     }
 
+    /// Unlocks the file now — its passphrase asked now if no cache holds the key, twice for a file not made yet — so
+    /// that a command asks it before anything else (a secret typed first would be lost to a mistyped passphrase).
+    public func unlockForWriting() throws(KeychainError) {
+        if let bytes = try readFile() {
+            _ = try key(for: try Sealed.parse(bytes, path: path))
+        } else {
+            _ = try currentKey(creating: true)
+        }
+    }
+
     /// Reads, changes and writes the items under the exclusive lock. The key is obtained *before* the lock (the
     /// passphrase may be asked, and nobody may wait on a lock held by a prompt); under the lock the file is read
     /// again, and a passphrase changed meanwhile asks once more.

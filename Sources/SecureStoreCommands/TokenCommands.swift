@@ -33,6 +33,12 @@ let tokenCommand = Command(
                 // Checked before the secret is asked for: nobody types a secret that is then refused.
                 let existing = try existingLabel(context, name)
                 try refuseToReplace(existing, name, invocation)
+                // Where it goes, and the key file's passphrase, before the secret: a mistyped passphrase then loses
+                // nothing typed.
+                if let file = context.keychain.configuration.store.keyFile {
+                    if Console.stdinIsTerminal { Console.err("token '\(name)' goes to the key file '\(file.path)'\n") }
+                    try file.unlockForWriting()
+                }
                 let secret = try readSecret(prompt: "Secret for \(name): ", raw: invocation[rawFlag])
                 if Console.stdinIsTerminal {
                     let again = try readSecret(prompt: "Retype the secret for \(name): ", raw: invocation[rawFlag])
@@ -259,7 +265,16 @@ struct Context {
         switch ProcessInfo.processInfo.environment["SECURESTORE_PROMPT"] {
         case "always": true
         case "never": false
-        default: isatty(STDERR_FILENO) == 1
+        // As ssh and pinentry: where a person is, even with stderr redirected (`T=$(securestore token get gh
+        // 2>/dev/null)`): stderr is a terminal, or this process has a controlling terminal to ask on.
+        default: isatty(STDERR_FILENO) == 1 || hasControllingTerminal()
         }
+    }
+
+    /// Whether `/dev/tty` opens: the process has a controlling terminal.
+    static func hasControllingTerminal() -> Bool {
+        guard let tty = try? FileDescriptor.open("/dev/tty", [.readWrite, .noControllingTerminal]) else { return false }
+        tty.close()
+        return true
     }
 }

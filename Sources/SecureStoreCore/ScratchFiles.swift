@@ -16,7 +16,7 @@ package enum ScratchFiles {
     }
 
     // The registered paths, as C strings in fixed slots, so that the signal handler can read them without
-    // allocating or locking (only async-signal-safe calls are made there: unlink, signal, raise, _exit). A slot
+    // allocating or locking (only async-signal-safe calls are made there: unlink, rmdir, signal, raise, _exit). A slot
     // holds a pointer or nil; a string is never freed once it was in a slot (a handler may be reading it), which
     // costs a few bytes per temporary file of a process that lives for one command.
     private static let capacity = 64
@@ -25,7 +25,36 @@ package enum ScratchFiles {
         slots.initialize(repeating: nil, count: capacity)
         return slots
     }()
+    /// Check folders (``makeDirectory(near:)``) to remove, after the files, when a signal ends the process.
+    private static let directoryCapacity = 16
+    nonisolated(unsafe) private static let directorySlots: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = {
+        let slots = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: directoryCapacity)
+        slots.initialize(repeating: nil, count: directoryCapacity)
+        return slots
+    }()
     private static let lock = Mutex(())
+
+    /// Registers the check folder `path` for removal (rmdir, after the registered files, so register what is put
+    /// in it) if a signal ends the process before ``unregisterDirectory(_:)``; at most 16 at once.
+    package static func registerDirectory(_ path: String) {
+        lock.withLock { _ in
+            guard let free = (0..<directoryCapacity).first(where: { directorySlots[$0] == nil }) else { return }
+            directorySlots[free] = strdup(path)
+        }
+    }
+
+    /// Forgets the check folder `path` and every file registered in it: they were removed.
+    package static func unregisterDirectory(_ path: String) {
+        lock.withLock { _ in
+            for index in 0..<directoryCapacity {
+                if let name = directorySlots[index], String(cString: name) == path { directorySlots[index] = nil }
+            }
+            let inside = path + "/"
+            for index in 0..<capacity {
+                if let name = slots[index], String(cString: name).hasPrefix(inside) { slots[index] = nil }
+            }
+        }
+    }
 
     /// Registers `path` (and its SQLite side files `-journal`, `-wal`, `-shm`) for removal if a signal ends the
     /// process before ``unregister(_:)``. At most 64 at once; more are not registered (the sweep still removes
@@ -62,10 +91,14 @@ package enum ScratchFiles {
         return String(cString: made)
     }
 
-    /// Removes the registered files now (best effort).
+    /// Removes the registered files, then the registered check folders, now (best effort: a folder that still
+    /// holds an unregistered file stays, for the sweep).
     package static func removeRegistered() {
         for index in 0..<capacity {
             if let name = slots[index] { unlink(name) }
+        }
+        for index in 0..<directoryCapacity {
+            if let name = directorySlots[index] { rmdir(name) }
         }
     }
 
@@ -73,6 +106,7 @@ package enum ScratchFiles {
     /// signal (the shell sees 130, 143, 129). For a command-line tool; a library leaves signals to its program.
     package static func removeOnSignals() {
         _ = slots  // made before a handler may need it
+        _ = directorySlots
         let handler: @convention(c) (Int32) -> Void = { signal in
             ScratchFiles.removeRegistered()
             // Die by the signal itself (a parent sees WIFSIGNALED): default action, unblocked (a handler runs with

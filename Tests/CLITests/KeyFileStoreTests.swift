@@ -733,6 +733,32 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: nowhere))
     }
 
+    /// What a person at a terminal meets (a pseudo-terminal from `script`, lines typed one after another): the
+    /// passphrase is asked on the terminal even with stderr redirected, as ssh and pinentry ask (`T=$(securestore token
+    /// get gh 2>/dev/null)`); `token set` on a new key file says where the token goes and asks the new passphrase
+    /// before the secret.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs script(1) for a terminal"))
+    func aPersonAtATerminalIsAskedOnItWithStderrRedirectedAndThePassphraseComesFirst() throws {
+        var environment = try headless()
+        environment["SECURESTORE_PROMPT"] = nil
+        environment["SS"] = product("securestore")
+        func typed(_ lines: [String], _ command: String) throws -> ProcessResult {
+            // Each line after a pause: the prompt flushes what was typed before it (TCSAFLUSH), as a terminal does.
+            let feed = lines.map { "sleep 1.5; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
+            return try run(["bash", "-c", "{ \(feed); sleep 2; } | script -qec '\(command)' /dev/null"], environment: environment)
+        }
+        let made = try typed(
+            ["correct horse battery", "correct horse battery", "ghp_typed", "ghp_typed"], "\"$SS\" --keystore file token set gh")
+        let screen = made.stdout
+        let whereItGoes = try #require(screen.range(of: "token 'gh' goes to the key file"), "\(screen)")
+        let newPassphrase = try #require(screen.range(of: "New passphrase for the key file"), "\(screen)")
+        let secret = try #require(screen.range(of: "Secret for gh"), "\(screen)")
+        #expect(whereItGoes.lowerBound < newPassphrase.lowerBound && newPassphrase.lowerBound < secret.lowerBound, "\(screen)")
+        #expect(try tool(["token", "get", "gh"]).stdout == "ghp_typed")
+        let read = try typed(["correct horse battery"], "T=$(\"$SS\" --keystore file token get gh 2>/dev/null); echo \"got=$T\"")
+        #expect(read.stdout.contains("Passphrase for the key file") && read.stdout.contains("got=ghp_typed"), "\(read.stdout)")
+    }
+
     @Test func theSecretServiceAskedForWithNoBusCreatesNothing() throws {
         let data = work.path + "/never-made"
         let got = try tool(["--keystore", "secret-service", "--data-dir", data, "tasks", "add", "Nothing"], passphrase: nil)
