@@ -43,13 +43,21 @@ extension SyncEngine {
     /// print("removed \(cleaned.removedBundles) bundles (\(cleaned.removedBytes) bytes)")
     /// ```
     ///
-    /// - Throws: what ``sync()`` throws (nothing is removed then), or ``SyncError/Code-swift.struct/remote``.
+    /// - Throws: what ``sync()`` throws: a remote that cannot be reached (nothing is removed then), or — after the
+    ///   cleanup, which goes on around it — a refused or missing bundle; or ``SyncError/Code-swift.struct/remote``.
     @discardableResult
     public func clean() throws -> SyncCleanReport {
         try withSyncLock {
             var report = SyncCleanReport()
-            report.sync = try syncLocked()
+            // A refused or planted file is no reason to stop cleaning this device's own files: the cleanup goes on
+            // around it, and the sync's refusal is reported afterwards.
+            let failure: SyncError?
+            (report.sync, failure) = try syncRound()
             try cleanLocked(&report)
+            if var failure {
+                failure.report = report.sync
+                throw failure
+            }
             return report
         }
     }
@@ -122,14 +130,15 @@ extension SyncEngine {
                 let mine = olderRoot + "/" + folder + "/" + device
                 var directories: [String] = []
                 var pending = [mine]
+                // Folders of ours only, each a directory itself: a symbolic link on the way is not followed.
+                guard [olderRoot, olderRoot + "/" + folder].allSatisfy(SyncLayout.isDirectory) else { continue }
                 while let directory = pending.popLast() {
-                    guard let names = try? listDirectory(directory) else { continue }
+                    guard SyncLayout.isDirectory(directory), let names = try? listDirectory(directory) else { continue }
                     directories.append(directory)
                     for name in names {
                         let path = directory + "/" + name
-                        var isDirectory: ObjCBool = false
-                        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
-                        if isDirectory.boolValue {
+                        // Never through a symbolic link (it is removed itself, not what it points at).
+                        if SyncLayout.isDirectory(path) {
                             pending.append(path)
                         } else {
                             remove(path)

@@ -67,6 +67,12 @@ public struct SyncReport: Sendable, Equatable {
     public var missingBundles: [String] = []
     /// Deleted rows whose tombstones every known device has seen, dropped from the bookkeeping here.
     public var prunedTombstones = 0
+    /// What is on the remote under a name of ours but is not what that name says, relative to the remote's root:
+    /// a symbolic link, directory, FIFO, socket or device named like a bundle, a seen vector or an attachment's
+    /// file; anything but a folder named like a device's folder; a device folder none of whose bundles
+    /// authenticates as that device's, of a device never applied here (planted by someone who can write the
+    /// remote). Each is skipped — never opened, followed or applied — and this device's own changes still go out.
+    public var skippedFiles: [String] = []
 }
 
 /// A device of the sync group as this device knows it.
@@ -266,6 +272,7 @@ public final class SyncEngine: Sendable {
     ///   holds a sync group (join it instead); ``SyncError/Code-swift.struct/invalidArgument`` for a table that
     ///   cannot sync (a rowid table). Nothing is changed then.
     public static func initialize(database: KeyedDatabase, remote: SyncRemote, tables: [String]) throws -> (SyncEngine, pairingCode: Secret) {
+        try refuseIfEnabled(database)
         let transport = Self.transport(remote, clone: clonePath(database))
         if case .folder(let path) = remote, !FileManager.default.fileExists(atPath: path) {
             do {
@@ -300,6 +307,7 @@ public final class SyncEngine: Sendable {
     ///   changed then.
     public static func join(database: KeyedDatabase, remote: SyncRemote, tables: [String], pairingCode: Secret) throws -> SyncEngine {
         let key = try key(fromPairingCode: pairingCode)
+        try refuseIfEnabled(database)
         let transport = Self.transport(remote, clone: clonePath(database))
         try transport.pull()
         let generation = newestGeneration(transport.root)
@@ -318,13 +326,22 @@ public final class SyncEngine: Sendable {
         return try SyncEngine(database: database)
     }
 
+    /// Refuses to set sync up again on a database that syncs, before anything is fetched, cloned or stored: the
+    /// clone beside the database, its key and its state are those of the group it is in.
+    private static func refuseIfEnabled(_ database: KeyedDatabase) throws {
+        let already = try database.read { try $0.tableExists("sync_state") }
+        if already {
+            throw SyncError(
+                SyncError.Code.alreadyEnabled,
+                "sync is already set up on database '\(database.name)' (this device is in a sync group); nothing was changed. "
+                    + "To move it to another group, use another database ('--name') or delete this one's sync set-up first")
+        }
+    }
+
     private static func enable(
         _ database: KeyedDatabase, remote: SyncRemote, tables: [String], key: SyncKey, generation: Int = 1
     ) throws {
-        let already = try database.read { try $0.tableExists("sync_state") }
-        if already {
-            throw SyncError(SyncError.Code.alreadyEnabled, "sync is already set up on database '\(database.name)'; nothing was changed")
-        }
+        try refuseIfEnabled(database)
         // Check the tables before anything is stored.
         _ = try database.read { db in try tables.map { try SyncSchema.describe(db, table: $0) } }
         let service = keyService(database.paths)
@@ -397,13 +414,28 @@ public final class SyncEngine: Sendable {
     }
 
     func syncLocked() throws -> SyncReport {
+        let (report, failure) = try syncRound()
+        if var failure {
+            failure.report = report
+            throw failure
+        }
+        return report
+    }
+
+    /// One round of ``sync()``: everything it can do is done, and what it refused or could not send is returned
+    /// with its report rather than thrown (``clean()`` goes on around it).
+    func syncRound() throws -> (SyncReport, SyncError?) {
         var report = SyncReport()
         try transport.pull()
         try adoptGeneration()
         try prepareAttachments()
-        try startFromSnapshot(&report)  // SyncSnapshot.swift
-        var refusals = try missingBundles(&report)
-        refusals += try applyIncoming(&report)
+        let planted = try plantedDeviceFolders()
+        let prefix = generation == 1 ? "" : "generation-\(generation)/"
+        report.skippedFiles = (SyncLayout.plantedEntries(root: layoutRoot) + planted.sorted().map { SyncLayout.devices + "/" + $0 })
+            .map { prefix + $0 }
+        try startFromSnapshot(&report, skipping: planted)  // SyncSnapshot.swift
+        var refusals = try missingBundles(&report, skipping: planted)
+        refusals += try applyIncoming(&report, skipping: planted)
         refusals += try exchangeAttachments(&report)
         try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
         let unsent = try sendOutgoing(&report)
@@ -411,16 +443,37 @@ public final class SyncEngine: Sendable {
         if let first = refusals.first {
             // A snapshot refused while it was needed for a gap is part of why the gap stays.
             let refusedSnapshots = refusals.contains { $0.code == SyncError.Code.missingBundle } ? report.refusedSnapshots : []
-            throw SyncError(
-                first.code,
-                (refusedSnapshots + refusals.map(\.message)).joined(separator: "; ")
-                    + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
+            return (
+                report,
+                SyncError(
+                    first.code,
+                    (refusedSnapshots + refusals.map(\.message)).joined(separator: "; ")
+                        + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
+            )
         }
-        if let unsent { throw unsent }
+        if let unsent { return (report, unsent) }
         // The last sync is the last one that refused nothing (a refusal changes nothing in the database).
         let now = microsecondsSince1970(Date())
         try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
-        return report
+        return (report, nil)
+    }
+
+    /// Device folders of this generation (ids, not this device's) that hold bundles of which none authenticates as
+    /// that device's, of a device never applied here and without a seen vector that opens: planted by someone who can
+    /// write the remote, not a device of the group. They are skipped and listed (``SyncReport/skippedFiles``), and
+    /// hold back neither pruning nor cleaning. A device folder with no bundle in it yet (a device whose first bundle
+    /// a replication engine has not delivered) is not one. Reads at most one bundle of each such folder that opens.
+    func plantedDeviceFolders() throws -> Set<String> {
+        let applied = Set(try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } })
+        return Set(
+            SyncLayout.deviceIDs(root: layoutRoot).filter { other in
+                guard other != device, !applied.contains(other) else { return false }
+                let bundles = SyncLayout.bundles(root: layoutRoot, device: other)
+                guard !bundles.isEmpty, SyncSeenFiles.newest(root: layoutRoot, device: other, key: key) == nil else { return false }
+                return !bundles.contains { bundle in
+                    (try? SyncLayout.read(bundle.path)).flatMap { SealedBundle.open($0, device: other, key: key) } != nil
+                }
+            })
     }
 
     /// The same as ``sync()``, off the caller's task.
@@ -437,7 +490,7 @@ public final class SyncEngine: Sendable {
         var hash: [UInt8]
     }
 
-    private func applyIncoming(_ report: inout SyncReport) throws -> [SyncError] {
+    private func applyIncoming(_ report: inout SyncReport, skipping planted: Set<String>) throws -> [SyncError] {
         var refusals: [SyncError] = []
         let root = layoutRoot
         let known = try database.read { db in
@@ -453,7 +506,7 @@ public final class SyncEngine: Sendable {
         devices[self.device] = try database.read { db in
             try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }
         }
-        for device in SyncLayout.deviceIDs(root: root) {
+        for device in SyncLayout.deviceIDs(root: root) where !planted.contains(device) {
             let isThisDevice = device == self.device
             var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
             let files = SyncLayout.bundles(root: root, device: device).filter { $0.sequence > UInt64(sequence) }
@@ -480,7 +533,12 @@ public final class SyncEngine: Sendable {
                 if files.filter({ $0.sequence == file.sequence }).count > 1 {
                     return refuse("device \(device.prefix(8)) has two bundles numbered \(file.sequence) (a restored or copied device)")
                 }
-                let bytes = try SyncLayout.read(file.path)
+                // Replaced since it was listed (a symbolic link, a FIFO): skipped and listed like one found listing.
+                guard let bytes = try? SyncLayout.read(file.path) else {
+                    report.skippedFiles.append(shown)
+                    stopped = true
+                    return nil
+                }
                 guard hexString(SealedBundle.sha256(bytes)) == file.hash else {
                     return refuse("its contents do not match the hash in its name (damaged, truncated or tampered with)")
                 }
@@ -699,6 +757,16 @@ public final class SyncEngine: Sendable {
         try engine.adoptGeneration()
         let known = try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } }
         let matches = known.filter { $0.hasPrefix(id.lowercased()) }
+        if !id.isEmpty, matches.isEmpty,
+            let planted = try engine.plantedDeviceFolders().sorted().first(where: { $0.hasPrefix(id.lowercased()) })
+        {
+            let prefix = engine.generation == 1 ? "" : "generation-\(engine.generation)/"
+            throw SyncError(
+                SyncError.Code.notFound,
+                "'\(id)' is not a device of the group: the folder '\(prefix)\(SyncLayout.devices)/\(planted)' on the remote holds no "
+                    + "bundle that authenticates under the sync key (planted by someone who can write the remote); sync skips it, and "
+                    + "there is no key to replace. Delete that folder from the remote (in git, a commit that removes it); nothing was changed")
+        }
         guard !id.isEmpty, matches.count == 1, let removed = matches.first, removed != engine.device else {
             throw SyncError(
                 SyncError.Code.notFound,

@@ -24,12 +24,16 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The remote file the error is about (a refused bundle), when there is one.
     public let path: String?
+    /// What the sync round did before it reported this error (a round applies and sends all it can first), when
+    /// the error comes from ``SyncEngine/sync()``; nil otherwise.
+    public internal(set) var report: SyncReport?
 
     /// An error with `code`, `message` and, where known, the file it is about.
     public init(_ code: Code, _ message: String, path: String? = nil) {
         self.code = code
         self.message = message
         self.path = path
+        self.report = nil
     }
 
     /// `code: message`.

@@ -292,12 +292,14 @@ enum SyncPruning {
 extension SyncEngine {
     /// Every device that can still send bundles of this generation: the device folders of this and every earlier
     /// generation (a device there may still re-key into this one and send what it knows) and the devices
-    /// ``sync_devices`` knows, less those `remove-device` removed.
+    /// ``sync_devices`` knows, less those `remove-device` removed and this generation's planted folders.
     func knownDevices() throws -> Set<String> {
         var known = Set(try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } })
         for number in 1...max(1, generation) {
             known.formUnion(SyncLayout.deviceIDs(root: Self.layoutRoot(transport.root, generation: number)))
         }
+        // A planted folder of this generation is no device's (see ``plantedDeviceFolders()``).
+        known.subtract(try plantedDeviceFolders())
         known.insert(device)
         return known.subtracting(SyncRemovedDevices.read(root: layoutRoot, key: key))
     }

@@ -62,31 +62,90 @@ enum SyncLayout {
     /// The largest file read from the remote (a bundle holds at most 2 000 rows): 256 MiB.
     static let maximumFileSize = 256 << 20
 
+    /// The whole of the regular file at `path`, never following a symbolic link in its place and never waiting on a
+    /// FIFO or a device there (SecureStoreCore's non-blocking open): whoever else writes the remote cannot make this
+    /// device read elsewhere on the machine or hang.
     static func read(_ path: String) throws -> [UInt8] {
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-        guard size <= maximumFileSize else {
-            throw SyncError(SyncError.Code.remote, "'\(path)' is \(size) bytes, more than any bundle; it was not read")
+        let opened: FileDescriptor.RegularFile
+        do {
+            opened = try FileDescriptor.openRegularFile(path)
+        } catch {
+            throw SyncError(
+                SyncError.Code.remote,
+                error == .tooManySymbolicLinkLevels
+                    ? "'\(path)' is a symbolic link, not a file of ours; it was not followed" : "cannot read '\(path)': \(error)")
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw SyncError(SyncError.Code.remote, "cannot read '\(path)'")
+        switch opened {
+        case .missing:
+            throw SyncError(SyncError.Code.remote, "cannot read '\(path)': it is not there")
+        case .notRegular:
+            throw SyncError(SyncError.Code.remote, "'\(path)' is not a regular file (a directory, FIFO, socket or device); it was not read")
+        case .opened(let descriptor, let status):
+            guard Int(status.st_size) <= maximumFileSize else {
+                descriptor.close()
+                throw SyncError(SyncError.Code.remote, "'\(path)' is \(status.st_size) bytes, more than any bundle; it was not read")
+            }
+            do {
+                return try descriptor.closeAfter { () throws(Errno) in try descriptor.read(upTo: Int(status.st_size)) }
+            } catch {
+                throw SyncError(SyncError.Code.remote, "cannot read '\(path)': \(error)")
+            }
         }
-        return [UInt8](data)
     }
 
-    /// The device folders under `root`, ignoring anything that is not a device id.
+    /// Whether `path` is itself a regular file (a symbolic link to one is not).
+    static func isRegularFile(_ path: String) -> Bool {
+        (try? fileStatus(path, followingLinks: false))?.isRegularFile ?? false
+    }
+
+    /// Whether `path` is itself a directory (a symbolic link to one is not).
+    static func isDirectory(_ path: String) -> Bool {
+        (try? fileStatus(path, followingLinks: false))?.isDirectory ?? false
+    }
+
+    /// The device folders under `root`, ignoring anything that is not a device id, and what is not a directory
+    /// itself (a symbolic link named like a device: ``plantedEntries(root:)`` lists it).
     static func deviceIDs(root: String) -> [String] {
         let names = (try? listDirectory(root + "/" + devices)) ?? []
-        return names.filter(SyncEngine.isDeviceID).sorted()
+        return names.filter { SyncEngine.isDeviceID($0) && isDirectory(root + "/" + devices + "/" + $0) }.sorted()
     }
 
     /// The bundles of `device`, by sequence; other names (`.syncthing.*.tmp`, `*.sync-conflict-*`, Nextcloud's
-    /// `.~` partials, our own temporaries) are ignored.
+    /// `.~` partials, our own temporaries) are ignored, and so is anything named like a bundle that is not a regular
+    /// file itself (``plantedEntries(root:)`` lists those).
     static func bundles(root: String, device: String) -> [(sequence: UInt64, hash: String, path: String)] {
         let folder = root + "/" + devices + "/" + device
         let names = (try? listDirectory(folder)) ?? []
         return names.compactMap { name in
             SealedBundle.parseName(name).map { ($0.sequence, $0.hash, folder + "/" + name) }
-        }.sorted { $0.sequence < $1.sequence }
+        }.filter { isRegularFile($0.2) }.sorted { $0.sequence < $1.sequence }
+    }
+
+    /// What is named like a file or folder of ours under `root` (one key generation) but is not a regular file or a
+    /// directory itself: a symbolic link, a FIFO, a socket or a device named like a bundle, a seen vector or an
+    /// attachment's file, or anything but a directory named like a device's folder. Each is skipped by every reader
+    /// (never opened, never followed); relative to `root`.
+    static func plantedEntries(root: String) -> [String] {
+        var planted: [String] = []
+        let folders: [(String, (String) -> Bool)] = [
+            (devices, { SealedBundle.parseName($0) != nil }),
+            (SyncSeenFiles.folder, { $0.utf8.count == 10 && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }),
+            (SyncEngine.attachmentsFolder, { $0.utf8.count == 64 && $0.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) } }),
+        ]
+        for (folder, isOurName) in folders {
+            for device in ((try? listDirectory(root + "/" + folder)) ?? []).filter(SyncEngine.isDeviceID).sorted() {
+                let path = folder + "/" + device
+                guard isDirectory(root + "/" + path) else {
+                    planted.append(path)
+                    continue
+                }
+                for name in ((try? listDirectory(root + "/" + path)) ?? []).sorted()
+                where isOurName(name) && !isRegularFile(root + "/" + path + "/" + name) {
+                    planted.append(path + "/" + name)
+                }
+            }
+        }
+        return planted
     }
 }
 

@@ -172,9 +172,11 @@ private func jsonObject(_ text: String) -> [String: Any] {
     }
 
     /// Bad bundles in the folder are refused by name with exit 65, and nothing of them reaches the database (the
-    /// file's hash is unchanged): tampered (renamed to match, or not), truncated, reordered, replayed, moved to another
-    /// device's folder, sealed by another sync group. The genuine bundle then applies.
+    /// file's hash is unchanged): tampered (renamed to match, or not), truncated, reordered, replayed. Moved to a folder
+    /// of an unknown device, or sealed by another sync group in its own folder: that folder is skipped and listed (exit
+    /// 0) and nothing of it is applied. The genuine bundle then applies.
     @Test func badBundlesAreRefusedAndNothingIsApplied() throws {
+        func namePart(_ path: String) -> String { String(path.split(separator: "/").last ?? "") }
         let folder = work.path + "/shared"
         let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
         try a.ok(["tasks", "add", "first"])
@@ -229,6 +231,18 @@ private func jsonObject(_ text: String) -> [String: Any] {
         ]
         for (label, files, directory, shown) in cases {
             try place(files, in: directory)
+            if let directory {
+                // In a folder of its own, of a device never applied here, a bundle that does not authenticate as that
+                // device's makes the folder a planted one: skipped and listed, not an error (issue 32: a planted
+                // folder stops nobody), and nothing of it applied.
+                let result = try b.run(["--json", "sync", "now"])
+                #expect(result.status == 0, "\(label): \(result.status) \(result.stderr)")
+                let skipped = (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["skippedFiles"]
+                #expect(skipped as? [String] == ["devices/" + namePart(directory)], "\(label): \(result.stdout)")
+                #expect(try b.tasks() == before, "\(label)")
+                try FileManager.default.removeItem(atPath: directory)
+                continue
+            }
             let result = try b.run(["sync", "now"])
             #expect(result.status == 65, "\(label): \(result.status) \(result.stderr)")
             #expect(result.stderr.contains("refused the bundle"), "\(label): \(result.stderr)")
@@ -236,7 +250,6 @@ private func jsonObject(_ text: String) -> [String: Any] {
             #expect(result.stderr.contains("nothing of it was applied"), "\(label)")
             #expect(try b.databaseDigest() == digest, "\(label): the database changed")
             #expect(try b.tasks() == before, "\(label)")
-            if let directory { try FileManager.default.removeItem(atPath: directory) }
         }
         // The genuine bundles: applied.
         try place([(names[1], genuine[1]), (names[2], genuine[2])])

@@ -1,0 +1,144 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The titles of a device's tasks, sorted.
+private func titles(_ device: SyncCLIDevice) throws -> [String] {
+    try device.tasks().compactMap { $0["title"] }.sorted()
+}
+
+private func jsonObject(_ text: String) -> [String: Any] {
+    (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+}
+
+/// 64 hexadecimal digits: a name of the shape of a bundle's hash.
+private func fakeHash(_ seed: Character) -> String { String(repeating: String(seed), count: 64) }
+
+/// A remote that someone with write access and no keys turns against the group (issue 32): planted files, a remote
+/// restored from an older copy, deleted bundles, rewritten git history. Each case: the message and exit status,
+/// nothing wrong applied, nothing lost, and the group syncing again afterwards.
+@Suite(.serialized) struct SyncHostileRemoteCommandTests {
+    let work: TemporaryDirectory
+
+    init() throws {
+        try Harness.require()
+        work = try TemporaryDirectory()
+    }
+
+    /// A symbolic link, a folder and a FIFO named like bundles, a FIFO named like a seen vector, a symbolic link named
+    /// like a device folder and a device folder of garbage: every sync skips and lists them (exit 0), A's new task
+    /// still goes out and arrives, `sync clean` goes on around them, and `remove-device` of the garbage folder says what
+    /// it is (66) and changes nothing.
+    @Test func plantedFilesAreSkippedListedAndStopNobody() throws {
+        let (a, b, remote, _, _) = try syncedPair(under: work.path)
+        try a.ok(["sync", "now"])
+        let idA = try a.deviceID(), idB = try b.deviceID()
+        let garbageID = String(repeating: "e", count: 32)
+        let planted = [
+            "devices/\(idB)/0000000009-\(fakeHash("a"))",  // a symbolic link to a file of this machine
+            "devices/\(idA)/0000000010-\(fakeHash("b"))",  // a folder
+            "devices/\(idB)/0000000011-\(fakeHash("c"))",  // a FIFO: a reader that opened it would hang
+            "seen/\(idB)/0000000099",  // a FIFO named like a seen vector
+            "devices/" + String(repeating: "d", count: 32),  // a symbolic link named like a device folder
+        ]
+        try FileManager.default.createSymbolicLink(atPath: remote + "/" + planted[0], withDestinationPath: "/etc/passwd")
+        try FileManager.default.createDirectory(atPath: remote + "/" + planted[1], withIntermediateDirectories: true)
+        #expect(try TestSupport.run(["mkfifo", remote + "/" + planted[2]]).status == 0)
+        try FileManager.default.createDirectory(atPath: remote + "/seen/\(idB)", withIntermediateDirectories: true)
+        #expect(try TestSupport.run(["mkfifo", remote + "/" + planted[3]]).status == 0)
+        try FileManager.default.createSymbolicLink(atPath: remote + "/" + planted[4], withDestinationPath: work.path)
+        let garbage = Data("not a bundle at all".utf8)
+        let digest = try TestSupport.run(["bash", "-c", "printf %s \"$0\" | sha256sum", "not a bundle at all"]).stdout.prefix(64)
+        let garbageFile = "devices/\(garbageID)/0000000001-\(digest)"
+        try FileManager.default.createDirectory(atPath: remote + "/devices/\(garbageID)", withIntermediateDirectories: true)
+        try garbage.write(to: URL(fileURLWithPath: remote + "/" + garbageFile))
+
+        try a.ok(["tasks", "add", "sent past the planted files"])
+        let now = try a.run(["--json", "sync", "now"])
+        #expect(now.status == 0, "\(now.stderr)")
+        let skipped = Set(jsonObject(now.stdout)["skippedFiles"] as? [String] ?? [])
+        #expect(skipped == Set(planted + ["devices/\(garbageID)"]), "\(now.stdout)")
+        #expect((jsonObject(now.stdout)["sentBundles"] as? Int ?? 0) >= 1)
+        let text = try b.run(["sync", "now"])
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stderr.contains("skipped 6 file(s) on the remote that are not what their names say"), "\(text.stderr)")
+        #expect(text.stderr.contains("devices/\(garbageID)"))
+        #expect(try titles(b).contains("sent past the planted files"))
+        #expect(try titles(a) == (try titles(b)))
+
+        // The cleanup goes on around them, and removes none in another device's folder (B replaced the FIFO in its own
+        // seen folder as it replaces its own older vectors: a device only ever removes its own files).
+        try a.ok(["sync", "snapshot"])
+        let clean = try a.run(["--json", "sync", "clean"])
+        #expect(clean.status == 0, "\(clean.stderr)")
+        #expect((jsonObject(clean.stdout)["waitingFor"] as? [String] ?? []).allSatisfy { $0 != garbageID }, "\(clean.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: remote + "/" + planted[3]))
+        for path in planted.filter({ $0 != planted[3] }) + [garbageFile] {
+            #expect((try? FileManager.default.attributesOfItem(atPath: remote + "/" + path)) != nil, "\(path)")
+        }
+
+        // remove-device of the garbage folder: a clear error, nothing changed (the key stays: no new generation).
+        let before = try remoteDigest(remote)
+        let removal = try a.run(["sync", "remove-device", String(garbageID.prefix(8))])
+        #expect(removal.status == 66, "\(removal.stderr)")
+        #expect(removal.stderr.contains("is not a device of the group"), "\(removal.stderr)")
+        #expect(removal.stderr.contains("devices/\(garbageID)"), "\(removal.stderr)")
+        #expect(try remoteDigest(remote) == before)
+        #expect(!FileManager.default.fileExists(atPath: remote + "/generation-2"))
+
+        // The group syncs on.
+        try b.ok(["tasks", "add", "after the cleanup"])
+        try b.ok(["sync", "now"])
+        try a.ok(["sync", "now"])
+        #expect(try titles(a).contains("after the cleanup"))
+        #expect(try titles(a) == (try titles(b)))
+    }
+
+    /// The same through git: a symbolic link named like A's next bundle, committed and pushed by someone with access,
+    /// is skipped and listed (not followed: /etc/passwd is never read as a bundle), and both devices go on.
+    @Test func aSymbolicLinkCommittedToGitIsSkipped() throws {
+        let remote = work.path + "/remote.git"
+        #expect(try git(["init", "--quiet", "--bare", remote]).status == 0)
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        try a.ok(["tasks", "add", "first"])
+        let code = try a.ok(["sync", "init", "--git", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--git", remote], input: code + "\n")
+        let idA = try a.deviceID()
+        let attacker = work.path + "/attacker"
+        #expect(try git(["clone", "--quiet", "--branch", "main", remote, attacker]).status == 0)
+        let link = "devices/\(idA)/0000000002-\(fakeHash("f"))"
+        try FileManager.default.createSymbolicLink(atPath: attacker + "/" + link, withDestinationPath: "/etc/passwd")
+        #expect(try git(["-C", attacker, "add", "-A"]).status == 0)
+        #expect(try git(["-C", attacker, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "--quiet", "-m", "plant"]).status == 0)
+        #expect(try git(["-C", attacker, "push", "--quiet", "origin", "HEAD:main"]).status == 0)
+
+        try a.ok(["tasks", "add", "second"])
+        let now = try a.run(["--json", "sync", "now"])
+        #expect(now.status == 0, "\(now.stderr)")
+        #expect(jsonObject(now.stdout)["skippedFiles"] as? [String] == [link], "\(now.stdout)")
+        let joined = try b.run(["--json", "sync", "now"])
+        #expect(joined.status == 0, "\(joined.stderr)")
+        #expect(try titles(b) == ["first", "second"])
+        #expect(try titles(a) == (try titles(b)))
+    }
+
+    /// `sync join` on a device that syncs already refuses (73) before it fetches or clones anything: the other group's
+    /// remote is not cloned, the database is unchanged, and the device syncs with its own group as before.
+    @Test func joinOnASyncingDeviceRefusesAndChangesNothing() throws {
+        let (a, b, _, _, _) = try syncedPair(under: work.path)
+        let other = SyncCLIDevice("other", under: work.path)
+        let otherRemote = work.path + "/other.git"
+        #expect(try git(["init", "--quiet", "--bare", otherRemote]).status == 0)
+        let otherCode = try other.ok(["sync", "init", "--git", otherRemote]).stdout.trimmingCharacters(in: .newlines)
+        let digest = try b.databaseDigest()
+        let refused = try b.run(["sync", "join", "--git", otherRemote], input: otherCode + "\n")
+        #expect(refused.status == 73, "\(refused.stderr)")
+        #expect(refused.stderr.contains("sync is already set up on database 'tasks'"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: b.data + "/" + b.app + "/tasks.sync"))
+        #expect(try b.databaseDigest() == digest)
+        try a.ok(["tasks", "add", "still one group"])
+        try a.ok(["sync", "now"])
+        try b.ok(["sync", "now"])
+        #expect(try titles(b).contains("still one group"))
+    }
+}
