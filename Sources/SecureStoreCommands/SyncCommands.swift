@@ -113,10 +113,12 @@ private struct SyncReportJSON: Encodable {
     let prunedTombstones: Int
     let missingBundles: [String]
     let skippedFiles: [String]
+    let resentBundles: Int
 
     init(_ report: SyncReport) {
         missingBundles = report.missingBundles
         skippedFiles = report.skippedFiles
+        resentBundles = report.resentBundles
         sentAttachments = report.sentAttachments
         sentAttachmentChunks = report.sentAttachmentChunks
         fetchedAttachments = report.fetchedAttachments

@@ -102,6 +102,7 @@ extension SyncEngine {
         }
         report.cleanedThrough = through
         report.keptBundles = SyncLayout.bundles(root: root, device: device).count
+        removeSentCopies(through: through)  // SyncChainHeads.swift: a snapshot holds them now
 
         // This device's snapshots other than its newest complete one (left by a `sync snapshot` that was interrupted).
         let snapshots = SyncSnapshotFiles.numbers(root: root, device: device)

@@ -56,6 +56,10 @@ public struct SyncReport: Sendable, Equatable {
     /// from one, and so does a device whose next bundle of some device is gone from the remote (removed by
     /// ``SyncEngine/clean()`` after the snapshot held it: a device restored from an older backup).
     public var snapshot: String?
+    /// This device's own bundles that had vanished from the remote (deleted, or the remote restored from an older
+    /// copy), sent again from the copies it keeps; the sync then throws ``SyncError/Code-swift.struct/rolledBack``
+    /// saying so.
+    public var resentBundles = 0
     /// Bundles that snapshot held beyond this device's position, not applied one by one.
     public var snapshotBundles = 0
     /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
@@ -63,7 +67,11 @@ public struct SyncReport: Sendable, Equatable {
     /// Bundles this device needs next that are not on the remote while later ones of their device are, and that no
     /// snapshot holds (`generation-N/devices/<device>/<number>-…`): removed by ``SyncEngine/clean()``, or not delivered
     /// yet. That device's later bundles wait. Where the bundle was certainly removed the sync also throws
-    /// ``SyncError/Code-swift.struct/missingBundle``.
+    /// ``SyncError/Code-swift.struct/missingBundle``. Also the bundles of a chain the remote shows short of what this
+    /// device verified (it applied them, or a verified seen vector counts them: deleted, or the remote restored from
+    /// an older copy) or with a hole inside: nothing of that chain is applied while it is short (on a new device,
+    /// nothing at all), and the sync throws ``SyncError/Code-swift.struct/rolledBack`` — at once where it cannot be a
+    /// late delivery (files this device applied, its own chain, git), else once a folder has shown it short for an hour.
     public var missingBundles: [String] = []
     /// Deleted rows whose tombstones every known device has seen, dropped from the bookkeeping here.
     public var prunedTombstones = 0
@@ -157,6 +165,9 @@ public final class SyncEngine: Sendable {
     /// The file whose `flock` serializes syncs of this database across processes (two at once would number two
     /// different bundles alike): `.<name>.sync-lock` beside the database.
     let lockPath: String
+    /// Where the copies of this device's sealed bundles are kept: `<name>.sync-sent` beside the database
+    /// (``sentCopies``).
+    let sentCopiesRoot: String
     /// Set when opening this engine found the database copied from another machine, where it synced as the
     /// device with this id: this copy has just become a new device (``device``), so the two machines never extend
     /// one chain of bundles. The device it was copied from is another device of the group now. Nil otherwise.
@@ -224,6 +235,7 @@ public final class SyncEngine: Sendable {
         self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
         self.transport = Self.transport(remote, clone: clone)
         self.lockPath = directoryPart(clone) + "/." + namePart(clone) + "-lock"
+        self.sentCopiesRoot = clone + "-sent"
     }
 
     /// Runs `body` holding this database's sync lock (waiting for another process's sync to end).
@@ -433,12 +445,26 @@ public final class SyncEngine: Sendable {
         let prefix = generation == 1 ? "" : "generation-\(generation)/"
         report.skippedFiles = (SyncLayout.plantedEntries(root: layoutRoot) + planted.sorted().map { SyncLayout.devices + "/" + $0 })
             .map { prefix + $0 }
-        try startFromSnapshot(&report, skipping: planted)  // SyncSnapshot.swift
-        var refusals = try missingBundles(&report, skipping: planted)
-        refusals += try applyIncoming(&report, skipping: planted)
+        // SyncChainHeads.swift: how far every chain reached, this device's own lost bundles sent again, and the chains
+        // the remote shows short (none of their bundles is applied while they are; a new device applies nothing).
+        try learnHeads(skipping: planted)
+        let resent = try resendOwnBundles(skipping: planted)
+        report.resentBundles = resent.count
+        let short = try shortChains(skipping: planted)
+        var refusals = shortChainErrors(short, resent: resent, report: &report)
+        let stale = Set(short.map(\.device))
+        let fresh = try database.read { db in
+            try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) == 0
+                && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
+        }
+        if !(fresh && !stale.isEmpty) {
+            try startFromSnapshot(&report, skipping: planted)  // SyncSnapshot.swift
+            refusals += try missingBundles(&report, skipping: planted.union(stale))
+            refusals += try applyIncoming(&report, skipping: planted.union(stale))
+        }
         refusals += try exchangeAttachments(&report)
         try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
-        let unsent = try sendOutgoing(&report)
+        let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device))
         report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
             // A snapshot refused while it was needed for a gap is part of why the gap stays.
@@ -625,8 +651,14 @@ public final class SyncEngine: Sendable {
 
     /// Seals and publishes this device's unsent changes. Returns the reason when they cannot be sent without
     /// forking this device's chain of bundles (nothing is sent then).
-    private func sendOutgoing(_ report: inout SyncReport) throws -> SyncError? {
+    private func sendOutgoing(_ report: inout SyncReport, ownChainShort: Bool) throws -> SyncError? {
         let root = layoutRoot
+        if ownChainShort {
+            return SyncError(
+                SyncError.Code.rolledBack,
+                "this device's changes were not sent and are kept: its own chain on the remote is not whole (sending would "
+                    + "leave a hole in it)")
+        }
         // This device's bundles beyond what the database recorded were applied by `applyIncoming` (which moved the
         // recorded sequence past them); one it refused (damaged) is not followed: the chain would fork at it.
         var (sequence, lastHash) = try database.read { db in
@@ -665,7 +697,10 @@ public final class SyncEngine: Sendable {
             guard let sealed = SealedBundle.seal(plaintext, header: header, device: device, key: key) else {
                 throw SyncError(SyncError.Code.remote, "libcrypto could not seal a bundle; nothing was sent")
             }
-            let relative = "\(SyncLayout.devices)/\(device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed))"
+            let name = SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed)
+            let relative = "\(SyncLayout.devices)/\(device)/\(name)"
+            // The copy first: a bundle on the remote always has one here (SyncChainHeads.swift sends it again if lost).
+            try keepSentCopy(sealed, name: name, sequence: UInt64(sequence + 1))
             try SyncLayout.writeAtomically(sealed, root: root, relative: relative)
             let published = generation == 1 ? relative : "generation-\(generation)/" + relative
             sequence += 1
@@ -740,6 +775,8 @@ public final class SyncEngine: Sendable {
                 "UPDATE sync_state SET generation = ?, sequence = 0, last_hash = ? WHERE singleton = 0",
                 [generation, Data(count: 32)])
             try db.execute("DELETE FROM sync_devices")
+            try db.execute(Self.headsSQL)
+            try db.execute("DELETE FROM sync_heads")
             try db.execute("UPDATE sync_clock SET pending = 1")
         }
     }

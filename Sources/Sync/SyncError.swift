@@ -69,4 +69,11 @@ extension SyncError.Code {
     /// ``SyncError/path`` names the oldest bundle of that chain that is there. Another device that is up to date
     /// runs ``SyncEngine/writeSnapshot()``; the next sync starts from it.
     public static let missingBundle = Self("missingBundle")
+
+    /// The remote shows less of a device's chain of bundles than this device has verified — bundles it applied, or
+    /// that a verified seen vector counts, are gone (deleted, or the remote restored from an older copy) — or a
+    /// bundle is missing between two that are there. Nothing of that chain is applied while it is short; the device
+    /// that wrote the bundles sends them again from the copies it keeps. Also thrown, after the sync, by the device
+    /// that sent its own lost bundles again. ``SyncError/path`` names the chain's folder.
+    public static let rolledBack = Self("rolledBack")
 }

@@ -141,4 +141,159 @@ private func fakeHash(_ seed: Character) -> String { String(repeating: String(se
         try b.ok(["sync", "now"])
         #expect(try titles(b).contains("still one group"))
     }
+
+    // MARK: A remote that rolls back or deletes
+
+    /// Adds a task and returns its ID.
+    private func add(_ device: SyncCLIDevice, _ title: String) throws -> String {
+        let out = try device.ok(["--json", "tasks", "add"] + title.split(separator: " ").map(String.init)).stdout
+        return try #require(jsonObject(out)["id"] as? String)
+    }
+
+    /// The hostile remote owner's first try: the folder restored from an older copy after B deleted a task. No device
+    /// shows the deleted task again; A (which had applied B's bundle) exits 65 naming B's missing bundle; a device that
+    /// joins meanwhile applies nothing of the stale state and lists B's bundle; B sends its lost bundle again (65,
+    /// saying so) from its copies; then everyone exits 0 with the same tasks, and the group syncs on.
+    @Test func aFolderRestoredFromAnOlderCopyBringsNothingBack() throws {
+        let remote = work.path + "/remote", older = work.path + "/older-copy"
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let victim = try add(a, "victim task")
+        let code = try a.ok(["sync", "init", "--folder", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--folder", remote], input: code + "\n")
+        try a.ok(["sync", "now"])
+        #expect(try TestSupport.run(["cp", "-a", remote, older]).status == 0)
+        try b.ok(["tasks", "delete", victim])
+        _ = try add(b, "added by B after")
+        try b.ok(["sync", "now"])
+        try a.ok(["sync", "now"])
+        let idB = try b.deviceID()
+        let expected = ["added by B after"]
+        #expect(try titles(a) == expected)
+
+        // The remote's owner restores the older copy.
+        try FileManager.default.removeItem(atPath: remote)
+        #expect(try TestSupport.run(["cp", "-a", older, remote]).status == 0)
+
+        let seenByA = try a.run(["--json", "sync", "now"])
+        #expect(seenByA.status == 65, "\(seenByA.stderr)")
+        #expect(seenByA.stderr.contains("the remote is missing device \(idB.prefix(8))'s bundle"), "\(seenByA.stderr)")
+        #expect(seenByA.stderr.contains("restored from an older copy"), "\(seenByA.stderr)")
+        let missing = jsonObject(seenByA.stdout)["missingBundles"] as? [String] ?? []
+        #expect(missing.contains { $0.hasPrefix("devices/\(idB)/") }, "\(seenByA.stdout)")
+        #expect(try titles(a) == expected)
+
+        // A device that joins now learns B's head from A's seen vector: it applies nothing and lists B's bundle.
+        let d = SyncCLIDevice("d", under: work.path)
+        let joined = try d.run(["--json", "sync", "join", "--folder", remote], input: code + "\n")
+        #expect(joined.status == 0, "\(joined.stderr)")
+        #expect((jsonObject(joined.stdout)["missingBundles"] as? [String] ?? []).contains { $0.hasPrefix("devices/\(idB)/") }, "\(joined.stdout)")
+        #expect((jsonObject(joined.stdout)["appliedBundles"] as? Int) == 0, "\(joined.stdout)")
+        #expect(try titles(d).isEmpty)
+
+        // B finds its own bundle gone and sends it again.
+        let resent = try b.run(["--json", "sync", "now"])
+        #expect(resent.status == 65, "\(resent.stderr)")
+        #expect(resent.stderr.contains("of this device's own bundle(s) had vanished from the remote"), "\(resent.stderr)")
+        #expect((jsonObject(resent.stdout)["resentBundles"] as? Int ?? 0) >= 1, "\(resent.stdout)")
+
+        // Everyone converges, exit 0, and the deleted task stays deleted.
+        for device in [a, d, b, a, d] { try device.ok(["sync", "now"]) }
+        for device in [a, b, d] { #expect(try titles(device) == expected, "\(device.app)") }
+        try d.ok(["tasks", "done-all", "--yes"])
+        _ = try add(d, "added by D")
+        for device in [d, a, b, d] { try device.ok(["sync", "now"]) }
+        for device in [a, b, d] {
+            #expect(try titles(device) == ["added by B after", "added by D"], "\(device.app)")
+            #expect(try device.tasks().allSatisfy { $0["id"] != victim })
+        }
+    }
+
+    /// The same through a bare git repository, the old tree restored by an ordinary commit or by a force-push of the
+    /// old commit: A exits 65 naming B's bundle, a device that joins exits 65 too (git delivers whole trees: not a late
+    /// delivery) and applies nothing, B sends its bundle again, and all converge without the deleted task.
+    @Test(arguments: ["commit"]) func aGitRemoteRolledBackBringsNothingBack(_ how: String) throws {
+        let remote = work.path + "/remote.git"
+        #expect(try git(["init", "--quiet", "--bare", remote]).status == 0)
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let victim = try add(a, "victim task")
+        let code = try a.ok(["sync", "init", "--git", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--git", remote], input: code + "\n")
+        try a.ok(["sync", "now"])
+        let old = try git(["-C", remote, "rev-parse", "main"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try b.ok(["tasks", "delete", victim])
+        _ = try add(b, "added by B after")
+        try b.ok(["sync", "now"])
+        try a.ok(["sync", "now"])
+        let idB = try b.deviceID()
+
+        let attacker = work.path + "/attacker"
+        #expect(try git(["clone", "--quiet", "--branch", "main", remote, attacker]).status == 0)
+        let identity = ["-c", "user.name=x", "-c", "user.email=x@x"]
+        if how == "commit" {
+            #expect(try git(["-C", attacker, "rm", "-rq", "."]).status == 0)
+            #expect(try git(["-C", attacker, "checkout", old, "--", "."]).status == 0)
+            #expect(try git(["-C", attacker] + identity + ["commit", "--quiet", "-m", "restore"]).status == 0)
+            #expect(try git(["-C", attacker, "push", "--quiet", "origin", "HEAD:main"]).status == 0)
+        } else {
+            #expect(try git(["-C", attacker, "push", "--quiet", "--force", "origin", old + ":main"]).status == 0)
+        }
+
+        let seenByA = try a.run(["sync", "now"])
+        #expect(seenByA.status == 65, "\(how): \(seenByA.stderr)")
+        #expect(seenByA.stderr.contains("the remote is missing device \(idB.prefix(8))'s bundle"), "\(how): \(seenByA.stderr)")
+        #expect(try titles(a) == ["added by B after"])
+
+        let d = SyncCLIDevice("d", under: work.path)
+        let joined = try d.run(["--json", "sync", "join", "--git", remote], input: code + "\n")
+        #expect(joined.status == 65, "\(how): \(joined.stderr)")
+        #expect(joined.stderr.contains("a verified seen vector says its chain reached"), "\(how): \(joined.stderr)")
+        #expect((jsonObject(joined.stdout)["appliedBundles"] as? Int) == 0, "\(how): \(joined.stdout)")
+        #expect(try titles(d).isEmpty)
+
+        let resent = try b.run(["sync", "now"])
+        #expect(resent.status == 65, "\(how): \(resent.stderr)")
+        #expect(resent.stderr.contains("had vanished from the remote"), "\(how): \(resent.stderr)")
+        for device in [a, d, b, a, d] { try device.ok(["sync", "now"]) }
+        for device in [a, b, d] { #expect(try titles(device) == ["added by B after"], "\(how): \(device.app)") }
+        _ = try add(d, "added by D")
+        for device in [d, a, b] { try device.ok(["sync", "now"]) }
+        for device in [a, b] { #expect(try titles(device) == ["added by B after", "added by D"], "\(how)") }
+    }
+
+    /// A bundle deleted from the middle of B's chain in git (2 gone while 3 is there): a device that joins exits 65
+    /// naming it and applies nothing of B's chain; B sends it again; then the device holds every task.
+    @Test func aHoleInsideAChainIsReportedAtOnceOnGit() throws {
+        let remote = work.path + "/remote.git"
+        #expect(try git(["init", "--quiet", "--bare", remote]).status == 0)
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let code = try a.ok(["sync", "init", "--git", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--git", remote], input: code + "\n")
+        for title in ["b two", "b three"] {
+            _ = try add(b, title)
+            try b.ok(["sync", "now"])
+        }
+        let idB = try b.deviceID()
+        let attacker = work.path + "/attacker"
+        #expect(try git(["clone", "--quiet", "--branch", "main", remote, attacker]).status == 0)
+        let second = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: attacker + "/devices/" + idB).first { $0.hasPrefix("0000000002-") })
+        #expect(try git(["-C", attacker, "rm", "-q", "devices/\(idB)/\(second)"]).status == 0)
+        #expect(try git(["-C", attacker, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "--quiet", "-m", "hole"]).status == 0)
+        #expect(try git(["-C", attacker, "push", "--quiet", "origin", "HEAD:main"]).status == 0)
+
+        let d = SyncCLIDevice("d", under: work.path)
+        let joined = try d.run(["--json", "sync", "join", "--git", remote], input: code + "\n")
+        #expect(joined.status == 65, "\(joined.stderr)")
+        #expect(joined.stderr.contains("the remote is missing device \(idB.prefix(8))'s bundle 2"), "\(joined.stderr)")
+        #expect(joined.stderr.contains("deleted from the middle of the chain"), "\(joined.stderr)")
+        #expect((jsonObject(joined.stdout)["missingBundles"] as? [String] ?? []).contains("devices/\(idB)/0000000002-…"), "\(joined.stdout)")
+        #expect(try titles(d).isEmpty)
+
+        let resent = try b.run(["sync", "now"])
+        #expect(resent.status == 65, "\(resent.stderr)")
+        try d.ok(["sync", "now"])
+        #expect(try titles(d) == ["b three", "b two"])
+        try a.ok(["sync", "now"])
+        #expect(try titles(a) == ["b three", "b two"])
+    }
 }
