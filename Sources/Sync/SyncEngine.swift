@@ -206,9 +206,9 @@ public final class SyncEngine: Sendable {
         text.utf8.count == 32 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
-    static func transport(_ remote: SyncRemote, clone: String) -> any SyncTransport & Sendable {
+    static func transport(_ remote: SyncRemote, clone: String, device: String? = nil) -> any SyncTransport & Sendable {
         switch remote {
-        case .git(let url): GitTransport(url: url, root: clone)
+        case .git(let url): GitTransport(url: url, root: clone, device: device)
         case .folder(let path): FolderTransport(root: path)
         }
     }
@@ -233,7 +233,7 @@ public final class SyncEngine: Sendable {
         self.key = key
         self.generation = generation
         self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
-        self.transport = Self.transport(remote, clone: clone)
+        self.transport = Self.transport(remote, clone: clone, device: state.0)
         self.lockPath = directoryPart(clone) + "/." + namePart(clone) + "-lock"
         self.sentCopiesRoot = clone + "-sent"
     }

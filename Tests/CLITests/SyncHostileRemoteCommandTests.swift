@@ -211,7 +211,7 @@ private func fakeHash(_ seed: Character) -> String { String(repeating: String(se
     /// The same through a bare git repository, the old tree restored by an ordinary commit or by a force-push of the
     /// old commit: A exits 65 naming B's bundle, a device that joins exits 65 too (git delivers whole trees: not a late
     /// delivery) and applies nothing, B sends its bundle again, and all converge without the deleted task.
-    @Test(arguments: ["commit"]) func aGitRemoteRolledBackBringsNothingBack(_ how: String) throws {
+    @Test(arguments: ["commit", "force-push"]) func aGitRemoteRolledBackBringsNothingBack(_ how: String) throws {
         let remote = work.path + "/remote.git"
         #expect(try git(["init", "--quiet", "--bare", remote]).status == 0)
         let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
@@ -295,5 +295,104 @@ private func fakeHash(_ seed: Character) -> String { String(repeating: String(se
         #expect(try titles(d) == ["b three", "b two"])
         try a.ok(["sync", "now"])
         #expect(try titles(a) == ["b three", "b two"])
+    }
+
+    // MARK: A git transport that cannot be jammed
+
+    /// Two devices through a bare git repository, A holding "first"; returns them and the repository.
+    private func gitPair() throws -> (a: SyncCLIDevice, b: SyncCLIDevice, remote: String) {
+        let remote = work.path + "/remote.git"
+        #expect(try git(["init", "--quiet", "--bare", remote]).status == 0)
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        _ = try add(a, "first")
+        let code = try a.ok(["sync", "init", "--git", remote]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--git", remote], input: code + "\n")
+        try a.ok(["sync", "now"])
+        return (a, b, remote)
+    }
+
+    private func attackerClone(_ remote: String) throws -> String {
+        let attacker = work.path + "/attacker-\(UUID().uuidString.prefix(8))"
+        #expect(try git(["clone", "--quiet", "--branch", "main", remote, attacker]).status == 0)
+        return attacker
+    }
+
+    private let identity = ["-c", "user.name=x", "-c", "user.email=x@x"]
+
+    /// A clone left in the middle of a rebase (as an earlier version left it after a rewritten commit: every sync then
+    /// exited 69 "git rebase failed"): the next sync abandons the rebase, exits 0, and its task arrives.
+    @Test func aCloneLeftMidRebaseSyncsAgain() throws {
+        let (a, b, _) = try gitPair()
+        let clone = a.data + "/" + a.app + "/tasks.sync"
+        var environment = ProcessInfo.processInfo.environment
+        environment["GIT_SEQUENCE_EDITOR"] = "sed -i s/^pick/edit/"
+        let stopped = try git(["-C", clone] + identity + ["rebase", "-i", "HEAD~1"], environment: environment)
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(FileManager.default.fileExists(atPath: clone + "/.git/rebase-merge"))
+        _ = try add(a, "after the rebase")
+        let now = try a.run(["sync", "now"])
+        #expect(now.status == 0, "\(now.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: clone + "/.git/rebase-merge"))
+        try b.ok(["sync", "now"])
+        #expect(try titles(b) == ["after the rebase", "first"])
+    }
+
+    /// An already-fetched commit rewritten and force-pushed (same files, another history): taken as it is, nothing lost,
+    /// both devices go on (exit 0), and no merge or replayed commit appears.
+    @Test func rewrittenHistoryIsTakenAsItIs() throws {
+        let (a, b, remote) = try gitPair()
+        let attacker = try attackerClone(remote)
+        #expect(try git(["-C", attacker] + identity + ["commit", "--quiet", "--amend", "-m", "rewritten"]).status == 0)
+        #expect(try git(["-C", attacker, "push", "--quiet", "--force", "origin", "HEAD:main"]).status == 0)
+        let rewritten = try git(["-C", remote, "rev-parse", "main"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try add(a, "after the rewrite")
+        try a.ok(["sync", "now"])
+        try b.ok(["sync", "now"])
+        #expect(try titles(b) == ["after the rewrite", "first"])
+        #expect(try titles(a) == (try titles(b)))
+        #expect(try git(["-C", remote, "merge-base", "--is-ancestor", rewritten, "main"]).status == 0, "built on the rewritten history")
+        #expect(try git(["-C", remote, "rev-list", "--merges", "--count", "main"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+    }
+
+    /// A tampering commit (B's newest bundle flipped) that A fetched and refused (65), then the last good commit
+    /// force-pushed back: A takes the good history (B's task applied; its own bundle pushed meanwhile, which the
+    /// force-push dropped, sent again: 65 saying so), pushes nothing of the attack back, and the remote's bundle is B's
+    /// genuine one; then all exit 0.
+    @Test func aTamperingCommitUndoneByAForcePushStaysUndone() throws {
+        let (a, b, remote) = try gitPair()
+        _ = try add(b, "from B")
+        try b.ok(["sync", "now"])
+        let good = try git(["-C", remote, "rev-parse", "main"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let idB = try b.deviceID()
+        let attacker = try attackerClone(remote)
+        let folder = attacker + "/devices/" + idB
+        let newest = try #require(try FileManager.default.contentsOfDirectory(atPath: folder).sorted().last)
+        let genuine = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + newest))
+        var flipped = genuine
+        flipped[flipped.count / 2] ^= 0x01
+        try flipped.write(to: URL(fileURLWithPath: folder + "/" + newest))
+        #expect(try git(["-C", attacker] + identity + ["commit", "--quiet", "-am", "tamper"]).status == 0)
+        #expect(try git(["-C", attacker, "push", "--quiet", "origin", "HEAD:main"]).status == 0)
+        let tamper = try git(["-C", remote, "rev-parse", "main"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        _ = try add(a, "from A meanwhile")
+        let refused = try a.run(["sync", "now"])
+        #expect(refused.status == 65, "\(refused.stderr)")
+        #expect(refused.stderr.contains("refused the bundle"), "\(refused.stderr)")
+        #expect(!(try titles(a)).contains("from B"))
+
+        // The force-push also dropped A's bundle pushed on top of the attack: A sends it again, saying so.
+        #expect(try git(["-C", attacker, "push", "--quiet", "--force", "origin", good + ":main"]).status == 0)
+        let back = try a.run(["sync", "now"])
+        #expect(back.status == 65, "\(back.stderr)")
+        #expect(back.stderr.contains("had vanished from the remote"), "\(back.stderr)")
+        #expect(try titles(a).contains("from B"))
+        try b.ok(["sync", "now"])
+        try a.ok(["sync", "now"])
+        #expect(try titles(a) == ["first", "from A meanwhile", "from B"])
+        #expect(try titles(b) == (try titles(a)))
+        #expect(try git(["-C", remote, "merge-base", "--is-ancestor", tamper, "main"]).status != 0, "the attack was not pushed back")
+        let inspect = try attackerClone(remote)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: inspect + "/devices/" + idB + "/" + newest)) == genuine)
     }
 }
