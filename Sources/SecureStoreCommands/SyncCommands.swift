@@ -153,6 +153,7 @@ private struct SyncCleanJSON: Encodable {
     let removedSnapshots: Int
     let removedSeenFiles: Int
     let removedOldGenerationFiles: Int
+    let removedTemporaryFiles: Int
     let removedBytes: Int64
     let cleanedThrough: Int64
     let keptBundles: Int
@@ -166,6 +167,7 @@ private struct SyncCleanJSON: Encodable {
         removedSnapshots = report.removedSnapshots
         removedSeenFiles = report.removedSeenFiles
         removedOldGenerationFiles = report.removedOldGenerationFiles
+        removedTemporaryFiles = report.removedTemporaryFiles
         removedBytes = report.removedBytes
         cleanedThrough = report.cleanedThrough
         keptBundles = report.keptBundles
@@ -418,6 +420,7 @@ let syncCommand = Command(
                                 + "\(cleaned.removedBundles) of this device's bundle(s), \(cleaned.removedSnapshots) old snapshot(s) and "
                                 + "\(cleaned.removedSeenFiles) old seen file(s)"
                                 + (cleaned.removedOldGenerationFiles > 0 ? ", and \(cleaned.removedOldGenerationFiles) file(s) of older key generations," : "")
+                                + (cleaned.removedTemporaryFiles > 0 ? ", and \(cleaned.removedTemporaryFiles) temporary file(s) of killed syncs," : "")
                                 + " from the remote (\(cleaned.removedBytes) bytes); "
                                 + "\(cleaned.keptBundles) bundle(s) of this device kept\n")
                         if cleaned.snapshot == nil {

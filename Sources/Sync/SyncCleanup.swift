@@ -17,6 +17,8 @@ public struct SyncCleanReport: Sendable, Equatable {
     /// This device's files in older key generations removed (bundles, seen vectors, snapshots, attachment chunks:
     /// a generation that is not the newest is read by no device that can sync, Docs/sync.md "Removing a device").
     public var removedOldGenerationFiles = 0
+    /// Temporary files that a killed sync of this device left in its own folders of the remote, removed.
+    public var removedTemporaryFiles = 0
     /// The bytes of all the files removed.
     public var removedBytes: Int64 = 0
     /// This device's bundles numbered up to this one are gone from the remote now (0: none).
@@ -103,6 +105,17 @@ extension SyncEngine {
         report.cleanedThrough = through
         report.keptBundles = SyncLayout.bundles(root: root, device: device).count
         removeSentCopies(through: through)  // SyncChainHeads.swift: a snapshot holds them now
+
+        // Temporary files of a sync of this device that was killed (`.<name>.tmp-<pid>-…` of a process that no longer
+        // runs, often empty): in its own folders only, where no other device writes.
+        for folder in [SyncLayout.devices, SyncSeenFiles.folder, Self.attachmentsFolder] {
+            let mine = root + "/" + folder + "/" + device
+            guard SyncLayout.isDirectory(mine) else { continue }
+            for leftover in ScratchFiles.leftovers(in: mine) {
+                remove(leftover)
+                report.removedTemporaryFiles += 1
+            }
+        }
 
         // This device's snapshots other than its newest complete one (left by a `sync snapshot` that was interrupted).
         let snapshots = SyncSnapshotFiles.numbers(root: root, device: device)

@@ -463,8 +463,8 @@ public final class SyncEngine: Sendable {
             refusals += try applyIncoming(&report, skipping: planted.union(stale))
         }
         refusals += try exchangeAttachments(&report)
-        try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
-        let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device))
+        let seenChanged = try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
+        let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device), seenChanged: seenChanged)
         report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
             // A snapshot refused while it was needed for a gap is part of why the gap stays.
@@ -651,9 +651,12 @@ public final class SyncEngine: Sendable {
 
     /// Seals and publishes this device's unsent changes. Returns the reason when they cannot be sent without
     /// forking this device's chain of bundles (nothing is sent then).
-    private func sendOutgoing(_ report: inout SyncReport, ownChainShort: Bool) throws -> SyncError? {
+    private func sendOutgoing(_ report: inout SyncReport, ownChainShort: Bool, seenChanged: Bool) throws -> SyncError? {
         let root = layoutRoot
         if ownChainShort {
+            if seenChanged {
+                try transport.publish([], message: "securestore sync: device \(device.prefix(8)) seen vector (what it has applied)")
+            }
             return SyncError(
                 SyncError.Code.rolledBack,
                 "this device's changes were not sent and are kept: its own chain on the remote is not whole (sending would "
@@ -727,10 +730,14 @@ public final class SyncEngine: Sendable {
             report.sentBundles += 1
             report.sentRows += keys.count
         }
-        if try !written.isEmpty || transport.hasUnpublished() {
-            try transport.publish(
-                written,
-                message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
+        // Each commit titled by what it publishes (before, a seen vector alone went out as "bundles of an interrupted
+        // sync").
+        if !written.isEmpty {
+            try transport.publish(written, message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
+        } else if seenChanged {
+            try transport.publish([], message: "securestore sync: device \(device.prefix(8)) seen vector (what it has applied)")
+        } else if try transport.hasUnpublished() {
+            try transport.publish([], message: "securestore sync: device \(device.prefix(8)) files of an interrupted sync")
         }
         return nil
     }

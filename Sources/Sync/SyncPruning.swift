@@ -308,11 +308,13 @@ extension SyncEngine {
     /// in the same commit). The vector is what this device has applied before sealing its next bundles: those
     /// bundles already reflect all of it. Nothing is written while this device's own chain is broken (it sends
     /// nothing then either).
-    func publishSeenVector() throws {
+    /// Returns whether it wrote one.
+    @discardableResult
+    func publishSeenVector() throws -> Bool {
         let recorded = try database.read { db in try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) ?? 0 }
-        if SyncLayout.bundles(root: layoutRoot, device: device).contains(where: { $0.sequence > UInt64(recorded) }) { return }
+        if SyncLayout.bundles(root: layoutRoot, device: device).contains(where: { $0.sequence > UInt64(recorded) }) { return false }
         let vector = try database.read { db in try SyncVector.current(db, device: device, name: Self.hostName) }
-        _ = try SyncSeenFiles.publish(vector, root: layoutRoot, device: device, key: key)
+        return try SyncSeenFiles.publish(vector, root: layoutRoot, device: device, key: key)
     }
 
     /// Drops the tombstones every known device has seen (``SyncPruning``). Returns what it did.

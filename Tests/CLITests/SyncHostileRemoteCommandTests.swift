@@ -395,4 +395,54 @@ private func fakeHash(_ seed: Character) -> String { String(repeating: String(se
         let inspect = try attackerClone(remote)
         #expect(try Data(contentsOf: URL(fileURLWithPath: inspect + "/devices/" + idB + "/" + newest)) == genuine)
     }
+
+    // MARK: Small things
+
+    /// The process id of a process that has ended (its temporary files are a dead process's leftovers).
+    private func deadProcessID() throws -> String {
+        try TestSupport.run(["sh", "-c", "sh -c 'echo $$' "]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A killed sync's empty temporary files in this device's seen and bundle folders of a folder remote: `sync clean`
+    /// removes them (`removedTemporaryFiles`), and nobody else's.
+    @Test func aKilledSyncsTemporaryFilesAreRemovedByClean() throws {
+        let (a, b, remote, _, _) = try syncedPair(under: work.path)
+        try a.ok(["sync", "now"])
+        let idA = try a.deviceID(), idB = try b.deviceID()
+        let pid = try deadProcessID()
+        let mine = ["seen/\(idA)/.0000000007.tmp-\(pid)-1f2e", "devices/\(idA)/.0000000009-\(fakeHash("a")).tmp-\(pid)-3c4d"]
+        let theirs = "seen/\(idB)/.0000000007.tmp-\(pid)-5e6f"
+        for path in mine + [theirs] {
+            try FileManager.default.createDirectory(atPath: remote + "/" + directoryOf(path), withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: remote + "/" + path, contents: Data()))
+        }
+        try a.ok(["sync", "snapshot"])
+        let clean = try a.run(["--json", "sync", "clean"])
+        #expect(clean.status == 0, "\(clean.stderr)")
+        #expect(jsonObject(clean.stdout)["removedTemporaryFiles"] as? Int == 2, "\(clean.stdout)")
+        for path in mine { #expect(!FileManager.default.fileExists(atPath: remote + "/" + path), "\(path)") }
+        #expect(FileManager.default.fileExists(atPath: remote + "/" + theirs), "another device's folder is its own")
+        try b.ok(["sync", "now"])
+    }
+
+    private func directoryOf(_ path: String) -> String { path.split(separator: "/").dropLast().joined(separator: "/") }
+
+    /// Through git: a killed sync's temporary file in the clone is never committed, and a sync that only publishes a
+    /// seen vector says so in its commit's title (not "bundles of an interrupted sync").
+    @Test func gitCommitsHoldNoTemporaryFileAndSayWhatTheyPublish() throws {
+        let (a, b, remote) = try gitPair()
+        let idA = try a.deviceID()
+        let clone = a.data + "/" + a.app + "/tasks.sync"
+        let leftover = "seen/\(idA)/.0000000007.tmp-\(try deadProcessID())-1f2e"
+        try FileManager.default.createDirectory(atPath: clone + "/seen/" + idA, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: clone + "/" + leftover, contents: Data()))
+        _ = try add(a, "second")
+        try a.ok(["sync", "now"])
+        try b.ok(["sync", "now"])  // applies A's bundle: publishes only its seen vector
+        let tree = try git(["-C", remote, "ls-tree", "-r", "--name-only", "main"]).stdout
+        #expect(!tree.contains(".tmp-"), "\(tree)")
+        let titles = try git(["-C", remote, "log", "--format=%s", "main"]).stdout
+        #expect(titles.contains("seen vector (what it has applied)"), "\(titles)")
+        #expect(!titles.contains("interrupted sync"), "\(titles)")
+    }
 }
