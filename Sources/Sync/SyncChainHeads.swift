@@ -43,9 +43,11 @@ extension SyncEngine {
         ) WITHOUT ROWID
         """
 
-    /// Where this device keeps a copy of each bundle it sealed, by key generation (`<data dir>/<name>.sync-sent/N/`,
-    /// 0700, files 0600: sealed, as on the remote): what it sends again when the remote loses them.
-    var sentCopies: String { sentCopiesRoot + "/\(generation)" }
+    /// Where this device keeps a copy of each bundle it sealed, by key generation and device id
+    /// (`<data dir>/<name>.sync-sent/<N>-<device id>/`, 0700, files 0600: sealed, as on the remote): what it sends
+    /// again when the remote loses them. By device id too: a database copied to another machine becomes a new device
+    /// there ("A copy on another machine"), and must not send the copies of the device it was copied from as its own.
+    var sentCopies: String { sentCopiesRoot + "/\(generation)-\(device)" }
 
     /// Keeps a copy of `sealed`, this device's bundle `name` (`<sequence>-<hash>`), replacing a copy of the same
     /// number left by a sync that was killed before the bundle reached the remote (that bundle was never recorded, so
@@ -72,9 +74,9 @@ extension SyncEngine {
     }
 
     /// Removes the copies of this device's bundles numbered up to `through` (``clean()`` removed them from the remote:
-    /// a snapshot holds them) and those of older key generations.
+    /// a snapshot holds them) and those of older key generations (and of the device a copied database was).
     func removeSentCopies(through: Int64) {
-        for name in (try? listDirectory(sentCopiesRoot)) ?? [] where name != String(generation) {
+        for name in (try? listDirectory(sentCopiesRoot)) ?? [] where name != namePart(sentCopies) {
             removeDirectoryAndFiles(sentCopiesRoot + "/" + name)
         }
         for name in (try? listDirectory(sentCopies)) ?? [] {

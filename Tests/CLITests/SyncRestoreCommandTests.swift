@@ -185,7 +185,7 @@ import Testing
         let bundles = try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
         #expect(bundles.count == 3)
         try FileManager.default.removeItem(atPath: folder + "/" + bundles[1])
-        let copies = a.data + "/" + a.app + "/tasks.sync-sent/1"
+        let copies = a.data + "/" + a.app + "/tasks.sync-sent/1-" + (try a.deviceID())
         let copy = try Data(contentsOf: URL(fileURLWithPath: copies + "/" + bundles[1]))
         try FileManager.default.removeItem(atPath: copies + "/" + bundles[1])
         try a.ok(["tasks", "add", "after", "the", "restore"])
