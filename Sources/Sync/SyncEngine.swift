@@ -478,7 +478,8 @@ public final class SyncEngine: Sendable {
             )
         }
         if let unsent { return (report, unsent) }
-        // The last sync is the last one that refused nothing (a refusal changes nothing in the database).
+        // The last sync is the last one that refused nothing (a refusal applies nothing; the database may only have
+        // learned how far chains reached).
         let now = microsecondsSince1970(Date())
         try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
         return (report, nil)
