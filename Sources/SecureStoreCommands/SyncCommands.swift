@@ -112,9 +112,13 @@ private struct SyncReportJSON: Encodable {
     let refusedSnapshots: [String]
     let prunedTombstones: Int
     let missingBundles: [String]
+    let skippedFiles: [String]
+    let resentBundles: Int
 
     init(_ report: SyncReport) {
         missingBundles = report.missingBundles
+        skippedFiles = report.skippedFiles
+        resentBundles = report.resentBundles
         sentAttachments = report.sentAttachments
         sentAttachmentChunks = report.sentAttachmentChunks
         fetchedAttachments = report.fetchedAttachments
@@ -149,6 +153,7 @@ private struct SyncCleanJSON: Encodable {
     let removedSnapshots: Int
     let removedSeenFiles: Int
     let removedOldGenerationFiles: Int
+    let removedTemporaryFiles: Int
     let removedBytes: Int64
     let cleanedThrough: Int64
     let keptBundles: Int
@@ -162,6 +167,7 @@ private struct SyncCleanJSON: Encodable {
         removedSnapshots = report.removedSnapshots
         removedSeenFiles = report.removedSeenFiles
         removedOldGenerationFiles = report.removedOldGenerationFiles
+        removedTemporaryFiles = report.removedTemporaryFiles
         removedBytes = report.removedBytes
         cleanedThrough = report.cleanedThrough
         keptBundles = report.keptBundles
@@ -245,6 +251,13 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
                 + "their device's later bundles wait. If a later sync does not bring them, run 'securestore sync snapshot' on a "
                 + "device that is up to date\n")
     }
+    if !report.skippedFiles.isEmpty {
+        Console.err(
+            "skipped \(report.skippedFiles.count) file(s) on the remote that are not what their names say (a symbolic link, folder, "
+                + "FIFO or device in place of a file of ours, or a device folder whose bundles do not authenticate: planted by "
+                + "someone who can write the remote); nothing of them was read or applied: "
+                + report.skippedFiles.map { escapedForTerminal($0) }.joined(separator: ", ") + "\n")
+    }
     if report.reappliedOwnBundles > 0 {
         Console.err(
             "re-applied \(report.reappliedOwnBundles) of this device's own bundle(s) that its database did not have (it was "
@@ -257,6 +270,18 @@ private func printReport(_ report: SyncReport, _ invocation: Invocation) throws 
         Console.err(
             "\(report.pendingBundles.count) bundle(s) come from a newer version of SecureStore and are kept pending, not applied "
                 + "and not lost, until this device is upgraded: \(report.pendingBundles.joined(separator: ", "))\n")
+    }
+}
+
+/// Runs a sync round; when it ends with an error that carries the round's report (a refused, missing or rolled-back
+/// bundle: the round did all it could first), the report is printed — `--json` on standard output too — before the
+/// error is.
+private func reportingRound(_ invocation: Invocation, _ round: () throws -> SyncReport) throws -> SyncReport {
+    do {
+        return try round()
+    } catch let error as SyncError {
+        if let report = error.report { try printReport(report, invocation) }
+        throw error
     }
 }
 
@@ -332,7 +357,7 @@ let syncCommand = Command(
                     let engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], pairingCode: code)
                     try engine.setAttachmentMode(mode)
                     Console.err("joined the sync group at \(remote) as device \(engine.device.prefix(8))\n")
-                    return try engine.sync()
+                    return try reportingRound(invocation) { try engine.sync() }
                 }
                 try printReport(report, invocation)
                 return ExitStatus.success
@@ -347,7 +372,7 @@ let syncCommand = Command(
             run: { invocation in
                 try withEngine(invocation) { engine in
                     if let mode = try invocation[attachmentsOption] { try engine.setAttachmentMode(mode) }
-                    try printReport(try engine.sync(), invocation)
+                    try printReport(try reportingRound(invocation) { try engine.sync() }, invocation)
                     return ExitStatus.success
                 }
             }),
@@ -395,6 +420,7 @@ let syncCommand = Command(
                                 + "\(cleaned.removedBundles) of this device's bundle(s), \(cleaned.removedSnapshots) old snapshot(s) and "
                                 + "\(cleaned.removedSeenFiles) old seen file(s)"
                                 + (cleaned.removedOldGenerationFiles > 0 ? ", and \(cleaned.removedOldGenerationFiles) file(s) of older key generations," : "")
+                                + (cleaned.removedTemporaryFiles > 0 ? ", and \(cleaned.removedTemporaryFiles) temporary file(s) of killed syncs," : "")
                                 + " from the remote (\(cleaned.removedBytes) bytes); "
                                 + "\(cleaned.keptBundles) bundle(s) of this device kept\n")
                         if cleaned.snapshot == nil {

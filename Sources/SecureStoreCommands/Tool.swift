@@ -16,7 +16,8 @@ let parser = Parser(root: root)
 /// The arguments, refused when one is not valid UTF-8 (CommandLine.arguments would repair it silently).
 func validatedArguments() throws -> [String] {
     var arguments: [String] = []
-    for index in 1..<Int(CommandLine.argc) {
+    // `1..<argc` would trap when argc is 0 (an `execve` with an empty argv, which kernels before 5.18 allow).
+    for index in stride(from: 1, to: Int(CommandLine.argc), by: 1) {
         guard let pointer = CommandLine.unsafeArgv[index], let argument = String(validatingCString: pointer) else {
             throw UsageError("argument \(index) is not valid UTF-8", path: [])
         }

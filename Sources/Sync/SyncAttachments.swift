@@ -297,7 +297,9 @@ extension SyncEngine {
         for device in ((try? listDirectory(folder)) ?? []).filter(Self.isDeviceID).sorted() {
             for name in (try? listDirectory(folder + "/" + device)) ?? []
             where name.utf8.count == 64 && name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) {
-                if files[name] == nil { files[name] = folder + "/" + device + "/" + name }
+                if files[name] == nil, SyncLayout.isRegularFile(folder + "/" + device + "/" + name) {
+                    files[name] = folder + "/" + device + "/" + name
+                }
             }
         }
         return files

@@ -17,6 +17,8 @@ public struct SyncCleanReport: Sendable, Equatable {
     /// This device's files in older key generations removed (bundles, seen vectors, snapshots, attachment chunks:
     /// a generation that is not the newest is read by no device that can sync, Docs/sync.md "Removing a device").
     public var removedOldGenerationFiles = 0
+    /// Temporary files that a killed sync of this device left in its own folders of the remote, removed.
+    public var removedTemporaryFiles = 0
     /// The bytes of all the files removed.
     public var removedBytes: Int64 = 0
     /// This device's bundles numbered up to this one are gone from the remote now (0: none).
@@ -43,13 +45,21 @@ extension SyncEngine {
     /// print("removed \(cleaned.removedBundles) bundles (\(cleaned.removedBytes) bytes)")
     /// ```
     ///
-    /// - Throws: what ``sync()`` throws (nothing is removed then), or ``SyncError/Code-swift.struct/remote``.
+    /// - Throws: what ``sync()`` throws: a remote that cannot be reached (nothing is removed then), or — after the
+    ///   cleanup, which goes on around it — a refused or missing bundle; or ``SyncError/Code-swift.struct/remote``.
     @discardableResult
     public func clean() throws -> SyncCleanReport {
         try withSyncLock {
             var report = SyncCleanReport()
-            report.sync = try syncLocked()
+            // A refused or planted file is no reason to stop cleaning this device's own files: the cleanup goes on
+            // around it, and the sync's refusal is reported afterwards.
+            let failure: SyncError?
+            (report.sync, failure) = try syncRound()
             try cleanLocked(&report)
+            if var failure {
+                failure.report = report.sync
+                throw failure
+            }
             return report
         }
     }
@@ -94,6 +104,18 @@ extension SyncEngine {
         }
         report.cleanedThrough = through
         report.keptBundles = SyncLayout.bundles(root: root, device: device).count
+        removeSentCopies(through: through)  // SyncChainHeads.swift: a snapshot holds them now
+
+        // Temporary files of a sync of this device that was killed (`.<name>.tmp-<pid>-…` of a process that no longer
+        // runs, often empty): in its own folders only, where no other device writes.
+        for folder in [SyncLayout.devices, SyncSeenFiles.folder, Self.attachmentsFolder] {
+            let mine = root + "/" + folder + "/" + device
+            guard SyncLayout.isDirectory(mine) else { continue }
+            for leftover in ScratchFiles.leftovers(in: mine) {
+                remove(leftover)
+                report.removedTemporaryFiles += 1
+            }
+        }
 
         // This device's snapshots other than its newest complete one (left by a `sync snapshot` that was interrupted).
         let snapshots = SyncSnapshotFiles.numbers(root: root, device: device)
@@ -122,14 +144,15 @@ extension SyncEngine {
                 let mine = olderRoot + "/" + folder + "/" + device
                 var directories: [String] = []
                 var pending = [mine]
+                // Folders of ours only, each a directory itself: a symbolic link on the way is not followed.
+                guard [olderRoot, olderRoot + "/" + folder].allSatisfy(SyncLayout.isDirectory) else { continue }
                 while let directory = pending.popLast() {
-                    guard let names = try? listDirectory(directory) else { continue }
+                    guard SyncLayout.isDirectory(directory), let names = try? listDirectory(directory) else { continue }
                     directories.append(directory)
                     for name in names {
                         let path = directory + "/" + name
-                        var isDirectory: ObjCBool = false
-                        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
-                        if isDirectory.boolValue {
+                        // Never through a symbolic link (it is removed itself, not what it points at).
+                        if SyncLayout.isDirectory(path) {
                             pending.append(path)
                         } else {
                             remove(path)

@@ -56,6 +56,10 @@ public struct SyncReport: Sendable, Equatable {
     /// from one, and so does a device whose next bundle of some device is gone from the remote (removed by
     /// ``SyncEngine/clean()`` after the snapshot held it: a device restored from an older backup).
     public var snapshot: String?
+    /// This device's own bundles that had vanished from the remote (deleted, or the remote restored from an older
+    /// copy), sent again from the copies it keeps; the sync then throws ``SyncError/Code-swift.struct/rolledBack``
+    /// saying so.
+    public var resentBundles = 0
     /// Bundles that snapshot held beyond this device's position, not applied one by one.
     public var snapshotBundles = 0
     /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
@@ -63,10 +67,20 @@ public struct SyncReport: Sendable, Equatable {
     /// Bundles this device needs next that are not on the remote while later ones of their device are, and that no
     /// snapshot holds (`generation-N/devices/<device>/<number>-…`): removed by ``SyncEngine/clean()``, or not delivered
     /// yet. That device's later bundles wait. Where the bundle was certainly removed the sync also throws
-    /// ``SyncError/Code-swift.struct/missingBundle``.
+    /// ``SyncError/Code-swift.struct/missingBundle``. Also the bundles of a chain the remote shows short of what this
+    /// device verified (it applied them, or a verified seen vector counts them: deleted, or the remote restored from
+    /// an older copy) or with a hole inside: nothing of that chain is applied while it is short (on a new device,
+    /// nothing at all), and the sync throws ``SyncError/Code-swift.struct/rolledBack`` — at once where it cannot be a
+    /// late delivery (files this device applied, its own chain, git), else once a folder has shown it short for an hour.
     public var missingBundles: [String] = []
     /// Deleted rows whose tombstones every known device has seen, dropped from the bookkeeping here.
     public var prunedTombstones = 0
+    /// What is on the remote under a name of ours but is not what that name says, relative to the remote's root:
+    /// a symbolic link, directory, FIFO, socket or device named like a bundle, a seen vector or an attachment's
+    /// file; anything but a folder named like a device's folder; a device folder none of whose bundles
+    /// authenticates as that device's, of a device never applied here (planted by someone who can write the
+    /// remote). Each is skipped — never opened, followed or applied — and this device's own changes still go out.
+    public var skippedFiles: [String] = []
 }
 
 /// A device of the sync group as this device knows it.
@@ -151,6 +165,9 @@ public final class SyncEngine: Sendable {
     /// The file whose `flock` serializes syncs of this database across processes (two at once would number two
     /// different bundles alike): `.<name>.sync-lock` beside the database.
     let lockPath: String
+    /// Where the copies of this device's sealed bundles are kept: `<name>.sync-sent` beside the database
+    /// (``sentCopies``).
+    let sentCopiesRoot: String
     /// Set when opening this engine found the database copied from another machine, where it synced as the
     /// device with this id: this copy has just become a new device (``device``), so the two machines never extend
     /// one chain of bundles. The device it was copied from is another device of the group now. Nil otherwise.
@@ -189,9 +206,9 @@ public final class SyncEngine: Sendable {
         text.utf8.count == 32 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
-    static func transport(_ remote: SyncRemote, clone: String) -> any SyncTransport & Sendable {
+    static func transport(_ remote: SyncRemote, clone: String, device: String? = nil) -> any SyncTransport & Sendable {
         switch remote {
-        case .git(let url): GitTransport(url: url, root: clone)
+        case .git(let url): GitTransport(url: url, root: clone, device: device)
         case .folder(let path): FolderTransport(root: path)
         }
     }
@@ -216,8 +233,9 @@ public final class SyncEngine: Sendable {
         self.key = key
         self.generation = generation
         self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
-        self.transport = Self.transport(remote, clone: clone)
+        self.transport = Self.transport(remote, clone: clone, device: state.0)
         self.lockPath = directoryPart(clone) + "/." + namePart(clone) + "-lock"
+        self.sentCopiesRoot = clone + "-sent"
     }
 
     /// Runs `body` holding this database's sync lock (waiting for another process's sync to end).
@@ -266,6 +284,7 @@ public final class SyncEngine: Sendable {
     ///   holds a sync group (join it instead); ``SyncError/Code-swift.struct/invalidArgument`` for a table that
     ///   cannot sync (a rowid table). Nothing is changed then.
     public static func initialize(database: KeyedDatabase, remote: SyncRemote, tables: [String]) throws -> (SyncEngine, pairingCode: Secret) {
+        try refuseIfEnabled(database)
         let transport = Self.transport(remote, clone: clonePath(database))
         if case .folder(let path) = remote, !FileManager.default.fileExists(atPath: path) {
             do {
@@ -300,6 +319,7 @@ public final class SyncEngine: Sendable {
     ///   changed then.
     public static func join(database: KeyedDatabase, remote: SyncRemote, tables: [String], pairingCode: Secret) throws -> SyncEngine {
         let key = try key(fromPairingCode: pairingCode)
+        try refuseIfEnabled(database)
         let transport = Self.transport(remote, clone: clonePath(database))
         try transport.pull()
         let generation = newestGeneration(transport.root)
@@ -318,13 +338,22 @@ public final class SyncEngine: Sendable {
         return try SyncEngine(database: database)
     }
 
+    /// Refuses to set sync up again on a database that syncs, before anything is fetched, cloned or stored: the
+    /// clone beside the database, its key and its state are those of the group it is in.
+    private static func refuseIfEnabled(_ database: KeyedDatabase) throws {
+        let already = try database.read { try $0.tableExists("sync_state") }
+        if already {
+            throw SyncError(
+                SyncError.Code.alreadyEnabled,
+                "sync is already set up on database '\(database.name)' (this device is in a sync group); nothing was changed. "
+                    + "To move it to another group, use another database ('--name') or delete this one's sync set-up first")
+        }
+    }
+
     private static func enable(
         _ database: KeyedDatabase, remote: SyncRemote, tables: [String], key: SyncKey, generation: Int = 1
     ) throws {
-        let already = try database.read { try $0.tableExists("sync_state") }
-        if already {
-            throw SyncError(SyncError.Code.alreadyEnabled, "sync is already set up on database '\(database.name)'; nothing was changed")
-        }
+        try refuseIfEnabled(database)
         // Check the tables before anything is stored.
         _ = try database.read { db in try tables.map { try SyncSchema.describe(db, table: $0) } }
         let service = keyService(database.paths)
@@ -397,30 +426,81 @@ public final class SyncEngine: Sendable {
     }
 
     func syncLocked() throws -> SyncReport {
+        let (report, failure) = try syncRound()
+        if var failure {
+            failure.report = report
+            throw failure
+        }
+        return report
+    }
+
+    /// One round of ``sync()``: everything it can do is done, and what it refused or could not send is returned
+    /// with its report rather than thrown (``clean()`` goes on around it).
+    func syncRound() throws -> (SyncReport, SyncError?) {
         var report = SyncReport()
         try transport.pull()
         try adoptGeneration()
         try prepareAttachments()
-        try startFromSnapshot(&report)  // SyncSnapshot.swift
-        var refusals = try missingBundles(&report)
-        refusals += try applyIncoming(&report)
+        let planted = try plantedDeviceFolders()
+        let prefix = generation == 1 ? "" : "generation-\(generation)/"
+        report.skippedFiles = (SyncLayout.plantedEntries(root: layoutRoot) + planted.sorted().map { SyncLayout.devices + "/" + $0 })
+            .map { prefix + $0 }
+        // SyncChainHeads.swift: how far every chain reached, this device's own lost bundles sent again, and the chains
+        // the remote shows short (none of their bundles is applied while they are; a new device applies nothing).
+        try learnHeads(skipping: planted)
+        let resent = try resendOwnBundles(skipping: planted)
+        report.resentBundles = resent.count
+        let short = try shortChains(skipping: planted)
+        var refusals = shortChainErrors(short, resent: resent, report: &report)
+        let stale = Set(short.map(\.device))
+        let fresh = try database.read { db in
+            try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) == 0
+                && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
+        }
+        if !(fresh && !stale.isEmpty) {
+            try startFromSnapshot(&report, skipping: planted)  // SyncSnapshot.swift
+            refusals += try missingBundles(&report, skipping: planted.union(stale))
+            refusals += try applyIncoming(&report, skipping: planted.union(stale))
+        }
         refusals += try exchangeAttachments(&report)
-        try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
-        let unsent = try sendOutgoing(&report)
+        let seenChanged = try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
+        let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device), seenChanged: seenChanged)
         report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
             // A snapshot refused while it was needed for a gap is part of why the gap stays.
             let refusedSnapshots = refusals.contains { $0.code == SyncError.Code.missingBundle } ? report.refusedSnapshots : []
-            throw SyncError(
-                first.code,
-                (refusedSnapshots + refusals.map(\.message)).joined(separator: "; ")
-                    + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
+            return (
+                report,
+                SyncError(
+                    first.code,
+                    (refusedSnapshots + refusals.map(\.message)).joined(separator: "; ")
+                        + (unsent == nil ? "; this device's own changes, if any, were sent" : "; \(unsent!.message)"), path: first.path)
+            )
         }
-        if let unsent { throw unsent }
-        // The last sync is the last one that refused nothing (a refusal changes nothing in the database).
+        if let unsent { return (report, unsent) }
+        // The last sync is the last one that refused nothing (a refusal applies nothing; the database may only have
+        // learned how far chains reached).
         let now = microsecondsSince1970(Date())
         try database.write { db in try db.execute("UPDATE sync_state SET last_sync = ? WHERE singleton = 0", [now]) }
-        return report
+        return (report, nil)
+    }
+
+    /// Device folders of this generation (ids, not this device's) that hold bundles of which none authenticates as
+    /// that device's, of a device never applied here and without a seen vector that opens: planted by someone who can
+    /// write the remote, not a device of the group. They are skipped and listed (``SyncReport/skippedFiles``), and
+    /// hold back neither pruning nor cleaning. A device folder with no bundle in it yet (a device whose first bundle
+    /// a replication engine has not delivered) is not one. Reads at most one bundle of each such folder that opens.
+    func plantedDeviceFolders() throws -> Set<String> {
+        let applied = Set(try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } })
+        return Set(
+            SyncLayout.deviceIDs(root: layoutRoot).filter { other in
+                guard other != device, !applied.contains(other) else { return false }
+                let bundles = SyncLayout.bundles(root: layoutRoot, device: other)
+                guard !bundles.isEmpty, SyncSeenFiles.newest(root: layoutRoot, device: other, key: key) == nil else { return false }
+                return !bundles.contains { bundle in
+                    (try? SyncLayout.read(bundle.path)).flatMap { SealedBundle.open($0, device: other, key: key) } != nil
+                }
+            })
     }
 
     /// The same as ``sync()``, off the caller's task.
@@ -437,7 +517,7 @@ public final class SyncEngine: Sendable {
         var hash: [UInt8]
     }
 
-    private func applyIncoming(_ report: inout SyncReport) throws -> [SyncError] {
+    private func applyIncoming(_ report: inout SyncReport, skipping planted: Set<String>) throws -> [SyncError] {
         var refusals: [SyncError] = []
         let root = layoutRoot
         let known = try database.read { db in
@@ -453,7 +533,7 @@ public final class SyncEngine: Sendable {
         devices[self.device] = try database.read { db in
             try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }
         }
-        for device in SyncLayout.deviceIDs(root: root) {
+        for device in SyncLayout.deviceIDs(root: root) where !planted.contains(device) {
             let isThisDevice = device == self.device
             var (sequence, lastHash) = devices[device] ?? (0, [UInt8](repeating: 0, count: 32))
             let files = SyncLayout.bundles(root: root, device: device).filter { $0.sequence > UInt64(sequence) }
@@ -480,7 +560,12 @@ public final class SyncEngine: Sendable {
                 if files.filter({ $0.sequence == file.sequence }).count > 1 {
                     return refuse("device \(device.prefix(8)) has two bundles numbered \(file.sequence) (a restored or copied device)")
                 }
-                let bytes = try SyncLayout.read(file.path)
+                // Replaced since it was listed (a symbolic link, a FIFO): skipped and listed like one found listing.
+                guard let bytes = try? SyncLayout.read(file.path) else {
+                    report.skippedFiles.append(shown)
+                    stopped = true
+                    return nil
+                }
                 guard hexString(SealedBundle.sha256(bytes)) == file.hash else {
                     return refuse("its contents do not match the hash in its name (damaged, truncated or tampered with)")
                 }
@@ -567,8 +652,17 @@ public final class SyncEngine: Sendable {
 
     /// Seals and publishes this device's unsent changes. Returns the reason when they cannot be sent without
     /// forking this device's chain of bundles (nothing is sent then).
-    private func sendOutgoing(_ report: inout SyncReport) throws -> SyncError? {
+    private func sendOutgoing(_ report: inout SyncReport, ownChainShort: Bool, seenChanged: Bool) throws -> SyncError? {
         let root = layoutRoot
+        if ownChainShort {
+            if seenChanged {
+                try transport.publish([], message: "securestore sync: device \(device.prefix(8)) seen vector (what it has applied)")
+            }
+            return SyncError(
+                SyncError.Code.rolledBack,
+                "this device's changes were not sent and are kept: its own chain on the remote is not whole (sending would "
+                    + "leave a hole in it)")
+        }
         // This device's bundles beyond what the database recorded were applied by `applyIncoming` (which moved the
         // recorded sequence past them); one it refused (damaged) is not followed: the chain would fork at it.
         var (sequence, lastHash) = try database.read { db in
@@ -607,7 +701,10 @@ public final class SyncEngine: Sendable {
             guard let sealed = SealedBundle.seal(plaintext, header: header, device: device, key: key) else {
                 throw SyncError(SyncError.Code.remote, "libcrypto could not seal a bundle; nothing was sent")
             }
-            let relative = "\(SyncLayout.devices)/\(device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed))"
+            let name = SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed)
+            let relative = "\(SyncLayout.devices)/\(device)/\(name)"
+            // The copy first: a bundle on the remote always has one here (SyncChainHeads.swift sends it again if lost).
+            try keepSentCopy(sealed, name: name, sequence: UInt64(sequence + 1))
             try SyncLayout.writeAtomically(sealed, root: root, relative: relative)
             let published = generation == 1 ? relative : "generation-\(generation)/" + relative
             sequence += 1
@@ -634,10 +731,14 @@ public final class SyncEngine: Sendable {
             report.sentBundles += 1
             report.sentRows += keys.count
         }
-        if try !written.isEmpty || transport.hasUnpublished() {
-            try transport.publish(
-                written,
-                message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
+        // Each commit titled by what it publishes (before, a seen vector alone went out as "bundles of an interrupted
+        // sync").
+        if !written.isEmpty {
+            try transport.publish(written, message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
+        } else if seenChanged {
+            try transport.publish([], message: "securestore sync: device \(device.prefix(8)) seen vector (what it has applied)")
+        } else if try transport.hasUnpublished() {
+            try transport.publish([], message: "securestore sync: device \(device.prefix(8)) files of an interrupted sync")
         }
         return nil
     }
@@ -682,6 +783,8 @@ public final class SyncEngine: Sendable {
                 "UPDATE sync_state SET generation = ?, sequence = 0, last_hash = ? WHERE singleton = 0",
                 [generation, Data(count: 32)])
             try db.execute("DELETE FROM sync_devices")
+            try db.execute(Self.headsSQL)
+            try db.execute("DELETE FROM sync_heads")
             try db.execute("UPDATE sync_clock SET pending = 1")
         }
     }
@@ -699,6 +802,16 @@ public final class SyncEngine: Sendable {
         try engine.adoptGeneration()
         let known = try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } }
         let matches = known.filter { $0.hasPrefix(id.lowercased()) }
+        if !id.isEmpty, matches.isEmpty,
+            let planted = try engine.plantedDeviceFolders().sorted().first(where: { $0.hasPrefix(id.lowercased()) })
+        {
+            let prefix = engine.generation == 1 ? "" : "generation-\(engine.generation)/"
+            throw SyncError(
+                SyncError.Code.notFound,
+                "'\(id)' is not a device of the group: the folder '\(prefix)\(SyncLayout.devices)/\(planted)' on the remote holds no "
+                    + "bundle that authenticates under the sync key (planted by someone who can write the remote); sync skips it, and "
+                    + "there is no key to replace. Delete that folder from the remote (in git, a commit that removes it); nothing was changed")
+        }
         guard !id.isEmpty, matches.count == 1, let removed = matches.first, removed != engine.device else {
             throw SyncError(
                 SyncError.Code.notFound,

@@ -24,12 +24,16 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The remote file the error is about (a refused bundle), when there is one.
     public let path: String?
+    /// What the sync round did before it reported this error (a round applies and sends all it can first), when
+    /// the error comes from ``SyncEngine/sync()``; nil otherwise.
+    public internal(set) var report: SyncReport?
 
     /// An error with `code`, `message` and, where known, the file it is about.
     public init(_ code: Code, _ message: String, path: String? = nil) {
         self.code = code
         self.message = message
         self.path = path
+        self.report = nil
     }
 
     /// `code: message`.
@@ -65,4 +69,11 @@ extension SyncError.Code {
     /// ``SyncError/path`` names the oldest bundle of that chain that is there. Another device that is up to date
     /// runs ``SyncEngine/writeSnapshot()``; the next sync starts from it.
     public static let missingBundle = Self("missingBundle")
+
+    /// The remote shows less of a device's chain of bundles than this device has verified — bundles it applied, or
+    /// that a verified seen vector counts, are gone (deleted, or the remote restored from an older copy) — or a
+    /// bundle is missing between two that are there. Nothing of that chain is applied while it is short; the device
+    /// that wrote the bundles sends them again from the copies it keeps. Also thrown, after the sync, by the device
+    /// that sent its own lost bundles again. ``SyncError/path`` names the chain's folder.
+    public static let rolledBack = Self("rolledBack")
 }

@@ -292,12 +292,14 @@ enum SyncPruning {
 extension SyncEngine {
     /// Every device that can still send bundles of this generation: the device folders of this and every earlier
     /// generation (a device there may still re-key into this one and send what it knows) and the devices
-    /// ``sync_devices`` knows, less those `remove-device` removed.
+    /// ``sync_devices`` knows, less those `remove-device` removed and this generation's planted folders.
     func knownDevices() throws -> Set<String> {
         var known = Set(try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } })
         for number in 1...max(1, generation) {
             known.formUnion(SyncLayout.deviceIDs(root: Self.layoutRoot(transport.root, generation: number)))
         }
+        // A planted folder of this generation is no device's (see ``plantedDeviceFolders()``).
+        known.subtract(try plantedDeviceFolders())
         known.insert(device)
         return known.subtracting(SyncRemovedDevices.read(root: layoutRoot, key: key))
     }
@@ -306,11 +308,13 @@ extension SyncEngine {
     /// in the same commit). The vector is what this device has applied before sealing its next bundles: those
     /// bundles already reflect all of it. Nothing is written while this device's own chain is broken (it sends
     /// nothing then either).
-    func publishSeenVector() throws {
+    /// Returns whether it wrote one.
+    @discardableResult
+    func publishSeenVector() throws -> Bool {
         let recorded = try database.read { db in try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) ?? 0 }
-        if SyncLayout.bundles(root: layoutRoot, device: device).contains(where: { $0.sequence > UInt64(recorded) }) { return }
+        if SyncLayout.bundles(root: layoutRoot, device: device).contains(where: { $0.sequence > UInt64(recorded) }) { return false }
         let vector = try database.read { db in try SyncVector.current(db, device: device, name: Self.hostName) }
-        _ = try SyncSeenFiles.publish(vector, root: layoutRoot, device: device, key: key)
+        return try SyncSeenFiles.publish(vector, root: layoutRoot, device: device, key: key)
     }
 
     /// Drops the tombstones every known device has seen (``SyncPruning``). Returns what it did.

@@ -36,11 +36,16 @@ enum SyncSnapshotFiles {
     static func manifestAAD(_ device: String) -> String { "snapshot/" + device }
     static func partAAD(_ device: String, _ number: UInt64) -> String { "snapshot/\(device)/\(number)" }
 
-    /// `device`'s snapshot numbers, newest first.
+    /// `device`'s snapshot numbers, newest first (folders only: a symbolic link named like a snapshot is never
+    /// followed, read or cleaned through).
     static func numbers(root: String, device: String) -> [UInt64] {
-        let names = (try? listDirectory(root + "/" + directory + "/" + device)) ?? []
+        let folder = root + "/" + directory + "/" + device
+        guard SyncLayout.isDirectory(folder) else { return [] }
+        let names = (try? listDirectory(folder)) ?? []
         return names.compactMap { name -> UInt64? in
-            guard name.utf8.count == 10, name.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            guard name.utf8.count == 10, name.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                SyncLayout.isDirectory(folder + "/" + name)
+            else { return nil }
             return UInt64(name)
         }.sorted(by: >)
     }
@@ -230,9 +235,9 @@ extension SyncEngine {
     }
 
     /// The chains with a gap at `position` (what this device has applied of each device, itself included).
-    func chainGaps(_ position: SyncVector) -> [ChainGap] {
+    func chainGaps(_ position: SyncVector, skipping planted: Set<String>) -> [ChainGap] {
         SyncLayout.deviceIDs(root: layoutRoot).compactMap { other in
-            guard let oldest = SyncLayout.bundles(root: layoutRoot, device: other).first,
+            guard !planted.contains(other), let oldest = SyncLayout.bundles(root: layoutRoot, device: other).first,
                 oldest.sequence > UInt64(position[other] + 1)
             else { return nil }
             return ChainGap(device: other, needed: position[other] + 1, resumesAt: oldest.sequence, path: oldest.path)
@@ -252,10 +257,10 @@ extension SyncEngine {
     /// never forks its chain. A snapshot that does not verify is named in ``SyncReport/refusedSnapshots`` and nothing
     /// of it is applied; the next one, or the bundles, are used instead. A gap that no snapshot holds is reported by
     /// ``missingBundles()``.
-    func startFromSnapshot(_ report: inout SyncReport) throws {
+    func startFromSnapshot(_ report: inout SyncReport, skipping planted: Set<String>) throws {
         let root = layoutRoot
         let position = try database.read { db in try SyncVector.current(db, device: device, name: "") }
-        let gaps = chainGaps(position)
+        let gaps = chainGaps(position, skipping: planted)
         let fresh = try database.read { db in
             try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) == 0
                 && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
@@ -416,11 +421,11 @@ extension SyncEngine {
     /// applied, is gone too: a cleanup removed a prefix), or a snapshot was refused. A chain this device has none of
     /// whose first files are missing is what a replication engine delivering in its own order looks like (Syncthing
     /// pulls in random order), and is only waited for, as before.
-    func missingBundles(_ report: inout SyncReport) throws -> [SyncError] {
+    func missingBundles(_ report: inout SyncReport, skipping planted: Set<String>) throws -> [SyncError] {
         let position = try database.read { db in try SyncVector.current(db, device: device, name: "") }
         let prefix = generation == 1 ? "" : "generation-\(generation)/"
         var errors: [SyncError] = []
-        for gap in chainGaps(position) {
+        for gap in chainGaps(position, skipping: planted) {
             let whose = gap.device == device ? "this device's own" : "device \(gap.device.prefix(8))'s"
             let bundle = "\(prefix)\(SyncLayout.devices)/\(gap.device)/\(SealedBundle.paddedSequence(UInt64(gap.needed)))-…"
             report.missingBundles.append(bundle)

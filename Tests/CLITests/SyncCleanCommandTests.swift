@@ -250,7 +250,7 @@ private func object(_ text: String) -> [String: Any] {
 
     /// The same restored device, with the only snapshot that fills its gap tampered with (one byte of a part): the
     /// snapshot is refused by name, the sync exits 65 naming the missing bundle and what to do, nothing is applied
-    /// (the database's bytes are the same), nothing is sent, and the edit made after the restore is kept. Once the
+    /// (the tasks, applied bundles, conflict log and unsent rows are the same), nothing is sent, and the edit made after the restore is kept. Once the
     /// other device writes a new snapshot, the next sync starts from it and converges.
     @Test func aTamperedSnapshotInTheGapIsRefusedAndNothingIsApplied() throws {
         let (a, b, remote, _) = try restoredAfterCleanup("folder", "tampered")
@@ -262,7 +262,7 @@ private func object(_ text: String) -> [String: Any] {
         try bytes.write(to: URL(fileURLWithPath: part))
         try a.ok(["tasks", "add", "Made after the restore"])
         try a.ok(["sync", "status"])  // the restored database takes its key again first (no change to the data)
-        let digest = try a.databaseDigest()
+        let digest = try a.appliedState()
         let remoteBefore = try remoteDigest(remote)
 
         let refused = try a.run(["--json", "sync", "now"])
@@ -270,7 +270,7 @@ private func object(_ text: String) -> [String: Any] {
         #expect(refused.stderr.contains("refused the snapshot 'snapshots/"), "\(refused.stderr)")
         #expect(refused.stderr.contains("is not on the remote"), "\(refused.stderr)")
         #expect(refused.stderr.contains("run 'securestore sync snapshot' on a device that is up to date"), "\(refused.stderr)")
-        #expect(try a.databaseDigest() == digest, "nothing was applied")
+        #expect(try a.appliedState() == digest, "nothing was applied")
         #expect(try remoteDigest(remote) == remoteBefore, "nothing was sent")
         #expect(try a.tasks().contains { $0["title"] == "Made after the restore" })
 

@@ -166,8 +166,9 @@ import Testing
     }
 
     /// A restored device whose next own bundle is missing from the remote while a later one is there (the remote
-    /// was damaged): it sends nothing — a new bundle under that number would fork its chain — says so with the file
-    /// named (65), keeps its unsent change, and leaves the remote as it was.
+    /// was damaged), and whose copy of it is gone too: it sends nothing — a new bundle under that number would fork
+    /// its chain — says so with the bundle named (65), keeps its unsent change, and leaves the remote as it was. With
+    /// its copy back, it sends the bundle again (65, saying so), then its change, and the next sync exits 0.
     @Test func aGapInTheDevicesOwnChainStopsSendingAndLosesNothing() throws {
         let remote = work.path + "/remote-gap"
         let a = SyncCLIDevice("a-gap", under: work.path)
@@ -184,17 +185,30 @@ import Testing
         let bundles = try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
         #expect(bundles.count == 3)
         try FileManager.default.removeItem(atPath: folder + "/" + bundles[1])
+        let copies = a.data + "/" + a.app + "/tasks.sync-sent/1-" + (try a.deviceID())
+        let copy = try Data(contentsOf: URL(fileURLWithPath: copies + "/" + bundles[1]))
+        try FileManager.default.removeItem(atPath: copies + "/" + bundles[1])
         try a.ok(["tasks", "add", "after", "the", "restore"])
         let remoteBefore = filesUnder(remote).map(\.data)
 
         let refused = try a.run(["sync", "now"])
         #expect(refused.status == 65)
-        #expect(refused.stderr.contains("this device's own bundle 2 is missing from the remote while later ones are there"), "\(refused.stderr)")
-        #expect(refused.stderr.contains(bundles[2]), "the later bundle is named")
+        #expect(refused.stderr.contains("the remote is missing this device's own bundle 2"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("keeps no copy of them to send again"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("this device's changes were not sent and are kept"), "\(refused.stderr)")
         #expect(filesUnder(remote).map(\.data) == remoteBefore, "nothing was sent")
         let status = jsonObject(try a.ok(["--json", "sync", "status"]).stdout)
         #expect(status["unsentRows"] as? Int ?? 0 >= 1, "the change is kept, unsent")
         #expect(try a.tasks().map { $0["title"] }.contains("after the restore"))
+
+        try copy.write(to: URL(fileURLWithPath: copies + "/" + bundles[1]))
+        let resent = try a.run(["--json", "sync", "now"])
+        #expect(resent.status == 65, "\(resent.stderr)")
+        #expect(resent.stderr.contains("had vanished from the remote"), "\(resent.stderr)")
+        #expect(jsonObject(resent.stdout)["resentBundles"] as? Int == 1, "\(resent.stdout)")
+        #expect(FileManager.default.fileExists(atPath: folder + "/" + bundles[1]))
+        try a.ok(["sync", "now"])
+        #expect(jsonObject(try a.ok(["--json", "sync", "status"]).stdout)["unsentRows"] as? Int == 0, "the change was sent")
     }
 
     /// `db delete` of a synced database keeps its sync key with its retired key (a restored backup syncs again with

@@ -212,4 +212,32 @@ struct SyncSyncthingTests {
             expectNothingReadable(in: mesh.folder(index), ["Water", "plants", "tomatoes", "roses", "plumber", "seeds", code])
         }
     }
+
+    /// A symbolic link named like A's next bundle, planted in one folder and replicated by Syncthing (it copies
+    /// symbolic links as such): neither device follows it or stops (exit 0, listed in `skippedFiles`), and A's new
+    /// task reaches B (issue 32, part 5).
+    @Test func aSymbolicLinkSyncthingReplicatesStopsNobody() throws {
+        try Harness.require()
+        let work = try TemporaryDirectory()
+        let pair = try SyncthingMesh(root: work.path)
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        try a.ok(["tasks", "add", "first"])
+        let code = try a.ok(["sync", "init", "--folder", pair.folder(0)]).stdout.trimmingCharacters(in: .newlines)
+        let deviceA = try a.deviceID()
+        #expect(eventually { FileManager.default.fileExists(atPath: pair.folder(1) + "/key-check") && bundles(pair.folder(1), deviceA) == 1 })
+        try b.ok(["sync", "join", "--folder", pair.folder(1)], input: code + "\n")
+        let link = "devices/\(deviceA)/0000000009-" + String(repeating: "a", count: 64)
+        try FileManager.default.createSymbolicLink(atPath: pair.folder(0) + "/" + link, withDestinationPath: "/etc/passwd")
+        #expect(eventually { (try? FileManager.default.destinationOfSymbolicLink(atPath: pair.folder(1) + "/" + link)) != nil })
+        try a.ok(["tasks", "add", "second"])
+        for (device, folder) in [(a, 0), (b, 1)] {
+            let result = try device.run(["--json", "sync", "now"])
+            #expect(result.status == 0, "\(result.stderr)")
+            let skipped = (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["skippedFiles"] as? [String]
+            #expect(skipped == [link], "folder \(folder): \(result.stdout)")
+        }
+        #expect(eventually { bundles(pair.folder(1), deviceA) == 3 })  // bundles 1 and 2, and the link
+        try b.ok(["sync", "now"])
+        #expect(try b.tasks().compactMap { $0["title"] }.sorted() == ["first", "second"])
+    }
 }
