@@ -465,7 +465,7 @@ enum Opening {
     /// `sqlcipher_export` reports a full disk or an I/O error of the file it writes as a plain `SQLITE_ERROR`
     /// holding only SQLite's bare message ("database or disk is full"); this gives such an error its code, the
     /// file, and what the copy needs against what is free.
-    private static func exportError(_ error: any Error, destination: String, needed: Int64) -> any Error {
+    static func exportError(_ error: any Error, destination: String, needed: Int64) -> any Error {
         guard let error = error as? DatabaseError, error.code == .sqlite || error.code == .diskFull || error.code == .io
         else { return error }
         let full = String(cString: sqlite3_errstr(SQLITE_FULL))

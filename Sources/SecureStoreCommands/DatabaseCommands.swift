@@ -121,7 +121,12 @@ let dbCommand = Command(
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
                 try fetchAttachmentsBeforeBackup(database)
-                let report = try checking { try database.backup(to: target) }
+                // An online copy: other programs keep writing the database while it runs (Docs/database.md).
+                let report = try checking {
+                    try database.backup(to: target) { progress in
+                        Console.progress("copying", done: progress.completedPageCount, total: progress.totalPageCount)
+                    }
+                }
                 try printVerification(report, invocation)
                 if !invocation.global.json {
                     Console.err("the backup opens with the current key of database '\(database.name)' (keyring account '\(report.keyAccount)') and with its recovery code ('securestore db recovery-code'); after a rotation that key is kept as a retired key\n")
