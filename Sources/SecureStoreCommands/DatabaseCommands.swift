@@ -19,7 +19,14 @@ func databaseName(_ invocation: Invocation) throws -> String { try invocation[na
 func openDatabase(_ invocation: Invocation, _ context: Context, create: Bool = false) throws -> KeyedDatabase {
     let name = try databaseName(invocation)
     do {
-        return try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
+        let database = try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
+        if database.queue.isReadOnlyForLackOfSpace {
+            // Said once, at the open: reading goes on, and a write fails with the same words (74).
+            Console.err(
+                "securestore: the disk holding '\(database.path)' is full: opened for reading only (SQLite cannot make "
+                    + "its 32 KiB shared-memory index, -shm, beside it); writes need space: free some there\n")
+        }
+        return database
     } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound && !create
         && !fileExists(context.paths.databaseURL(name: name).path, followingLinks: true)
     {
