@@ -192,7 +192,10 @@ extension KeyedDatabase {
         func exportDatabase() throws {
             // The key and a read-only connection under the handle's lock (no rotation of this handle can change the
             // key in between); the copy without it, while no rotation, restore, deletion or close can begin.
-            let (source, key) = try withState("backup") { _ in
+            let (source, key) = try withState("backup") { state in
+                guard state.lock != -1 else {
+                    throw DatabaseError(.misuse, "the database '\(files.path)' is closed: \(Self.closedHandleReason)")
+                }
                 guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
                     throw Self.missingKeyError(files: files, items: items)
                 }

@@ -197,6 +197,12 @@ private final class OBCount: @unchecked Sendable {
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == [])
         _ = try database.backup(to: url)
         try expectPrefix(fixture, url, atLeast: 2_000, atMost: 2_000)
+        // A closed handle makes no backup, as before (it reads the file through a connection of its own).
+        try database.close()
+        let closed = folder.appendingPathComponent("closed.db")
+        let error = try #require(throws: DatabaseError.self) { try database.backup(to: closed) }
+        #expect(error.code == .misuse && error.message.contains("is closed"))
+        #expect(!FileManager.default.fileExists(atPath: closed.path))
     }
 
     @Test func closeOrRotationInsideTheProgressIsMisuseAndARotationWaitsForTheCopy() throws {
