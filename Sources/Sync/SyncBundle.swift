@@ -43,7 +43,8 @@ enum SealedBundle {
         return out
     }
 
-    static func parseHeader(_ bytes: [UInt8]) -> Header? {
+    static func parseHeader(_ file: [UInt8]) -> Header? {
+        let bytes = file.starts(with: SyncSignedFile.magic) ? Array(SyncSignedFile.inner(file)) : file
         guard bytes.count >= headerSize + nonceSize + tagSize, Array(bytes[0..<8]) == magic else { return nil }
         let format = UInt16(bytes[8]) << 8 | UInt16(bytes[9])
         var sequence: UInt64 = 0
@@ -72,7 +73,9 @@ enum SealedBundle {
 
     /// The plaintext of `file`, authenticated against `device` and its own header; nil when it does not
     /// authenticate (forged, tampered, truncated, moved).
-    static func open(_ file: [UInt8], device: String, key: SyncKey) -> [UInt8]? {
+    static func open(_ signed: [UInt8], device: String, key: SyncKey) -> [UInt8]? {
+        // A signed file (SyncSigning.swift) is opened through its envelope; its signature is checked by the caller.
+        let file = signed.starts(with: SyncSignedFile.magic) ? Array(SyncSignedFile.inner(signed)) : signed
         guard let header = parseHeader(file) else { return nil }
         let head = Array(file[0..<headerSize])
         let nonce = Array(file[headerSize..<(headerSize + nonceSize)])

@@ -86,11 +86,14 @@ extension SyncEngine {
     }
 
     /// Remembers the heads that the verified seen vectors of the other devices show (never lowers one).
-    func learnHeads(skipping planted: Set<String>) throws {
+    func learnHeads(skipping planted: Set<String>, roster: SyncRoster) throws {
         var learned: [String: SyncVector.Entry] = [:]
         let writers = ((try? listDirectory(layoutRoot + "/" + SyncSeenFiles.folder)) ?? []).filter(Self.isDeviceID)
         for writer in writers where writer != device && !planted.contains(writer) {
-            guard let vector = SyncSeenFiles.newest(root: layoutRoot, device: writer, key: key)?.vector else { continue }
+            // Believed only when signed by its writer's key on the roster (a holder of the sync key cannot speak for it).
+            guard let vector = SyncSeenFiles.newest(root: layoutRoot, device: writer, key: key, accept: { bytes in
+                roster.accepts(bytes, device: writer, sequence: 0, generation: self.generation)
+            })?.vector else { continue }
             for (chain, entry) in vector.entries where entry.sequence > (learned[chain]?.sequence ?? 0) {
                 learned[chain] = entry
             }

@@ -157,6 +157,8 @@ public final class SyncEngine: Sendable {
     /// This device's id.
     public let device: String
     let key: SyncKey
+    /// This device's Ed25519 signing key (SyncSigning.swift): everything it writes to the remote is signed with it.
+    let signingKey: SyncSigningKey
     /// The key's generation: 1 for the group's first key, one more after each `removeDevice` rotation. The
     /// bundles of generation N > 1 live under `generation-N/` of the remote.
     let generation: Int
@@ -217,7 +219,10 @@ public final class SyncEngine: Sendable {
         database.paths.dataDirectory.appendingPathComponent("\(database.name).sync", isDirectory: true).path
     }
 
-    init(database: any DatabaseWriter, key: SyncKey, generation: Int = 1, clone: String) throws {
+    init(
+        database: any DatabaseWriter, key: SyncKey, generation: Int = 1, clone: String,
+        signingKey: (_ device: String) throws -> SyncSigningKey
+    ) throws {
         self.copiedFromDevice = try Self.adoptMachine(database)
         let state = try database.read { db -> (String, String, String)? in
             guard try db.tableExists("sync_state") else { return nil }
@@ -231,6 +236,7 @@ public final class SyncEngine: Sendable {
         self.database = database
         self.device = state.0
         self.key = key
+        self.signingKey = try signingKey(state.0)
         self.generation = generation
         self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
         self.transport = Self.transport(remote, clone: clone, device: state.0)
@@ -271,7 +277,9 @@ public final class SyncEngine: Sendable {
             throw SyncError(SyncError.Code.notEnabled, "sync is not set up on database '\(database.name)'")
         }
         let (generation, key) = try Self.storedKey(secret)
-        try self.init(database: database, key: key, generation: generation, clone: Self.clonePath(database))
+        try self.init(database: database, key: key, generation: generation, clone: Self.clonePath(database)) { device in
+            try Self.signingKey(database: database, device: device)
+        }
     }
 
     // MARK: Setting up
@@ -301,13 +309,11 @@ public final class SyncEngine: Sendable {
         }
         let key = SyncKey.random()
         try enable(database, remote: remote, tables: tables, key: key)
-        guard let check = SealedBundle.keyCheck(key: key) else {
-            throw SyncError(SyncError.Code.remote, "libcrypto could not seal the key check")
-        }
+        let engine = try SyncEngine(database: database)  // makes and stores this device's signing key
         try SyncLayout.writeAtomically(SyncLayout.markerText, root: transport.root, relative: SyncLayout.marker)
-        try SyncLayout.writeAtomically(check, root: transport.root, relative: SyncLayout.keyCheck)
+        try SyncLayout.writeAtomically(try engine.signedKeyCheck(), root: transport.root, relative: SyncLayout.keyCheck)
         try transport.publish([SyncLayout.marker, SyncLayout.keyCheck], message: "securestore sync: new sync group")
-        return (try SyncEngine(database: database), try pairingCode(key))
+        return (engine, try pairingCode(key))
     }
 
     /// Joins the sync group at `remote` with the pairing code another device printed: checks the code against
@@ -322,7 +328,8 @@ public final class SyncEngine: Sendable {
         try refuseIfEnabled(database)
         let transport = Self.transport(remote, clone: clonePath(database))
         try transport.pull()
-        let generation = newestGeneration(transport.root)
+        // The newest generation whose key check this code opens: a planted newer one does not stop a join.
+        let generation = generationOpening(transport.root, key: key) ?? newestGeneration(transport.root)
         let checkPath = layoutRoot(transport.root, generation: generation) + "/" + SyncLayout.keyCheck
         guard FileManager.default.fileExists(atPath: checkPath) else {
             throw SyncError(
@@ -335,7 +342,32 @@ public final class SyncEngine: Sendable {
                 "the pairing code is well formed but is not the key of the sync group at \(remote); nothing was changed")
         }
         try enable(database, remote: remote, tables: tables, key: key, generation: generation)
-        return try SyncEngine(database: database)
+        return try SyncEngine(database: database)  // makes and stores this device's signing key
+    }
+
+    /// The highest key generation on the remote whose key check opens under `key`, or nil.
+    static func generationOpening(_ root: String, key: SyncKey) -> Int? {
+        let names = (try? listDirectory(root)) ?? []
+        let numbers = names.compactMap { name -> Int? in
+            guard name.hasPrefix("generation-"), let number = Int(name.dropFirst("generation-".count)), number > 1 else { return nil }
+            return number
+        }
+        for number in numbers.sorted(by: >) + [1] {
+            guard let check = try? SyncLayout.read(layoutRoot(root, generation: number) + "/" + SyncLayout.keyCheck),
+                SealedBundle.checks(check, key: key)
+            else { continue }
+            return number
+        }
+        return nil
+    }
+
+    /// This generation's key check, signed by this device (a new generation is believed only when a device on the
+    /// roster signed its key check).
+    func signedKeyCheck() throws -> [UInt8] {
+        guard let check = SealedBundle.keyCheck(key: key),
+            let signed = SyncSignedFile.wrap(check, device: device, key: signingKey, generation: generation)
+        else { throw SyncError(SyncError.Code.remote, "libcrypto could not seal and sign the key check") }
+        return signed
     }
 
     /// Refuses to set sync up again on a database that syncs, before anything is fetched, cloned or stored: the
@@ -439,15 +471,19 @@ public final class SyncEngine: Sendable {
     func syncRound() throws -> (SyncReport, SyncError?) {
         var report = SyncReport()
         try transport.pull()
-        try adoptGeneration()
+        // SyncRoster.swift: who is in the group, with which key; this device's own statement published first.
+        try database.write { db in try db.executeScript(Self.rosterSQL) }
+        try publishRosterEntry()
+        let roster = try readRoster()
+        let ignoredGenerations = try adoptGeneration(roster)
         try prepareAttachments()
-        let planted = try plantedDeviceFolders()
+        let planted = try plantedDeviceFolders(roster)
         let prefix = generation == 1 ? "" : "generation-\(generation)/"
-        report.skippedFiles = (SyncLayout.plantedEntries(root: layoutRoot) + planted.sorted().map { SyncLayout.devices + "/" + $0 })
-            .map { prefix + $0 }
+        report.skippedFiles = ignoredGenerations + roster.refused
+            + (SyncLayout.plantedEntries(root: layoutRoot) + planted.sorted().map { SyncLayout.devices + "/" + $0 }).map { prefix + $0 }
         // SyncChainHeads.swift: how far every chain reached, this device's own lost bundles sent again, and the chains
         // the remote shows short (none of their bundles is applied while they are; a new device applies nothing).
-        try learnHeads(skipping: planted)
+        try learnHeads(skipping: planted, roster: roster)
         let resent = try resendOwnBundles(skipping: planted)
         report.resentBundles = resent.count
         let short = try shortChains(skipping: planted)
@@ -460,11 +496,11 @@ public final class SyncEngine: Sendable {
         if !(fresh && !stale.isEmpty) {
             try startFromSnapshot(&report, skipping: planted)  // SyncSnapshot.swift
             refusals += try missingBundles(&report, skipping: planted.union(stale))
-            refusals += try applyIncoming(&report, skipping: planted.union(stale))
+            refusals += try applyIncoming(&report, skipping: planted.union(stale), roster: roster)
         }
         refusals += try exchangeAttachments(&report)
         let seenChanged = try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
-        let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device), seenChanged: seenChanged)
+        let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device), seenChanged: seenChanged, roster: roster)
         report.prunedTombstones = try pruneTombstones().prunedRows
         if let first = refusals.first {
             // A snapshot refused while it was needed for a gap is part of why the gap stays.
@@ -490,10 +526,12 @@ public final class SyncEngine: Sendable {
     /// write the remote, not a device of the group. They are skipped and listed (``SyncReport/skippedFiles``), and
     /// hold back neither pruning nor cleaning. A device folder with no bundle in it yet (a device whose first bundle
     /// a replication engine has not delivered) is not one. Reads at most one bundle of each such folder that opens.
-    func plantedDeviceFolders() throws -> Set<String> {
+    /// With a roster, a folder of a device that is not on it (or was removed before anything) is skipped as well.
+    func plantedDeviceFolders(_ roster: SyncRoster? = nil) throws -> Set<String> {
         let applied = Set(try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } })
         return Set(
             SyncLayout.deviceIDs(root: layoutRoot).filter { other in
+                if let roster, other != device, !roster.admits(other) { return true }
                 guard other != device, !applied.contains(other) else { return false }
                 let bundles = SyncLayout.bundles(root: layoutRoot, device: other)
                 guard !bundles.isEmpty, SyncSeenFiles.newest(root: layoutRoot, device: other, key: key) == nil else { return false }
@@ -517,7 +555,7 @@ public final class SyncEngine: Sendable {
         var hash: [UInt8]
     }
 
-    private func applyIncoming(_ report: inout SyncReport, skipping planted: Set<String>) throws -> [SyncError] {
+    private func applyIncoming(_ report: inout SyncReport, skipping planted: Set<String>, roster: SyncRoster) throws -> [SyncError] {
         var refusals: [SyncError] = []
         let root = layoutRoot
         let known = try database.read { db in
@@ -544,27 +582,53 @@ public final class SyncEngine: Sendable {
             /// bundles wait). Advances `sequence` and `lastHash` past the bundle it returns.
             func nextVerified() throws -> VerifiedBundle? {
                 guard !stopped, position < files.endIndex else { return nil }
-                let file = files[position]
-                let shown = (generation == 1 ? "" : "generation-\(generation)/")
-                    + "devices/\(device)/\(SealedBundle.paddedSequence(file.sequence))-\(file.hash)"
+                func shown(_ file: (sequence: UInt64, hash: String, path: String)) -> String {
+                    (generation == 1 ? "" : "generation-\(generation)/")
+                        + "devices/\(device)/\(SealedBundle.paddedSequence(file.sequence))-\(file.hash)"
+                }
+                guard files[position].sequence == UInt64(sequence) + 1 else {  // not delivered yet: wait for it
+                    stopped = true
+                    return nil
+                }
+                // Every file of that number: one the roster does not let be believed (not signed by that device's key,
+                // or past the last bundle of a removed device) is skipped and listed, never applied; of the others
+                // there must be one.
+                let candidates = files[position...].prefix { $0.sequence == files[position].sequence }
+                var believed: [((sequence: UInt64, hash: String, path: String), [UInt8])] = []
+                for candidate in candidates {
+                    // Replaced since it was listed (a symbolic link, a FIFO): skipped and listed like one found listing.
+                    guard let bytes = try? SyncLayout.read(candidate.path) else {
+                        report.skippedFiles.append(shown(candidate))
+                        continue
+                    }
+                    guard roster.accepts(bytes, device: device, sequence: Int64(candidate.sequence), generation: generation) else {
+                        report.skippedFiles.append(shown(candidate))
+                        continue
+                    }
+                    believed.append((candidate, bytes))
+                }
                 func refuse(_ why: String) -> VerifiedBundle? {
+                    let file = believed.first?.0 ?? candidates.first!
                     refusals.append(
-                        SyncError(SyncError.Code.refusedBundle, "refused the bundle '\(shown)': \(why); nothing of it was applied", path: file.path))
+                        SyncError(SyncError.Code.refusedBundle, "refused the bundle '\(shown(file))': \(why); nothing of it was applied", path: file.path))
                     stopped = true
                     return nil
                 }
-                guard file.sequence == UInt64(sequence) + 1 else {  // not delivered yet: wait for it
+                guard let (file, bytes) = believed.first else {
+                    // Only files the roster does not let be believed at this number: the chain stops here, and says so
+                    // (a removed device's later bundles stop it without an error: they are expected).
+                    if !isThisDevice, roster.removed[device] == nil, let first = candidates.first, report.skippedFiles.contains(shown(first)),
+                        (try? SyncLayout.read(first.path)) != nil
+                    {
+                        return refuse(
+                            "it is not signed by the key of device \(device.prefix(8)) on the roster (written by a holder of the sync key "
+                                + "without that device's signing key, or tampered with); it is skipped")
+                    }
                     stopped = true
                     return nil
                 }
-                if files.filter({ $0.sequence == file.sequence }).count > 1 {
+                if believed.count > 1 {
                     return refuse("device \(device.prefix(8)) has two bundles numbered \(file.sequence) (a restored or copied device)")
-                }
-                // Replaced since it was listed (a symbolic link, a FIFO): skipped and listed like one found listing.
-                guard let bytes = try? SyncLayout.read(file.path) else {
-                    report.skippedFiles.append(shown)
-                    stopped = true
-                    return nil
                 }
                 guard hexString(SealedBundle.sha256(bytes)) == file.hash else {
                     return refuse("its contents do not match the hash in its name (damaged, truncated or tampered with)")
@@ -588,11 +652,11 @@ public final class SyncEngine: Sendable {
                     })
                 else {
                     // Authenticated but written by a newer version: kept, applied after an upgrade.
-                    report.pendingBundles.append(shown)
+                    report.pendingBundles.append(shown(file))
                     stopped = true
                     return nil
                 }
-                position += 1
+                position += candidates.count
                 sequence = Int64(file.sequence)
                 lastHash = SealedBundle.sha256(bytes)
                 return VerifiedBundle(rows: payload.rows, deviceName: payload.deviceName, sequence: sequence, hash: lastHash)
@@ -652,7 +716,9 @@ public final class SyncEngine: Sendable {
 
     /// Seals and publishes this device's unsent changes. Returns the reason when they cannot be sent without
     /// forking this device's chain of bundles (nothing is sent then).
-    private func sendOutgoing(_ report: inout SyncReport, ownChainShort: Bool, seenChanged: Bool) throws -> SyncError? {
+    private func sendOutgoing(
+        _ report: inout SyncReport, ownChainShort: Bool, seenChanged: Bool, roster: SyncRoster
+    ) throws -> SyncError? {
         let root = layoutRoot
         if ownChainShort {
             if seenChanged {
@@ -668,7 +734,11 @@ public final class SyncEngine: Sendable {
         var (sequence, lastHash) = try database.read { db in
             try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
         }
-        if let file = SyncLayout.bundles(root: root, device: device).first(where: { $0.sequence > UInt64(sequence) }) {
+        // A file in this device's folder that it did not sign (planted by a holder of the sync key) is not part of its chain.
+        if let file = SyncLayout.bundles(root: root, device: device).first(where: { file in
+            file.sequence > UInt64(sequence)
+                && (try? SyncLayout.read(file.path)).map { roster.accepts($0, device: device, sequence: Int64(file.sequence), generation: generation) } ?? true
+        }) {
             return SyncError(
                 SyncError.Code.refusedBundle,
                 "this device's own bundle \(sequence + 1) \(file.sequence == UInt64(sequence) + 1 ? "was refused" : "is missing from the remote while later ones are there") ('\(file.path)') "
@@ -698,8 +768,10 @@ public final class SyncEngine: Sendable {
             if keys.isEmpty && sequence > 0 { break }
             let plaintext = try payload.encoded()
             let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: lastHash)
-            guard let sealed = SealedBundle.seal(plaintext, header: header, device: device, key: key) else {
-                throw SyncError(SyncError.Code.remote, "libcrypto could not seal a bundle; nothing was sent")
+            guard let inner = SealedBundle.seal(plaintext, header: header, device: device, key: key),
+                let sealed = SyncSignedFile.wrap(inner, device: device, key: signingKey, generation: generation)
+            else {
+                throw SyncError(SyncError.Code.remote, "libcrypto could not seal and sign a bundle; nothing was sent")
             }
             let name = SealedBundle.name(sequence: UInt64(sequence + 1), file: sealed)
             let relative = "\(SyncLayout.devices)/\(device)/\(name)"
@@ -747,30 +819,50 @@ public final class SyncEngine: Sendable {
 
     /// Brings the database and the remote in step with the stored key's generation (finishing a rotation that a
     /// crash interrupted), and refuses to go on when the remote holds a newer generation than this device's key.
-    func adoptGeneration() throws {
-        let newest = Self.newestGeneration(transport.root)
-        if newest > generation {
-            throw SyncError(
-                SyncError.Code.keyRotated,
-                "the sync key was replaced on another device (a device was removed from the group); this device's key "
-                    + "no longer reads what comes next, and nothing was synced")
+    ///
+    /// A newer generation, or a key check of this generation that does not open under this device's key, is believed
+    /// only when a device on the roster that was not removed signed it (`roster`; without one, as `remove-device` and
+    /// `rekey` call it, every newer key check counts): then the key was replaced (77). Otherwise it was planted by
+    /// someone who can write the remote: it is returned, to be listed as skipped, and the sync goes on.
+    @discardableResult
+    func adoptGeneration(_ roster: SyncRoster? = nil) throws -> [String] {
+        var ignored: [String] = []
+        let names = (try? listDirectory(transport.root)) ?? []
+        let newer = names.compactMap { name -> Int? in
+            guard name.hasPrefix("generation-"), let number = Int(name.dropFirst("generation-".count)), number > generation else { return nil }
+            return number
+        }.sorted(by: >)
+        for number in newer {
+            let relative = "generation-\(number)/" + SyncLayout.keyCheck
+            guard let check = try? SyncLayout.read(transport.root + "/" + relative) else {
+                if FileManager.default.fileExists(atPath: transport.root + "/" + relative) { ignored.append(relative) }
+                continue
+            }
+            guard let roster, !roster.signedByMember(check, generation: number) else {
+                throw SyncError(
+                    SyncError.Code.keyRotated,
+                    "the sync key was replaced on another device (a device was removed from the group); this device's key "
+                        + "no longer reads what comes next, and nothing was synced")
+            }
+            ignored.append(relative)
         }
         let checkPath = layoutRoot + "/" + SyncLayout.keyCheck
         if FileManager.default.fileExists(atPath: checkPath) {
-            guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
-                throw SyncError(
-                    SyncError.Code.keyRotated,
-                    "the remote's key check for generation \(generation) does not match this device's sync key (two devices "
-                        + "replaced the key at once?); nothing was synced")
+            let check = (try? SyncLayout.read(checkPath)) ?? []
+            guard SealedBundle.checks(check, key: key) else {
+                guard let roster, !roster.signedByMember(check, generation: generation) else {
+                    throw SyncError(
+                        SyncError.Code.keyRotated,
+                        "the remote's key check for generation \(generation) does not match this device's sync key (two devices "
+                            + "replaced the key at once?); nothing was synced")
+                }
+                return ignored + [(generation == 1 ? "" : "generation-\(generation)/") + SyncLayout.keyCheck]
             }
         } else {
             // Generation 1's key check is written by `initialize`; a remote that lost it (or an initialize whose
             // publish failed) gets it again from a device that has the key.
-            guard let check = SealedBundle.keyCheck(key: key) else {
-                throw SyncError(SyncError.Code.remote, "libcrypto could not seal the key check")
-            }
             try SyncLayout.writeAtomically(SyncLayout.markerText, root: layoutRoot, relative: SyncLayout.marker)
-            try SyncLayout.writeAtomically(check, root: layoutRoot, relative: SyncLayout.keyCheck)
+            try SyncLayout.writeAtomically(try signedKeyCheck(), root: layoutRoot, relative: SyncLayout.keyCheck)
             try transport.publish(
                 ["generation-\(generation)"], message: "securestore sync: key generation \(generation)")
         }
@@ -787,6 +879,7 @@ public final class SyncEngine: Sendable {
             try db.execute("DELETE FROM sync_heads")
             try db.execute("UPDATE sync_clock SET pending = 1")
         }
+        return ignored
     }
 
     /// Removes a device from the group: replaces the sync key with a new random one (a new generation under
@@ -820,6 +913,19 @@ public final class SyncEngine: Sendable {
                     : "no other device of the group has the id '\(id)'\(matches.count > 1 ? " alone" : "") (see the devices list); nothing was changed")
         }
         let removedBefore = SyncRemovedDevices.read(root: engine.layoutRoot, key: engine.key)
+        // A signed roster change in the generation the removed device still holds the key of: nothing of it past the
+        // last bundle accepted here is applied by any device (one offline now included), and nobody new is admitted
+        // to that generation.
+        let (lastSequence, lastHash) = try database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_devices WHERE device = ?", [removed]) {
+                (try $0.int64(at: 0), [UInt8](try $0.data(at: 1)))
+            } ?? (0, [UInt8](repeating: 0, count: 32))
+        }
+        try database.write { db in try db.executeScript(Self.rosterSQL) }
+        try engine.publishRosterEntry(adding: SyncRosterEntry.Removal(device: removed, lastSequence: lastSequence, lastHash: lastHash))
+        try engine.transport.publish(
+            [(engine.generation == 1 ? "" : "generation-\(engine.generation)/") + SyncRosterFiles.folder],
+            message: "securestore sync: device \(engine.device.prefix(8)) removed device \(removed.prefix(8))")
         let key = SyncKey.random()
         let generation = engine.generation + 1
         // The key first: a crash after this leaves a device that finishes the rotation at its next sync.
@@ -842,7 +948,7 @@ public final class SyncEngine: Sendable {
         let key = try key(fromPairingCode: pairingCode)
         let engine = try SyncEngine(database: database)
         try engine.transport.pull()
-        let newest = newestGeneration(engine.transport.root)
+        let newest = generationOpening(engine.transport.root, key: key) ?? newestGeneration(engine.transport.root)
         let checkPath = layoutRoot(engine.transport.root, generation: newest) + "/" + SyncLayout.keyCheck
         guard newest > engine.generation, FileManager.default.fileExists(atPath: checkPath) else {
             throw SyncError(

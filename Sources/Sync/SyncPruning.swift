@@ -138,7 +138,15 @@ enum SyncSeenFiles {
     static func aadDevice(_ device: String) -> String { "seen/" + device }
 
     /// The numbers of `device`'s seen files, newest first.
-    static func numbers(root: String, device: String) -> [UInt64] {
+    static func numbers(root: String, device: String) -> [UInt64] { numbered(root: root, folder: folder, device: device) }
+
+    static func relative(device: String, number: UInt64) -> String {
+        "\(folder)/\(device)/\(SealedBundle.paddedSequence(number))"
+    }
+
+    /// The numbers of the files named by 10 digits in `root/folder/device` (seen vectors, roster statements), newest
+    /// first.
+    static func numbered(root: String, folder: String, device: String) -> [UInt64] {
         let names = (try? listDirectory(root + "/" + folder + "/" + device)) ?? []
         return names.compactMap { name -> UInt64? in
             guard name.utf8.count == 10, name.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
@@ -146,14 +154,13 @@ enum SyncSeenFiles {
         }.sorted(by: >)
     }
 
-    static func relative(device: String, number: UInt64) -> String {
-        "\(folder)/\(device)/\(SealedBundle.paddedSequence(number))"
-    }
-
-    /// The newest vector of `device` that opens under `key`, and its number.
-    static func newest(root: String, device: String, key: SyncKey) -> (number: UInt64, vector: SyncVector)? {
+    /// The newest vector of `device` that opens under `key` (and that `accept` takes: signed by that device on the
+    /// roster), and its number.
+    static func newest(
+        root: String, device: String, key: SyncKey, accept: ([UInt8]) -> Bool = { _ in true }
+    ) -> (number: UInt64, vector: SyncVector)? {
         for number in numbers(root: root, device: device) {
-            guard let bytes = try? SyncLayout.read(root + "/" + relative(device: device, number: number)),
+            guard let bytes = try? SyncLayout.read(root + "/" + relative(device: device, number: number)), accept(bytes),
                 let header = SealedBundle.parseHeader(bytes), header.sequence == number,
                 let plaintext = SealedBundle.open(bytes, device: aadDevice(device), key: key),
                 plaintext.starts(with: SyncVector.magic)
@@ -166,15 +173,21 @@ enum SyncSeenFiles {
 
     /// Writes `vector` as `device`'s next seen file when it differs from its newest one, and removes the older
     /// ones (a device only ever removes its own files). Returns the paths written or removed (relative to root).
-    static func publish(_ vector: SyncVector, root: String, device: String, key: SyncKey) throws -> Bool {
-        let newest = newest(root: root, device: device, key: key)
+    static func publish(
+        _ vector: SyncVector, root: String, device: String, key: SyncKey, signingKey: SyncSigningKey, generation: Int
+    ) throws -> Bool {
+        let newest = newest(root: root, device: device, key: key) {
+            SyncSignedFile.verify($0, publicKey: signingKey.publicKey, generation: generation)
+        }
         if let newest, newest.vector.text == vector.text { return false }
         let number = max(newest?.number ?? 0, numbers(root: root, device: device).first ?? 0) + 1
         var plaintext = SyncVector.magic
         vector.encoded(into: &plaintext)
         let header = SealedBundle.Header(format: SealedBundle.format, sequence: number, previousHash: [UInt8](repeating: 0, count: 32))
-        guard let sealed = SealedBundle.seal(plaintext, header: header, device: aadDevice(device), key: key) else {
-            throw SyncError(SyncError.Code.remote, "libcrypto could not seal this device's seen vector")
+        guard let inner = SealedBundle.seal(plaintext, header: header, device: aadDevice(device), key: key),
+            let sealed = SyncSignedFile.wrap(inner, device: device, key: signingKey, generation: generation)
+        else {
+            throw SyncError(SyncError.Code.remote, "libcrypto could not seal and sign this device's seen vector")
         }
         try SyncLayout.writeAtomically(sealed, root: root, relative: relative(device: device, number: number))
         for older in numbers(root: root, device: device) where older < number {
@@ -314,7 +327,8 @@ extension SyncEngine {
         let recorded = try database.read { db in try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) ?? 0 }
         if SyncLayout.bundles(root: layoutRoot, device: device).contains(where: { $0.sequence > UInt64(recorded) }) { return false }
         let vector = try database.read { db in try SyncVector.current(db, device: device, name: Self.hostName) }
-        return try SyncSeenFiles.publish(vector, root: layoutRoot, device: device, key: key)
+        return try SyncSeenFiles.publish(
+            vector, root: layoutRoot, device: device, key: key, signingKey: signingKey, generation: generation)
     }
 
     /// Drops the tombstones every known device has seen (``SyncPruning``). Returns what it did.

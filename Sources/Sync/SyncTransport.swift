@@ -216,7 +216,7 @@ struct GitTransport: SyncTransport {
 
     /// The folders of this device's own files, in every key generation (git pathspecs).
     static func ownPathspecs(_ device: String) -> [String] {
-        [SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, SyncEngine.attachmentsFolder].flatMap {
+        [SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, SyncEngine.attachmentsFolder, SyncRosterFiles.folder].flatMap {
             [":(glob)\($0)/\(device)/**", ":(glob)generation-*/\($0)/\(device)/**"]
         }
     }

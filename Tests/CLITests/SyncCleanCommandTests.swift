@@ -303,7 +303,8 @@ private func object(_ text: String) -> [String: Any] {
         try b.ok(["sync", "rekey"], input: newCode + "\n")
         func generationOneFiles(of device: String) -> [String] {
             filesUnder(remote).map { String($0.path.dropFirst(remote.count + 1)) }
-                .filter { !$0.hasPrefix("generation-") && $0.contains("/" + device) }
+                // Roster statements stay: a device still on the old key must read the signed removal there.
+                .filter { !$0.hasPrefix("generation-") && !$0.hasPrefix("roster/") && $0.contains("/" + device) }
         }
         #expect(generationOneFiles(of: deviceA).contains { $0.hasPrefix("attachments/") })
         #expect(generationOneFiles(of: deviceA).contains { $0.hasPrefix("snapshots/") })

@@ -81,6 +81,8 @@ import TestSupport
             Self.unionOfTags(fresh.engine)
             for device in order {
                 try copyTree(folder.path + "/remote/devices/" + device.engine.device, to: partial.path + "/devices/" + device.engine.device)
+                // Its statement on the roster travels with its bundles (a device not on the roster is not believed).
+                try copyTree(folder.path + "/remote/roster/" + device.engine.device, to: partial.path + "/roster/" + device.engine.device)
                 try fresh.sync()
             }
             seen.insert(try Self.note(fresh) ?? "")

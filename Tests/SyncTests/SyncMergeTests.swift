@@ -55,6 +55,8 @@ import Tasks
             try fresh.join(.folder(partial.path), code)
             for device in order {
                 try copyTree(folder.path + "/remote/devices/" + device.engine.device, to: partial.path + "/devices/" + device.engine.device)
+                // Its statement on the roster travels with its bundles (a device not on the roster is not believed).
+                try copyTree(folder.path + "/remote/roster/" + device.engine.device, to: partial.path + "/roster/" + device.engine.device)
                 try fresh.sync()
             }
             seen.insert(try fresh.rows())
@@ -233,7 +235,8 @@ import Tasks
         let header = SealedBundle.Header(
             format: SealedBundle.format + 1, sequence: last.sequence + 1,
             previousHash: SealedBundle.sha256(try SyncLayout.read(last.path)))
-        let sealed = try #require(SealedBundle.seal(Array("{\"future\":true}".utf8), header: header, device: a.engine.device, key: a.engine.key))
+        let inner = try #require(SealedBundle.seal(Array("{\"future\":true}".utf8), header: header, device: a.engine.device, key: a.engine.key))
+        let sealed = try #require(SyncSignedFile.wrap(inner, device: a.engine.device, key: a.engine.signingKey, generation: 1))
         try SyncLayout.writeAtomically(
             sealed, root: folder.path,
             relative: "devices/\(a.engine.device)/\(SealedBundle.name(sequence: last.sequence + 1, file: sealed))")

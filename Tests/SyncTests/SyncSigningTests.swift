@@ -1,0 +1,213 @@
+import EncryptedDatabase
+import Foundation
+import Keychain
+import SecureStore
+import Testing
+import TestSupport
+@testable import Sync
+import Tasks
+
+/// Issue 32, part 2: every device signs what it writes with its own Ed25519 key, on a signed roster. Someone who holds
+/// the sync key but not a device's signing key cannot write as that device; a removed device's later bundles are
+/// not applied; a planted key check stops nobody.
+@Suite(.serialized) struct SyncSigningTests {
+    @Test func ed25519SignsAndVerifiesAndTheKeyIsInTheKeyStoreOnly() throws {
+        let key = try #require(SyncSigningKey.random())
+        let message = Array("a message".utf8)
+        let signature = try #require(key.sign(message))
+        #expect(SyncSigningKey.verify(signature, of: message, publicKey: key.publicKey))
+        #expect(!SyncSigningKey.verify(signature, of: Array("another".utf8), publicKey: key.publicKey))
+        let other = try #require(SyncSigningKey.random())
+        #expect(!SyncSigningKey.verify(signature, of: message, publicKey: other.publicKey))
+
+        let folder = try TemporaryDirectory()
+        let a = try SyncDevice_()
+        _ = try a.initialize(.folder(folder.path + "/remote"))
+        let stored = try #require(try a.keychain.secret(service: "\(a.app).sync-signing-key", account: a.engine.device))
+        #expect(stored.withUnsafeBytes { $0.count } == 64)
+        // The same key again from the store, and its seed nowhere in the database.
+        let again = try SyncEngine(database: a.database)
+        #expect(again.signingKey.publicKey == a.engine.signingKey.publicKey)
+        let seedHex = stored.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        try a.database.writeWithoutTransaction { db in try db.checkpoint() }
+        let file = try Data(contentsOf: a.database.url)
+        #expect(file.range(of: Data(seedHex.utf8)) == nil)
+        // Its public key is on the roster, in the database and on the remote.
+        let pinned = try a.database.read { db in
+            try db.fetchOne("SELECT public_key FROM sync_roster WHERE device = ?", [a.engine.device]) { [UInt8](try $0.data(at: 0)) }
+        }
+        #expect(pinned == a.engine.signingKey.publicKey)
+        #expect(!SyncRosterFiles.numbers(root: folder.path + "/remote", device: a.engine.device).isEmpty)
+    }
+
+    /// Someone with the sync key (the pairing code) but not B's signing key seals a bundle as B's next one, unsigned
+    /// and signed with another key: A skips and lists both, applies neither, and still applies B's real next bundle.
+    @Test func aBundleForgedByAHolderOfTheSyncKeyIsSkippedAndListed() throws {
+        let folder = try TemporaryDirectory(), copy = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), x = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        _ = try b.tasks.create(title: "real by B")
+        try b.sync()
+        try a.sync()
+        // X holds the pairing code; it writes a task into a copy of the remote, then re-seals it as B's next bundle.
+        try copyTree(root, to: copy.path + "/remote")
+        try x.join(.folder(copy.path + "/remote"), code)
+        _ = try x.tasks.create(title: "forged as B")
+        try x.sync()
+        let xBundle = try #require(SyncLayout.bundles(root: copy.path + "/remote", device: x.engine.device).last)
+        let plaintext = try #require(SealedBundle.open(try SyncLayout.read(xBundle.path), device: x.engine.device, key: x.engine.key))
+        let (bSequence, bHash) = try b.database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
+        }
+        let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(bSequence + 1), previousHash: bHash)
+        let unsigned = try #require(SealedBundle.seal(plaintext, header: header, device: b.engine.device, key: b.engine.key))
+        let signedByX = try #require(SyncSignedFile.wrap(unsigned, device: b.engine.device, key: x.engine.signingKey, generation: 1))
+        var forged: [String] = []
+        for file in [unsigned, signedByX] {
+            let relative = "devices/\(b.engine.device)/\(SealedBundle.name(sequence: UInt64(bSequence + 1), file: file))"
+            try SyncLayout.writeAtomically(file, root: root, relative: relative)
+            forged.append(relative)
+        }
+        let before = try a.rows()
+        var caught: SyncError?
+        #expect {
+            try a.sync()
+        } throws: { error in
+            caught = error as? SyncError
+            return caught?.code == SyncError.Code.refusedBundle && caught!.message.contains("is not signed by the key of device")
+        }
+        let report = try #require(caught?.report)
+        #expect(Set(forged).isSubset(of: Set(report.skippedFiles)), "\(report.skippedFiles)")
+        #expect(report.appliedBundles == 0)
+        #expect(try a.rows() == before)
+        #expect(!(try a.rows()).contains { $0.contains("forged") })
+        // B's real next bundle, numbered like the forged ones, is applied; the forged ones stay skipped.
+        _ = try b.tasks.create(title: "second by B")
+        try b.sync()
+        let after = try a.sync()
+        #expect(after.appliedBundles == 1)
+        #expect(Set(forged).isSubset(of: Set(after.skippedFiles)))
+        #expect(try a.rows() == b.rows())
+        #expect(try a.rows().contains { $0.contains("second by B") })
+        #expect(!(try a.rows()).contains { $0.contains("forged") })
+        // A device that joins now is not misled either.
+        let d = try SyncDevice_()
+        try d.join(.folder(root), code)
+        try d.sync()
+        try d.sync()
+        #expect(try d.rows() == a.rows())
+    }
+
+    /// X (a holder of the sync key) writes a roster statement in B's name with its own key: refused and listed; B's
+    /// bundles are still believed under B's key, X's re-signed ones are not.
+    @Test func aForgedRosterChangeIsRefused() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), x = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try b.sync()
+        try a.sync()
+        let attacker = try #require(SyncSigningKey.random())
+        let entry = SyncRosterEntry(publicKey: attacker.publicKey, firstSigned: 1, removals: [
+            SyncRosterEntry.Removal(device: a.engine.device, lastSequence: 0, lastHash: [UInt8](repeating: 0, count: 32))
+        ])
+        let number = (SyncRosterFiles.numbers(root: root, device: b.engine.device).first ?? 0) + 1
+        let header = SealedBundle.Header(format: SealedBundle.format, sequence: number, previousHash: [UInt8](repeating: 0, count: 32))
+        let inner = try #require(SealedBundle.seal(entry.encoded(), header: header, device: SyncRosterFiles.aadDevice(b.engine.device), key: a.engine.key))
+        let forged = try #require(SyncSignedFile.wrap(inner, device: b.engine.device, key: attacker, generation: 1))
+        let relative = SyncRosterFiles.relative(device: b.engine.device, number: number)
+        try SyncLayout.writeAtomically(forged, root: root, relative: relative)
+        _ = x  // the attacker needs no device of its own
+
+        let report = try a.sync()
+        #expect(report.skippedFiles.contains(relative), "\(report.skippedFiles)")
+        let pinned = try a.database.read { db in
+            try db.fetchOne("SELECT public_key FROM sync_roster WHERE device = ?", [b.engine.device]) { [UInt8](try $0.data(at: 0)) }
+        }
+        #expect(pinned == b.engine.signingKey.publicKey)
+        #expect(try a.database.read { db in try db.scalar("SELECT count(*) FROM sync_removed", as: Int.self) } == 0)
+        _ = try b.tasks.create(title: "B after the forgery")
+        try b.sync()
+        try a.sync()
+        #expect(try a.rows() == b.rows())
+        #expect(try a.rows().contains { $0.contains("B after the forgery") })
+    }
+
+    /// A planted `generation-N/key-check` (no key needed) and a replaced key check of the current generation: no 77,
+    /// listed, and the group keeps syncing.
+    @Test func aPlantedGenerationOrKeyCheckStopsNobody() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try b.sync()
+        // Planted: a key check sealed under a random key, unsigned, and one signed by a key not on the roster.
+        let stranger = try #require(SyncSigningKey.random())
+        let planted = try #require(SealedBundle.keyCheck(key: SyncKey.random()))
+        try SyncLayout.writeAtomically(planted, root: root, relative: "generation-3/key-check")
+        let signed = try #require(SyncSignedFile.wrap(planted, device: a.engine.device, key: stranger, generation: 2))
+        try SyncLayout.writeAtomically(signed, root: root, relative: "generation-2/key-check")
+        for device in [a, b] {
+            let report = try device.sync()
+            #expect(report.skippedFiles.contains("generation-3/key-check"), "\(report.skippedFiles)")
+            #expect(report.skippedFiles.contains("generation-2/key-check"))
+        }
+        // The current generation's key check replaced by garbage: listed, not 77.
+        try SyncLayout.writeAtomically(Array("garbage".utf8), root: root, relative: "key-check.tmp")
+        try FileManager.default.removeItem(atPath: root + "/key-check")
+        try FileManager.default.moveItem(atPath: root + "/key-check.tmp", toPath: root + "/key-check")
+        _ = try a.tasks.create(title: "after the planting")
+        let report = try a.sync()
+        #expect(report.skippedFiles.contains("key-check"))
+        try b.sync()
+        #expect(try b.rows() == a.rows())
+        #expect(try b.rows().contains { $0.contains("after the planting") })
+    }
+
+    /// D is offline while A removes C; C, which still holds the generation-1 key and can write the remote, sends a
+    /// bundle in generation 1 before D sees generation 2. D skips it (the signed removal names C's last accepted
+    /// bundle), then re-keys: nobody ever holds C's post-removal task.
+    @Test func aRemovedDevicesLaterBundlesAreNotAppliedByAnOfflineDeviceNorCarriedByRekey() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        try d.join(.folder(root), code)
+        _ = try c.tasks.create(title: "C before removal")
+        try c.sync()
+        try d.sync()
+        try a.sync()
+        try d.sync()
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        // C writes on: generation 2 hidden from it (and, later, from D: it has not arrived yet).
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        _ = try c.tasks.create(title: "C after removal")
+        #expect(throws: Never.self) { try c.sync() }
+        let cLast = try #require(SyncLayout.bundles(root: root, device: c.engine.device).last)
+        let report = try #require(try? d.sync())
+        let shown = "devices/\(c.engine.device)/\(SealedBundle.paddedSequence(cLast.sequence))-\(cLast.hash)"
+        #expect(report.skippedFiles.contains(shown), "\(report.skippedFiles)")
+        #expect(!(try d.rows()).contains { $0.contains("C after removal") })
+        #expect(try d.rows().contains { $0.contains("C before removal") })
+        // Generation 2 arrives: D is told to re-key (signed by A, on the roster), re-keys and converges with A.
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        #expect(throws: SyncError.self) { try d.sync() }
+        try SyncEngine.rekey(database: d.database, pairingCode: newCode)
+        d.engine = try SyncEngine(database: d.database)
+        try a.sync()
+        try d.sync()
+        #expect(try a.rows() == d.rows())
+        #expect(!(try a.rows()).contains { $0.contains("C after removal") })
+        #expect(try a.rows().contains { $0.contains("C before removal") })
+        _ = try d.tasks.create(title: "D after rekey")
+        try d.sync()
+        try a.sync()
+        #expect(try a.rows() == d.rows())
+    }
+}
