@@ -37,6 +37,19 @@ public struct _SQLAssociation: Sendable {
     let foreignKey: ForeignKey?
     var filters: [SQLExpression] = []
     var orderings: [SQLOrdering] = []
+    /// For an association through others (``TableRecord/hasMany(_:through:using:key:)``), the direct associations
+    /// walked from the origin to the destination, in order; empty for a direct association.
+    var steps: [_SQLAssociation] = []
+
+    /// The direct associations walked from the origin to the destination: the association itself when direct.
+    /// The filters and order of a through association apply to its last step's destination.
+    var chain: [_SQLAssociation] {
+        guard !steps.isEmpty else { return [self] }
+        var chain = steps
+        chain[chain.count - 1].filters += filters
+        chain[chain.count - 1].orderings = orderings.isEmpty ? chain[chain.count - 1].orderings : orderings
+        return chain
+    }
 
     /// The table that holds the foreign key, and the one it refers to.
     var childTable: String { kind == .belongsTo ? originTable : destinationTable }
@@ -110,6 +123,32 @@ public struct HasOneAssociation<Origin: TableRecord, Destination: TableRecord>: 
     public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
 }
 
+/// The records reached through another association (GRDB's name): a note `hasMany` tags through its
+/// `noteTag` rows, with no view and no hand-given key.
+public struct HasManyThroughAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToMany {
+    /// `Origin`.
+    public typealias OriginRowDecoder = Origin
+    /// `Destination`.
+    public typealias RowDecoder = Destination
+    /// What the association is made of.
+    public let _sqlAssociation: _SQLAssociation
+    /// An association made of `_sqlAssociation`.
+    public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
+}
+
+/// The one record reached through another to-one association (GRDB's name): a book `hasOne` author profile
+/// through its author.
+public struct HasOneThroughAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToOne {
+    /// `Origin`.
+    public typealias OriginRowDecoder = Origin
+    /// `Destination`.
+    public typealias RowDecoder = Destination
+    /// What the association is made of.
+    public let _sqlAssociation: _SQLAssociation
+    /// An association made of `_sqlAssociation`.
+    public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
+}
+
 /// The records whose foreign key refers to the origin: an author `hasMany` books.
 public struct HasManyAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToMany {
     /// `Origin`.
@@ -147,6 +186,58 @@ extension TableRecord {
         _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
     ) -> HasManyAssociation<Self, Destination> {
         HasManyAssociation(_sqlAssociation: association(.hasMany, destination, key: key, foreignKey))
+    }
+
+    /// The records of `destination` reached through `pivot` then `target` (GRDB's name): many-to-many without a
+    /// view or a hand-given key. The key is `target`'s in the plural.
+    ///
+    /// ```swift
+    /// import EncryptedDatabase
+    ///
+    /// struct Note: Codable, FetchableRecord, PersistableRecord {
+    ///     static let noteTags = hasMany(NoteTag.self)
+    ///     static let tags = hasMany(Tag.self, through: noteTags, using: NoteTag.tag)   // key "tags"
+    ///     var id: Int64
+    /// }
+    /// struct NoteTag: Codable, FetchableRecord, PersistableRecord {
+    ///     static let tag = belongsTo(Tag.self)
+    ///     var noteId: Int64
+    ///     var tagId: Int64
+    /// }
+    /// struct Tag: Codable, FetchableRecord, PersistableRecord { var id: Int64; var label: String }
+    /// ```
+    ///
+    /// Each step's foreign key is found as for a direct association (or given with its own `using:`).
+    public static func hasMany<Pivot: Association, Target: Association>(
+        _ destination: Target.RowDecoder.Type, through pivot: Pivot, using target: Target, key: String? = nil
+    ) -> HasManyThroughAssociation<Self, Target.RowDecoder>
+    where Pivot.OriginRowDecoder == Self, Pivot.RowDecoder == Target.OriginRowDecoder {
+        HasManyThroughAssociation(
+            _sqlAssociation: through(pivot._sqlAssociation, target._sqlAssociation, Target.RowDecoder.self,
+                                     kind: .hasMany, key: key ?? plural(target._sqlAssociation.key)))
+    }
+
+    /// The one record of `destination` reached through the to-one `pivot` then the to-one `target` (GRDB's
+    /// name). The key is `target`'s.
+    public static func hasOne<Pivot: AssociationToOne, Target: AssociationToOne>(
+        _ destination: Target.RowDecoder.Type, through pivot: Pivot, using target: Target, key: String? = nil
+    ) -> HasOneThroughAssociation<Self, Target.RowDecoder>
+    where Pivot.OriginRowDecoder == Self, Pivot.RowDecoder == Target.OriginRowDecoder {
+        HasOneThroughAssociation(
+            _sqlAssociation: through(pivot._sqlAssociation, target._sqlAssociation, Target.RowDecoder.self,
+                                     kind: .hasOne, key: key ?? target._sqlAssociation.key))
+    }
+
+    private static func through<Destination: TableRecord>(
+        _ pivot: _SQLAssociation, _ target: _SQLAssociation, _ destination: Destination.Type,
+        kind: _SQLAssociation.Kind, key: String
+    ) -> _SQLAssociation {
+        var association = _SQLAssociation(
+            kind: kind, key: key, originTable: databaseTableName, originPrimaryKey: databasePrimaryKey,
+            destinationTable: Destination.databaseTableName, destinationPrimaryKey: Destination.databasePrimaryKey,
+            foreignKey: nil)
+        association.steps = pivot.chain + target.chain
+        return association
     }
 
     private static func association<Destination: TableRecord>(
@@ -235,11 +326,35 @@ struct Prefetched {
     }
 }
 
-/// A join with its alias, its `ON` condition, and the foreign-key column of the parent side.
-struct ResolvedJoin {
-    let part: JoinPart
+/// One table joined for an association: its alias, its `ON` condition, and the association's filters on it.
+struct JoinedTable {
+    let table: String
     let alias: String
     let condition: String
+    let filters: [SQLExpression]
+
+    /// `JOIN table AS alias ON condition AND (filter)…`, its filters' columns qualified with the alias.
+    func render(required: Bool, into sql: inout String, _ arguments: inout [DatabaseValue]) {
+        sql += required ? " JOIN " : " LEFT JOIN "
+        sql += quoteIdentifier(table)
+        if alias != table { sql += " AS " + quoteIdentifier(alias) }
+        sql += " ON " + condition
+        for filter in filters {
+            sql += " AND ("
+            filter.render(qualifier: alias, into: &sql, &arguments)
+            sql += ")"
+        }
+    }
+}
+
+/// A join with the tables it adds, in order: one for a direct association, one per step for an association
+/// through others. The last is the associated table.
+struct ResolvedJoin {
+    let part: JoinPart
+    let tables: [JoinedTable]
+
+    /// The alias of the associated table.
+    var alias: String { tables[tables.count - 1].alias }
 }
 
 extension Query where Record: TableRecord {
@@ -353,22 +468,41 @@ extension Query {
         var used: Set<String> = [table]
         var resolved: [ResolvedJoin] = []
         for part in joins {
-            let association = part.association
-            var alias = association.destinationTable
+            let tables = try joinedTables(part.association.chain[...], from: table, used: &used, db)
+            resolved.append(ResolvedJoin(part: part, tables: tables))
+        }
+        return resolved
+    }
+
+    /// The tables that `chain` joins to the table aliased `origin`, each with an alias not in `used`.
+    func joinedTables(
+        _ chain: ArraySlice<_SQLAssociation>, from origin: String, used: inout Set<String>, _ db: Database
+    ) throws -> [JoinedTable] {
+        var previous = origin
+        var tables: [JoinedTable] = []
+        for step in chain {
+            var alias = step.destinationTable
             var number = 2
             while used.contains(alias) {
-                alias = association.destinationTable + "\(number)"
+                alias = step.destinationTable + "\(number)"
                 number += 1
             }
             used.insert(alias)
-            let (childColumn, parentColumn) = try foreignKey(of: association, in: db)
-            let (childAlias, parentAlias) = association.kind == .belongsTo ? (table, alias) : (alias, table)
+            let (originColumn, destinationColumn) = try linkColumns(of: step, in: db)
             let condition =
-                quoteIdentifier(childAlias) + "." + quoteIdentifier(childColumn) + " = " + quoteIdentifier(parentAlias)
-                + "." + quoteIdentifier(parentColumn)
-            resolved.append(ResolvedJoin(part: part, alias: alias, condition: condition))
+                quoteIdentifier(alias) + "." + quoteIdentifier(destinationColumn) + " = " + quoteIdentifier(previous)
+                + "." + quoteIdentifier(originColumn)
+            tables.append(JoinedTable(table: step.destinationTable, alias: alias, condition: condition,
+                                      filters: step.filters))
+            previous = alias
         }
-        return resolved
+        return tables
+    }
+
+    /// The column of a direct association's origin table and the column of its destination table that are equal.
+    func linkColumns(of step: _SQLAssociation, in db: Database) throws -> (origin: String, destination: String) {
+        let (child, parent) = try foreignKey(of: step, in: db)
+        return step.kind == .belongsTo ? (child, parent) : (parent, child)
     }
 
     /// The foreign-key column of the child table and the column of the parent table it refers to.
@@ -416,14 +550,21 @@ extension Query {
         var prefetched: [(key: String, values: Prefetched)] = []
         for (index, part) in prefetches.enumerated() {
             let association = part.association
-            let (childColumn, parentColumn) = try foreignKey(of: association, in: db)
-            let parentKey = SQLSelection(expression: Column(parentColumn).sqlExpression, alias: nil)
-            prefetchedKeys.append(SQLSelection(expression: Column(parentColumn).sqlExpression,
+            // The children are read from the first step's table, joined to the others (an association through
+            // others), and matched to their parent by the first step's column.
+            let chain = association.chain
+            let (originColumn, firstColumn) = try linkColumns(of: chain[0], in: db)
+            let parentKey = SQLSelection(expression: Column(originColumn).sqlExpression, alias: nil)
+            prefetchedKeys.append(SQLSelection(expression: Column(originColumn).sqlExpression,
                                                alias: "securestore_prefetch_\(index)"))
-            let child = quoteIdentifier(association.destinationTable)
-            let childKey = "\(child).\(quoteIdentifier(childColumn))"
-            var sql = "SELECT \(child).*, \(childKey) FROM \(child)"
+            let first = chain[0].destinationTable
+            var used: Set<String> = [first]
+            let joined = try joinedTables(chain.dropFirst(), from: first, used: &used, db)
+            let child = quoteIdentifier(joined.last?.alias ?? first)
+            let childKey = "\(quoteIdentifier(first)).\(quoteIdentifier(firstColumn))"
+            var sql = "SELECT \(child).*, \(childKey) FROM \(quoteIdentifier(first))"
             var arguments: [DatabaseValue] = []
+            for table in joined { table.render(required: true, into: &sql, &arguments) }
             var conjunction = " WHERE "
             // A request for every row of its table reads the children in one scan of their table: the children of
             // rows it does not return cannot exist but for a foreign key left unchecked, and are dropped when the
@@ -432,20 +573,21 @@ extension Query {
             if !query.selectsEveryRow {
                 let (parents, parentArguments) = query.sql(selecting: [parentKey], resolved: resolved)
                 sql += " WHERE \(childKey) IN (\(parents))"
-                arguments = parentArguments
+                arguments += parentArguments
                 conjunction = " AND "
             }
-            for filter in association.filters {
+            for filter in chain[0].filters {
                 sql += conjunction + "("
-                filter.render(qualifier: association.destinationTable, into: &sql, &arguments)
+                filter.render(qualifier: first, into: &sql, &arguments)
                 sql += ")"
                 conjunction = " AND "
             }
-            if !association.orderings.isEmpty {
+            let orderings = chain[chain.count - 1].orderings
+            if !orderings.isEmpty {
                 sql += " ORDER BY "
-                for (index, ordering) in association.orderings.enumerated() {
+                for (index, ordering) in orderings.enumerated() {
                     if index > 0 { sql += ", " }
-                    ordering.render(qualifier: association.destinationTable, into: &sql, &arguments)
+                    ordering.render(qualifier: joined.last?.alias ?? first, into: &sql, &arguments)
                 }
             }
             prefetched.append((association.key, try part.fetch(db, sql, StatementArguments(values: arguments))))

@@ -204,15 +204,7 @@ public struct Query<Record>: Sendable {
         }
         sql += " FROM " + quoteIdentifier(table)
         for join in resolved {
-            sql += join.part.required ? " JOIN " : " LEFT JOIN "
-            sql += quoteIdentifier(join.part.association.destinationTable)
-            if join.alias != join.part.association.destinationTable { sql += " AS " + quoteIdentifier(join.alias) }
-            sql += " ON " + join.condition
-            for filter in join.part.association.filters {
-                sql += " AND ("
-                filter.render(qualifier: join.alias, into: &sql, &arguments)
-                sql += ")"
-            }
+            for joined in join.tables { joined.render(required: join.part.required, into: &sql, &arguments) }
         }
         append(" WHERE ", filters, qualifier: qualifier, to: &sql, &arguments)
         if !groups.isEmpty {
@@ -264,9 +256,10 @@ public struct Query<Record>: Sendable {
         let resolved = try resolveJoins(db)
         let (sql, arguments): (String, [DatabaseValue])
         if limit != nil || offset != nil || isDistinct || !groups.isEmpty || !resolved.isEmpty || !selection.isEmpty {
+            // DISTINCT of every column counts distinct rows (a constant would count one).
+            let every = isDistinct ? SQLSelection.allColumns : SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)
             let (inner, innerArguments) = self.sql(
-                selecting: selection.isEmpty ? [SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)]
-                    : selection, resolved: resolved)
+                selecting: selection.isEmpty ? [every] : selection, resolved: resolved)
             (sql, arguments) = ("SELECT count(*) FROM (\(inner))", innerArguments)
         } else {
             (sql, arguments) = self.sql(

@@ -1,0 +1,156 @@
+// Associations through others (many-to-many without a view), aggregates over associations, LEFT JOIN counts and
+// table aliases, on a notes app's real encrypted file: authors, notes, tags and the pivot table between them.
+import EncryptedDatabase
+import Foundation
+import TestSupport
+import Testing
+
+private struct Author: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let profile = hasOne(Profile.self)
+    var id: Int64
+    var name: String
+}
+
+private struct Profile: Codable, Equatable, FetchableRecord, PersistableRecord {
+    var id: Int64
+    var authorId: Int64
+    var bio: String
+}
+
+private struct Note: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let author = belongsTo(Author.self)
+    static let noteTags = hasMany(NoteTag.self)
+    static let tags = hasMany(Tag.self, through: noteTags, using: NoteTag.tag)
+    static let authorProfile = hasOne(Profile.self, through: author, using: Author.profile, key: "authorProfile")
+    var id: Int64
+    var authorId: Int64
+    var title: String
+    var words: Int
+}
+
+private struct NoteTag: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let tag = belongsTo(Tag.self)
+    static let note = belongsTo(Note.self)
+    var noteId: Int64
+    var tagId: Int64
+}
+
+private struct Tag: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let noteTags = hasMany(NoteTag.self)
+    static let notes = hasMany(Note.self, through: noteTags, using: NoteTag.note)
+    var id: Int64
+    var label: String
+}
+
+private struct NoteWithTags: Decodable, FetchableRecord, Equatable {
+    var note: Note
+    var tags: [Tag]
+}
+
+private struct TagWithNotes: Decodable, FetchableRecord, Equatable {
+    var tag: Tag
+    var notes: [Note]
+}
+
+private struct NoteWithProfile: Decodable, FetchableRecord, Equatable {
+    var note: Note
+    var authorProfile: Profile?
+}
+
+private let notesSchema = """
+    CREATE TABLE author (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+    CREATE TABLE profile (id INTEGER PRIMARY KEY, authorId INTEGER NOT NULL REFERENCES author(id), bio TEXT NOT NULL);
+    CREATE TABLE note (
+        id INTEGER PRIMARY KEY, authorId INTEGER NOT NULL REFERENCES author(id), title TEXT NOT NULL,
+        words INTEGER NOT NULL);
+    CREATE TABLE tag (id INTEGER PRIMARY KEY, label TEXT NOT NULL UNIQUE);
+    CREATE TABLE noteTag (
+        noteId INTEGER NOT NULL REFERENCES note(id) ON DELETE CASCADE,
+        tagId INTEGER NOT NULL REFERENCES tag(id) ON DELETE CASCADE,
+        PRIMARY KEY (noteId, tagId));
+    CREATE INDEX noteTag_on_tagId ON noteTag(tagId);
+    """
+
+private let noteRows = [
+    Note(id: 1, authorId: 1, title: "Groceries", words: 10),
+    Note(id: 2, authorId: 1, title: "Swift tips", words: 300),
+    Note(id: 3, authorId: 2, title: "Poem", words: 40),
+    Note(id: 4, authorId: 2, title: "Untagged", words: 5),
+]
+private let tagRows = [
+    Tag(id: 1, label: "home"), Tag(id: 2, label: "swift"), Tag(id: 3, label: "writing"), Tag(id: 4, label: "unused"),
+]
+/// Note 1: home; note 2: swift, writing; note 3: writing; note 4: none. Tag 4 has no note.
+private let pivotRows = [(1, 1), (2, 2), (2, 3), (3, 3)]
+
+private func makeNotes(_ directory: TemporaryDirectory) throws -> DatabaseQueue {
+    let queue = try DatabaseQueue(path: directory.file("notes.db"), key: try testKey())
+    try queue.write { (db: Database) throws in
+        try db.executeScript(notesSchema)
+        try Author(id: 1, name: "Ada").insert(db)
+        try Author(id: 2, name: "Basho").insert(db)
+        try Profile(id: 1, authorId: 2, bio: "Haiku").insert(db)
+        for note in noteRows { try note.insert(db) }
+        for tag in tagRows { try tag.insert(db) }
+        for (note, tag) in pivotRows { try NoteTag(noteId: Int64(note), tagId: Int64(tag)).insert(db) }
+    }
+    return queue
+}
+
+@Suite struct AssociationThroughTests {
+    @Test func hasManyThroughGivesEachNoteItsTagsWithoutAViewOrAHandGivenKey() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeNotes(directory)
+        try queue.read { (db: Database) throws in
+            // Every note (one scan of the pivot table), and a filtered, limited request (the notes named).
+            let all = try NoteWithTags.fetchAll(
+                db, Note.including(all: Note.tags.order(Column("label").desc)).order(Column("id")))
+            #expect(all.map(\.note) == noteRows)
+            #expect(all.map { $0.tags.map(\.label) } == [["home"], ["writing", "swift"], ["writing"], []])
+            let some = try NoteWithTags.fetchAll(
+                db, Note.including(all: Note.tags.order(Column("label"))).filter(Column("words") > 20)
+                    .order(Column("title")).limit(2))
+            #expect(some.map(\.note.title) == ["Poem", "Swift tips"])
+            #expect(some.map { $0.tags.map(\.label) } == [["writing"], ["swift", "writing"]])
+            // The other way, with the association's own filter.
+            let tags = try TagWithNotes.fetchAll(
+                db, Tag.including(all: Tag.notes.filter(Column("words") >= 40).order(Column("id"))).order(Column("id")))
+            #expect(tags.map { $0.notes.map(\.id) } == [[], [2], [2, 3], []])
+        }
+    }
+
+    @Test func joiningThroughFiltersAndCountsByTheAssociatedTable() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeNotes(directory)
+        try queue.read { (db: Database) throws in
+            let swift = try Note.joining(required: Note.tags.filter(Column("label") == "swift")).fetchAll(db)
+            #expect(swift.map(\.id) == [2])
+            // The request's own columns stay the note's: `title` is not looked up in tag.
+            let writing = try Note.joining(required: Note.tags.filter(Column("label") == "writing"))
+                .filter(Column("title") != "Poem").order(Column("id")).fetchAll(db)
+            #expect(writing.map(\.id) == [2])
+            #expect(try Note.joining(required: Note.tags).fetchCount(db) == 4)   // a row per note and tag
+            #expect(try Note.joining(required: Note.tags).distinct().fetchCount(db) == 3)
+            #expect(try Tag.joining(required: Tag.notes.filter(Column("authorId") == 2)).fetchAll(db).map(\.label)
+                        == ["writing"])
+            // A misspelled column through the association is an error naming it, on every engine.
+            let error = expectError(DatabaseError.Code.sqlite) {
+                try Note.joining(required: Note.tags.filter(Column("lable") == "swift")).fetchAll(db)
+            }
+            #expect(error?.message.contains("tag.lable") == true)
+        }
+    }
+
+    @Test func hasOneThroughIncludesTheRecordOrNil() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeNotes(directory)
+        try queue.read { (db: Database) throws in
+            let rows = try NoteWithProfile.fetchAll(db, Note.including(optional: Note.authorProfile).order(Column("id")))
+            #expect(rows.map(\.note) == noteRows)
+            #expect(rows.map(\.authorProfile?.bio) == [nil, nil, "Haiku", "Haiku"])
+            let required = try NoteWithProfile.fetchAll(
+                db, Note.including(required: Note.authorProfile).order(Column("id")))
+            #expect(required.map(\.note.id) == [3, 4])
+        }
+    }
+}
