@@ -40,6 +40,8 @@ public struct _SQLAssociation: Sendable {
     /// For an association through others (``TableRecord/hasMany(_:through:using:key:)``), the direct associations
     /// walked from the origin to the destination, in order; empty for a direct association.
     var steps: [_SQLAssociation] = []
+    /// The alias of the associated table in a request (``TableAlias``), when one was given.
+    var alias: String?
 
     /// The direct associations walked from the origin to the destination: the association itself when direct.
     /// The filters and order of a through association apply to its last step's destination.
@@ -284,6 +286,16 @@ func plural(_ word: String) -> String {
     return word + "s"
 }
 
+/// `word` in the singular, for the default names of aggregates (`notes` → `note`, `categories` → `category`).
+func singular(_ word: String) -> String {
+    if word.hasSuffix("ies"), word.count > 3 { return word.dropLast(3) + "y" }
+    for ending in ["sses", "xes", "ches", "shes", "zzes"] where word.hasSuffix(ending) { return String(word.dropLast(2)) }
+    if word.hasSuffix("s"), !word.hasSuffix("ss"), !word.hasSuffix("us"), !word.hasSuffix("is") {
+        return String(word.dropLast())
+    }
+    return word
+}
+
 // MARK: - In a query
 
 /// A joined association: `decode` reads the associated record from its columns (`nil` for `joining`, which selects
@@ -465,29 +477,38 @@ extension Query {
     /// The joins with their aliases and conditions; foreign keys looked up in the schema where not given.
     func resolveJoins(_ db: Database) throws -> [ResolvedJoin] {
         guard !joins.isEmpty else { return [] }
+        // Aliases given with TableAlias are taken as they are; the others avoid them.
         var used: Set<String> = [table]
+        for part in joins {
+            guard let alias = part.association.alias else { continue }
+            guard !used.contains(alias) else {
+                throw DatabaseError(
+                    .misuse, "the table alias '\(alias)' names two tables of one request: give each association "
+                        + "its own TableAlias")
+            }
+            used.insert(alias)
+        }
         var resolved: [ResolvedJoin] = []
         for part in joins {
-            let tables = try joinedTables(part.association.chain[...], from: table, used: &used, db)
+            let tables = try joinedTables(
+                part.association.chain[...], from: table, used: &used, alias: part.association.alias, db)
             resolved.append(ResolvedJoin(part: part, tables: tables))
         }
         return resolved
     }
 
-    /// The tables that `chain` joins to the table aliased `origin`, each with an alias not in `used`.
+    /// The tables that `chain` joins to the table aliased `origin`, each with an alias not in `used`; the last one
+    /// `alias` when given.
     func joinedTables(
-        _ chain: ArraySlice<_SQLAssociation>, from origin: String, used: inout Set<String>, _ db: Database
+        _ chain: ArraySlice<_SQLAssociation>, from origin: String, used: inout Set<String>, alias given: String? = nil,
+        _ db: Database
     ) throws -> [JoinedTable] {
         var previous = origin
         var tables: [JoinedTable] = []
-        for step in chain {
-            var alias = step.destinationTable
-            var number = 2
-            while used.contains(alias) {
-                alias = step.destinationTable + "\(number)"
-                number += 1
-            }
-            used.insert(alias)
+        for (index, step) in zip(chain.indices, chain) {
+            // A given alias is reserved in `used` by the caller.
+            let alias = index == chain.indices.last ? given ?? uniqueAlias(step.destinationTable, &used)
+                : uniqueAlias(step.destinationTable, &used)
             let (originColumn, destinationColumn) = try linkColumns(of: step, in: db)
             let condition =
                 quoteIdentifier(alias) + "." + quoteIdentifier(destinationColumn) + " = " + quoteIdentifier(previous)
@@ -497,6 +518,18 @@ extension Query {
             previous = alias
         }
         return tables
+    }
+
+    /// `table`, or `table2`, `table3`… when the name is in `used`; added to `used`.
+    func uniqueAlias(_ table: String, _ used: inout Set<String>) -> String {
+        var alias = table
+        var number = 2
+        while used.contains(alias) {
+            alias = table + "\(number)"
+            number += 1
+        }
+        used.insert(alias)
+        return alias
     }
 
     /// The column of a direct association's origin table and the column of its destination table that are equal.
@@ -543,8 +576,7 @@ extension Query {
     /// Fetches the rows with their included associations, decoded through `Decodable`: first one query per
     /// `including(all:)`, then the rows themselves, joined with their `including(required:/optional:)` records.
     func fetchAssociated<T: Decodable>(_ db: Database, single: Bool) throws -> [T] {
-        let query = single ? limit(1, offset: offset) : self
-        let resolved = try query.resolveJoins(db)
+        let (query, resolved) = try (single ? limit(1, offset: offset) : self).prepared(db)
         // The parent key of each prefetched association, selected after every other column.
         var prefetchedKeys: [SQLSelection] = []
         var prefetched: [(key: String, values: Prefetched)] = []

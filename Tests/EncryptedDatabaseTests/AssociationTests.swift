@@ -154,3 +154,134 @@ private func makeNotes(_ directory: TemporaryDirectory) throws -> DatabaseQueue 
         }
     }
 }
+
+private struct LabelCount: Decodable, Equatable {
+    var label: String
+    var noteCount: Int
+}
+
+private struct TagInfo: Decodable, FetchableRecord, Equatable {
+    var tag: Tag
+    var noteCount: Int
+}
+
+private struct TagStats: Decodable, FetchableRecord, Equatable {
+    var tag: Tag
+    var noteCount: Int
+    var hasNoNote: Bool
+    var noteWordsSum: Int?
+    var totalWords: Double
+    var minimumNoteWords: Int?
+    var maximumNoteWords: Int?
+    var averageNoteWords: Double?
+}
+
+@Suite struct AssociationAggregateTests {
+    @Test func aLeftJoinCountsTagsWithoutNotesAndAJoinedColumnIsTheJoinedTables() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeNotes(directory)
+        try queue.read { (db: Database) throws in
+            // `noteId` is a column of noteTag only: it is qualified with noteTag, not with tag (the old
+            // `no such column: tag.noteId`); `label` and `id` stay the tag's.
+            let counts = try Tag.joining(optional: Tag.noteTags)
+                .select(Column("label"), count(Column("noteId")).forKey("noteCount"), as: LabelCount.self)
+                .group(Column("id")).order(Column("label")).fetchAll(db)
+            #expect(counts == [
+                LabelCount(label: "home", noteCount: 1), LabelCount(label: "swift", noteCount: 1),
+                LabelCount(label: "unused", noteCount: 0), LabelCount(label: "writing", noteCount: 2),
+            ])
+            let joined = try Tag.joining(required: Tag.noteTags)
+                .select(Column("label"), count(Column("noteId")).forKey("noteCount"), as: LabelCount.self)
+                .group(Column("id")).order(Column("noteCount").desc, Column("label")).fetchAll(db)
+            #expect(joined.map(\.label) == ["writing", "home", "swift"])
+            // Still an error naming the column when no table has it.
+            let error = expectError(DatabaseError.Code.sqlite) {
+                try Tag.joining(optional: Tag.noteTags).select(count(Column("noteIdd")), as: Int.self).fetchAll(db)
+            }
+            #expect(error?.message.contains("tag.noteIdd") == true)
+        }
+    }
+
+    @Test func annotatedWithAggregatesGivesEveryTagItsCountsAndSumsUnmultiplied() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeNotes(directory)
+        try queue.read { (db: Database) throws in
+            let infos = try TagInfo.fetchAll(db, Tag.annotated(with: Tag.notes.count).order(Column("id")))
+            #expect(infos == zip(tagRows, [1, 1, 2, 0]).map { TagInfo(tag: $0, noteCount: $1) })
+            let stats = try TagStats.fetchAll(
+                db,
+                Tag.annotated(
+                    with: Tag.notes.count, Tag.notes.isEmpty, Tag.notes.sum(Column("words")),
+                    Tag.notes.total(Column("words")).forKey("totalWords"), Tag.notes.min(Column("words")),
+                    Tag.notes.max(Column("words")), Tag.notes.average(Column("words"))
+                ).order(Column("id")))
+            #expect(stats[2] == TagStats(
+                tag: tagRows[2], noteCount: 2, hasNoNote: false, noteWordsSum: 340, totalWords: 340,
+                minimumNoteWords: 40, maximumNoteWords: 300, averageNoteWords: 170))
+            #expect(stats[3] == TagStats(
+                tag: tagRows[3], noteCount: 0, hasNoNote: true, noteWordsSum: nil, totalWords: 0,
+                minimumNoteWords: nil, maximumNoteWords: nil, averageNoteWords: nil))
+            // A direct association's aggregate, filtered, and ordering by an aggregate.
+            let busiest = try Tag.annotated(with: Tag.noteTags.count).order(Tag.noteTags.count.desc, Column("label"))
+                .limit(1).fetchOne(db)
+            #expect(busiest?.label == "writing")
+            let longNotes = try Tag.annotated(with: Tag.notes.filter(Column("words") >= 100).count.forKey("noteCount"))
+                .asRequest(of: TagInfo.self).order(Column("id")).fetchAll(db)
+            #expect(longNotes.map(\.noteCount) == [0, 1, 1, 0])
+            // Through two aggregates of different associations in one request, nothing is counted twice.
+            let notes = try Note.annotated(with: Note.tags.count, Note.noteTags.count).order(Column("id"))
+                .asRequest(of: NoteCounts.self).fetchAll(db)
+            #expect(notes.map(\.tagCount) == [1, 2, 1, 0] && notes.map(\.noteTagCount) == [1, 2, 1, 0])
+        }
+    }
+
+    @Test func havingAndFilterWithAggregatesKeepTheTagsAUserAskedFor() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeNotes(directory)
+        try queue.read { (db: Database) throws in
+            let used = try Tag.having(Tag.notes.isEmpty == false).order(Column("label")).fetchAll(db)
+            #expect(used.map(\.label) == ["home", "swift", "writing"])
+            #expect(try Tag.having(Tag.notes.isEmpty == false).fetchCount(db) == 3)
+            #expect(try Tag.having(Tag.notes.count >= 2).fetchAll(db).map(\.label) == ["writing"])
+            #expect(try Tag.all().having(Tag.notes.sum(Column("words")) > 20).order(Column("id")).fetchAll(db)
+                        .map(\.label) == ["swift", "writing"])
+            #expect(try Tag.filter(Tag.notes.isEmpty).fetchAll(db).map(\.label) == ["unused"])
+        }
+        let removed = try queue.write { db in try Tag.filter(Tag.notes.isEmpty).deleteAll(db) }
+        #expect(removed == 1)
+        #expect(try queue.read { db in try Tag.order(Column("id")).fetchAll(db).map(\.id) } == [1, 2, 3])
+    }
+
+    @Test func aTableAliasReachesAnAssociatedTablesColumn() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeNotes(directory)
+        try queue.read { (db: Database) throws in
+            let tag = TableAlias()
+            let writing = try Note.joining(required: Note.tags.aliased(tag)).filter(tag[Column("label")] == "writing")
+                .order(Column("id")).fetchAll(db)
+            #expect(writing.map(\.id) == [2, 3])
+            let author = TableAlias(name: "writer")
+            let byAuthor = try Note.joining(required: Note.author.aliased(author))
+                .select(author["name"].forKey("name"), Column("title"), as: AuthorTitle.self)
+                .order(author[Column("name")].desc, Column("title")).fetchAll(db)
+            #expect(byAuthor.map(\.name) == ["Basho", "Basho", "Ada", "Ada"])
+            #expect(byAuthor.map(\.title) == ["Poem", "Untagged", "Groceries", "Swift tips"])
+            let error = expectError(DatabaseError.Code.misuse) {
+                try Note.joining(required: Note.author.aliased(author)).joining(optional: Note.tags.aliased(author))
+                    .fetchAll(db)
+            }
+            #expect(error?.message.contains("'writer' names two tables") == true)
+        }
+    }
+}
+
+private struct NoteCounts: Decodable, FetchableRecord {
+    var note: Note
+    var tagCount: Int
+    var noteTagCount: Int
+}
+
+private struct AuthorTitle: Decodable {
+    var name: String
+    var title: String
+}
