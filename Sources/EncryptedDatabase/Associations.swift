@@ -166,7 +166,8 @@ public struct HasManyAssociation<Origin: TableRecord, Destination: TableRecord>:
 extension TableRecord {
     /// The record that a foreign key of this table refers to.
     ///
-    /// The key (the name of the property that receives the record) is the destination's table name; the foreign
+    /// The key (the name of the property that receives the record) is the destination's table name in the
+    /// singular (`author`, and `author` for a table `authors`, as GRDB names it); the foreign
     /// key is found in the schema (`REFERENCES`), or given with `using:` where the table has none or several.
     public static func belongsTo<Destination: TableRecord>(
         _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
@@ -175,7 +176,7 @@ extension TableRecord {
     }
 
     /// The one record of `destination` whose foreign key refers to this table. The key is the destination's
-    /// table name.
+    /// table name in the singular.
     public static func hasOne<Destination: TableRecord>(
         _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
     ) -> HasOneAssociation<Self, Destination> {
@@ -183,7 +184,8 @@ extension TableRecord {
     }
 
     /// The records of `destination` whose foreign key refers to this table. The key is the destination's table
-    /// name in the plural (`book` → `books`, `category` → `categories`, `box` → `boxes`).
+    /// name in the plural (`book` → `books`, `category` → `categories`, `box` → `boxes`); a name already plural
+    /// stays as it is (`note_tags`, not `note_tagses`).
     public static func hasMany<Destination: TableRecord>(
         _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
     ) -> HasManyAssociation<Self, Destination> {
@@ -247,7 +249,7 @@ extension TableRecord {
     ) -> _SQLAssociation {
         let table = Destination.databaseTableName
         return _SQLAssociation(
-            kind: kind, key: key ?? (kind == .hasMany ? plural(table) : table), originTable: databaseTableName,
+            kind: kind, key: key ?? (kind == .hasMany ? plural(table) : singular(table)), originTable: databaseTableName,
             originPrimaryKey: databasePrimaryKey, destinationTable: table,
             destinationPrimaryKey: Destination.databasePrimaryKey, foreignKey: foreignKey)
     }
@@ -274,26 +276,93 @@ extension TableRecord {
     where A.OriginRowDecoder == Self, A.RowDecoder: FetchableRecord { all().including(all: association) }
 }
 
-/// `word` in the plural, as GRDB's default keys of to-many associations are, for the common English endings.
-func plural(_ word: String) -> String {
-    guard let last = word.last else { return word }
-    if last == "y", let previous = word.dropLast().last, !"aeiou".contains(previous) {
-        return word.dropLast() + "ies"
+/// `word` in the plural, as GRDB's default keys of to-many associations are (its English rules, after Rails):
+/// the last word of a `snake_case` or `camelCase` name is inflected, and a word already plural stays as it is —
+/// `note_tags` → `note_tags`, not `note_tagses`; `noteTag` → `noteTags`, `category` → `categories`, `box` →
+/// `boxes`, `status` → `statuses`, `person` → `people`.
+package func plural(_ word: String) -> String {
+    inflectingLastWord(of: word, irregular: irregularPlurals) { word in
+        func replacing(_ count: Int, with ending: String) -> String { word.dropLast(count) + ending }
+        if word.hasSuffix("matrix") { return replacing(1, with: "ces") }
+        if word.hasSuffix("vertex") || word.hasSuffix("index") { return replacing(2, with: "ices") }
+        if word == "mouse" || word == "louse" { return replacing(4, with: "ice") }
+        if word == "ox" { return "oxen" }
+        if word.hasSuffix("quiz") { return word + "zes" }
+        if ["x", "ch", "ss", "sh"].contains(where: word.hasSuffix) { return word + "es" }
+        if word.hasSuffix("y"), word.count > 1, !"aeiouy".contains(word.dropLast().last!) || word.hasSuffix("quy") {
+            return replacing(1, with: "ies")
+        }
+        if word.hasSuffix("hive") { return word + "s" }
+        if word.hasSuffix("fe"), !word.hasSuffix("ffe") { return replacing(2, with: "ves") }
+        if word.hasSuffix("lf") || word.hasSuffix("rf") { return replacing(1, with: "ves") }
+        if word.hasSuffix("sis") { return replacing(2, with: "es") }
+        if word.hasSuffix("tum") || word.hasSuffix("ium") { return replacing(2, with: "a") }
+        if ["buffalo", "tomato", "hero"].contains(where: word.hasSuffix) { return word + "es" }
+        if word == "axis" || word == "testis" { return replacing(2, with: "es") }
+        if ["alias", "bias", "canvas", "focus", "gas", "lens", "status", "bus"].contains(where: word.hasSuffix) {
+            return word + "es"
+        }
+        if word.hasSuffix("octopus") || word.hasSuffix("virus") { return replacing(2, with: "i") }
+        if word.hasSuffix("s") { return word }   // already plural: tags, notes, categories
+        return word + "s"
     }
-    if last == "s" || last == "x" || last == "z" || word.hasSuffix("ch") || word.hasSuffix("sh") {
-        return word + "es"
-    }
-    return word + "s"
 }
 
-/// `word` in the singular, for the default names of aggregates (`notes` → `note`, `categories` → `category`).
-func singular(_ word: String) -> String {
-    if word.hasSuffix("ies"), word.count > 3 { return word.dropLast(3) + "y" }
-    for ending in ["sses", "xes", "ches", "shes", "zzes"] where word.hasSuffix(ending) { return String(word.dropLast(2)) }
-    if word.hasSuffix("s"), !word.hasSuffix("ss"), !word.hasSuffix("us"), !word.hasSuffix("is") {
-        return String(word.dropLast())
+/// `word` in the singular, for the default names of aggregates (`notes` → `noteCount`, `note_tags` →
+/// `note_tagCount`, `categories` → `categoryCount`), as GRDB names them.
+package func singular(_ word: String) -> String {
+    inflectingLastWord(of: word, irregular: irregularSingulars) { word in
+        func replacing(_ count: Int, with ending: String) -> String { word.dropLast(count) + ending }
+        if word.hasSuffix("matrices") { return replacing(3, with: "x") }
+        if word.hasSuffix("vertices") || word.hasSuffix("indices") { return replacing(4, with: "ex") }
+        if word == "mice" || word == "lice" { return replacing(3, with: "ouse") }
+        if word == "oxen" { return "ox" }
+        if word.hasSuffix("quizzes") { return replacing(3, with: "") }
+        if word.hasSuffix("movies") { return replacing(1, with: "") }
+        if word.hasSuffix("ies"), word.count > 3 { return replacing(3, with: "y") }
+        if ["xes", "ches", "sses", "shes", "aliases", "biases", "statuses", "buses", "lenses", "gases", "focuses",
+            "canvases", "buffaloes", "tomatoes", "heroes"].contains(where: word.hasSuffix) {
+            return replacing(2, with: "")
+        }
+        if word.hasSuffix("hives") { return replacing(1, with: "") }
+        if word.hasSuffix("lves") || word.hasSuffix("rves") { return replacing(3, with: "f") }
+        if word.hasSuffix("ves") { return replacing(3, with: "fe") }
+        if word.hasSuffix("ses") { return replacing(2, with: "is") }   // analyses → analysis
+        if word.hasSuffix("octopi") || word.hasSuffix("viri") { return replacing(1, with: "us") }
+        if word.hasSuffix("ss") || word.hasSuffix("us") || word.hasSuffix("is") { return word }
+        if word.hasSuffix("s") { return replacing(1, with: "") }
+        return word
     }
-    return word
+}
+
+/// Irregular English plurals (GRDB's, after Rails), by singular, and the other way.
+private let irregularPlurals = [
+    "person": "people", "man": "men", "child": "children", "sex": "sexes", "move": "moves", "zombie": "zombies",
+]
+private let irregularSingulars = Dictionary(uniqueKeysWithValues: irregularPlurals.map { ($1, $0) })
+
+/// Words that are the same in the singular and the plural.
+private let uncountables: Set<String> = [
+    "equipment", "information", "rice", "money", "species", "series", "fish", "sheep", "jeans", "police", "news",
+]
+
+/// `word` with its last word (after the last `_`, or from the last upper-case letter of a `camelCase` name)
+/// inflected by `inflect` in lower case, its first letter's case kept; irregular and uncountable words first.
+private func inflectingLastWord(
+    of word: String, irregular: [String: String], _ inflect: (String) -> String
+) -> String {
+    var start = word.startIndex
+    if let underscore = word.lastIndex(of: "_") {
+        start = word.index(after: underscore)
+    } else if let upper = word.lastIndex(where: \.isUppercase) {
+        start = upper
+    }
+    let last = String(word[start...])
+    let lowered = last.lowercased()
+    guard !lowered.isEmpty, !uncountables.contains(lowered) else { return word }
+    let inflected = irregular[lowered] ?? inflect(lowered)
+    guard last != lowered else { return String(word[..<start]) + inflected }
+    return String(word[..<start] + last.prefix(1) + inflected.dropFirst())   // `noteTag` → `noteTags`
 }
 
 // MARK: - In a query

@@ -285,3 +285,66 @@ private struct AuthorTitle: Decodable {
     var name: String
     var title: String
 }
+
+/// The pivot of a schema written with plural snake_case table names.
+private struct PluralNoteTag: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "note_tags"
+    var noteId: Int64
+    var tagId: Int64
+}
+
+private struct PluralNote: Codable, Equatable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "notes"
+    static let noteTags = hasMany(PluralNoteTag.self)
+    var id: Int64
+}
+
+private struct PluralNoteInfo: Decodable, FetchableRecord, Equatable {
+    var note: PluralNote
+    var note_tags: [PluralNoteTag]   // the default key: the table's name, already plural
+    var note_tagCount: Int           // GRDB's name of the count: the key in the singular
+}
+
+@Suite struct AssociationKeyTests {
+    @Test func aTableNameAlreadyPluralIsTheKeyOfHasManyAsItIs() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.file("plural.db"), key: try testKey())
+        try queue.write { (db: Database) throws in
+            try db.executeScript("""
+                CREATE TABLE notes (id INTEGER PRIMARY KEY);
+                CREATE TABLE note_tags (noteId INTEGER NOT NULL REFERENCES notes(id), tagId INTEGER NOT NULL);
+                INSERT INTO notes VALUES (1), (2);
+                INSERT INTO note_tags VALUES (1, 10), (1, 11);
+                """)
+        }
+        let infos = try queue.read { (db: Database) throws in
+            try PluralNoteInfo.fetchAll(
+                db, PluralNote.including(all: PluralNote.noteTags.order(Column("tagId"))).annotated(with: PluralNote.noteTags.count)
+                    .order(Column("id")))
+        }
+        #expect(infos == [
+            PluralNoteInfo(note: PluralNote(id: 1), note_tags: [PluralNoteTag(noteId: 1, tagId: 10), PluralNoteTag(noteId: 1, tagId: 11)],
+                           note_tagCount: 2),
+            PluralNoteInfo(note: PluralNote(id: 2), note_tags: [], note_tagCount: 0),
+        ])
+    }
+
+    @Test func pluralAndSingularFollowGRDBsEnglishRulesOnTheLastWord() {
+        let cases = [
+            ("note_tags", "note_tags"), ("note_tag", "note_tags"), ("noteTag", "noteTags"), ("tags", "tags"),
+            ("book", "books"), ("category", "categories"), ("day", "days"), ("box", "boxes"), ("church", "churches"),
+            ("class", "classes"), ("status", "statuses"), ("bus", "buses"), ("wolf", "wolves"), ("wife", "wives"),
+            ("analysis", "analyses"), ("person", "people"), ("child", "children"), ("sheep", "sheep"),
+            ("user_person", "user_people"), ("matrix", "matrices"), ("index", "indices"), ("hero", "heroes"),
+            ("quiz", "quizzes"), ("datum", "data"), ("mouse", "mice"),
+        ]
+        for (singular, plural) in cases {
+            #expect(EncryptedDatabase.plural(singular) == plural, "plural of \(singular)")
+        }
+        for (singular, plural) in cases where singular != "note_tags" && singular != "tags" && singular != "datum" {
+            #expect(EncryptedDatabase.singular(plural) == singular, "singular of \(plural)")
+        }
+        #expect(EncryptedDatabase.singular("note_tags") == "note_tag" && EncryptedDatabase.singular("authors") == "author")
+        #expect(EncryptedDatabase.singular("movies") == "movie" && EncryptedDatabase.singular("news") == "news")
+    }
+}
