@@ -37,6 +37,21 @@ public struct _SQLAssociation: Sendable {
     let foreignKey: ForeignKey?
     var filters: [SQLExpression] = []
     var orderings: [SQLOrdering] = []
+    /// For an association through others (``TableRecord/hasMany(_:through:using:key:)``), the direct associations
+    /// walked from the origin to the destination, in order; empty for a direct association.
+    var steps: [_SQLAssociation] = []
+    /// The alias of the associated table in a request (``TableAlias``), when one was given.
+    var alias: String?
+
+    /// The direct associations walked from the origin to the destination: the association itself when direct.
+    /// The filters and order of a through association apply to its last step's destination.
+    var chain: [_SQLAssociation] {
+        guard !steps.isEmpty else { return [self] }
+        var chain = steps
+        chain[chain.count - 1].filters += filters
+        chain[chain.count - 1].orderings = orderings.isEmpty ? chain[chain.count - 1].orderings : orderings
+        return chain
+    }
 
     /// The table that holds the foreign key, and the one it refers to.
     var childTable: String { kind == .belongsTo ? originTable : destinationTable }
@@ -110,6 +125,32 @@ public struct HasOneAssociation<Origin: TableRecord, Destination: TableRecord>: 
     public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
 }
 
+/// The records reached through another association (GRDB's name): a note `hasMany` tags through its
+/// `noteTag` rows, with no view and no hand-given key.
+public struct HasManyThroughAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToMany {
+    /// `Origin`.
+    public typealias OriginRowDecoder = Origin
+    /// `Destination`.
+    public typealias RowDecoder = Destination
+    /// What the association is made of.
+    public let _sqlAssociation: _SQLAssociation
+    /// An association made of `_sqlAssociation`.
+    public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
+}
+
+/// The one record reached through another to-one association (GRDB's name): a book `hasOne` author profile
+/// through its author.
+public struct HasOneThroughAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToOne {
+    /// `Origin`.
+    public typealias OriginRowDecoder = Origin
+    /// `Destination`.
+    public typealias RowDecoder = Destination
+    /// What the association is made of.
+    public let _sqlAssociation: _SQLAssociation
+    /// An association made of `_sqlAssociation`.
+    public init(_sqlAssociation: _SQLAssociation) { self._sqlAssociation = _sqlAssociation }
+}
+
 /// The records whose foreign key refers to the origin: an author `hasMany` books.
 public struct HasManyAssociation<Origin: TableRecord, Destination: TableRecord>: AssociationToMany {
     /// `Origin`.
@@ -125,7 +166,8 @@ public struct HasManyAssociation<Origin: TableRecord, Destination: TableRecord>:
 extension TableRecord {
     /// The record that a foreign key of this table refers to.
     ///
-    /// The key (the name of the property that receives the record) is the destination's table name; the foreign
+    /// The key (the name of the property that receives the record) is the destination's table name in the
+    /// singular (`author`, and `author` for a table `authors`, as GRDB names it); the foreign
     /// key is found in the schema (`REFERENCES`), or given with `using:` where the table has none or several.
     public static func belongsTo<Destination: TableRecord>(
         _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
@@ -134,7 +176,7 @@ extension TableRecord {
     }
 
     /// The one record of `destination` whose foreign key refers to this table. The key is the destination's
-    /// table name.
+    /// table name in the singular.
     public static func hasOne<Destination: TableRecord>(
         _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
     ) -> HasOneAssociation<Self, Destination> {
@@ -142,11 +184,64 @@ extension TableRecord {
     }
 
     /// The records of `destination` whose foreign key refers to this table. The key is the destination's table
-    /// name in the plural (`book` → `books`, `category` → `categories`, `box` → `boxes`).
+    /// name in the plural (`book` → `books`, `category` → `categories`, `box` → `boxes`); a name already plural
+    /// stays as it is (`note_tags`, not `note_tagses`).
     public static func hasMany<Destination: TableRecord>(
         _ destination: Destination.Type, key: String? = nil, using foreignKey: ForeignKey? = nil
     ) -> HasManyAssociation<Self, Destination> {
         HasManyAssociation(_sqlAssociation: association(.hasMany, destination, key: key, foreignKey))
+    }
+
+    /// The records of `destination` reached through `pivot` then `target` (GRDB's name): many-to-many without a
+    /// view or a hand-given key. The key is `target`'s in the plural.
+    ///
+    /// ```swift
+    /// import EncryptedDatabase
+    ///
+    /// struct Note: Codable, FetchableRecord, PersistableRecord {
+    ///     static let noteTags = hasMany(NoteTag.self)
+    ///     static let tags = hasMany(Tag.self, through: noteTags, using: NoteTag.tag)   // key "tags"
+    ///     var id: Int64
+    /// }
+    /// struct NoteTag: Codable, FetchableRecord, PersistableRecord {
+    ///     static let tag = belongsTo(Tag.self)
+    ///     var noteId: Int64
+    ///     var tagId: Int64
+    /// }
+    /// struct Tag: Codable, FetchableRecord, PersistableRecord { var id: Int64; var label: String }
+    /// ```
+    ///
+    /// Each step's foreign key is found as for a direct association (or given with its own `using:`).
+    public static func hasMany<Pivot: Association, Target: Association>(
+        _ destination: Target.RowDecoder.Type, through pivot: Pivot, using target: Target, key: String? = nil
+    ) -> HasManyThroughAssociation<Self, Target.RowDecoder>
+    where Pivot.OriginRowDecoder == Self, Pivot.RowDecoder == Target.OriginRowDecoder {
+        HasManyThroughAssociation(
+            _sqlAssociation: through(pivot._sqlAssociation, target._sqlAssociation, Target.RowDecoder.self,
+                                     kind: .hasMany, key: key ?? plural(target._sqlAssociation.key)))
+    }
+
+    /// The one record of `destination` reached through the to-one `pivot` then the to-one `target` (GRDB's
+    /// name). The key is `target`'s.
+    public static func hasOne<Pivot: AssociationToOne, Target: AssociationToOne>(
+        _ destination: Target.RowDecoder.Type, through pivot: Pivot, using target: Target, key: String? = nil
+    ) -> HasOneThroughAssociation<Self, Target.RowDecoder>
+    where Pivot.OriginRowDecoder == Self, Pivot.RowDecoder == Target.OriginRowDecoder {
+        HasOneThroughAssociation(
+            _sqlAssociation: through(pivot._sqlAssociation, target._sqlAssociation, Target.RowDecoder.self,
+                                     kind: .hasOne, key: key ?? target._sqlAssociation.key))
+    }
+
+    private static func through<Destination: TableRecord>(
+        _ pivot: _SQLAssociation, _ target: _SQLAssociation, _ destination: Destination.Type,
+        kind: _SQLAssociation.Kind, key: String
+    ) -> _SQLAssociation {
+        var association = _SQLAssociation(
+            kind: kind, key: key, originTable: databaseTableName, originPrimaryKey: databasePrimaryKey,
+            destinationTable: Destination.databaseTableName, destinationPrimaryKey: Destination.databasePrimaryKey,
+            foreignKey: nil)
+        association.steps = pivot.chain + target.chain
+        return association
     }
 
     private static func association<Destination: TableRecord>(
@@ -154,7 +249,7 @@ extension TableRecord {
     ) -> _SQLAssociation {
         let table = Destination.databaseTableName
         return _SQLAssociation(
-            kind: kind, key: key ?? (kind == .hasMany ? plural(table) : table), originTable: databaseTableName,
+            kind: kind, key: key ?? (kind == .hasMany ? plural(table) : singular(table)), originTable: databaseTableName,
             originPrimaryKey: databasePrimaryKey, destinationTable: table,
             destinationPrimaryKey: Destination.databasePrimaryKey, foreignKey: foreignKey)
     }
@@ -181,16 +276,93 @@ extension TableRecord {
     where A.OriginRowDecoder == Self, A.RowDecoder: FetchableRecord { all().including(all: association) }
 }
 
-/// `word` in the plural, as GRDB's default keys of to-many associations are, for the common English endings.
-func plural(_ word: String) -> String {
-    guard let last = word.last else { return word }
-    if last == "y", let previous = word.dropLast().last, !"aeiou".contains(previous) {
-        return word.dropLast() + "ies"
+/// `word` in the plural, as GRDB's default keys of to-many associations are (its English rules, after Rails):
+/// the last word of a `snake_case` or `camelCase` name is inflected, and a word already plural stays as it is —
+/// `note_tags` → `note_tags`, not `note_tagses`; `noteTag` → `noteTags`, `category` → `categories`, `box` →
+/// `boxes`, `status` → `statuses`, `person` → `people`.
+package func plural(_ word: String) -> String {
+    inflectingLastWord(of: word, irregular: irregularPlurals) { word in
+        func replacing(_ count: Int, with ending: String) -> String { word.dropLast(count) + ending }
+        if word.hasSuffix("matrix") { return replacing(1, with: "ces") }
+        if word.hasSuffix("vertex") || word.hasSuffix("index") { return replacing(2, with: "ices") }
+        if word == "mouse" || word == "louse" { return replacing(4, with: "ice") }
+        if word == "ox" { return "oxen" }
+        if word.hasSuffix("quiz") { return word + "zes" }
+        if ["x", "ch", "ss", "sh"].contains(where: word.hasSuffix) { return word + "es" }
+        if word.hasSuffix("y"), word.count > 1, !"aeiouy".contains(word.dropLast().last!) || word.hasSuffix("quy") {
+            return replacing(1, with: "ies")
+        }
+        if word.hasSuffix("hive") { return word + "s" }
+        if word.hasSuffix("fe"), !word.hasSuffix("ffe") { return replacing(2, with: "ves") }
+        if word.hasSuffix("lf") || word.hasSuffix("rf") { return replacing(1, with: "ves") }
+        if word.hasSuffix("sis") { return replacing(2, with: "es") }
+        if word.hasSuffix("tum") || word.hasSuffix("ium") { return replacing(2, with: "a") }
+        if ["buffalo", "tomato", "hero"].contains(where: word.hasSuffix) { return word + "es" }
+        if word == "axis" || word == "testis" { return replacing(2, with: "es") }
+        if ["alias", "bias", "canvas", "focus", "gas", "lens", "status", "bus"].contains(where: word.hasSuffix) {
+            return word + "es"
+        }
+        if word.hasSuffix("octopus") || word.hasSuffix("virus") { return replacing(2, with: "i") }
+        if word.hasSuffix("s") { return word }   // already plural: tags, notes, categories
+        return word + "s"
     }
-    if last == "s" || last == "x" || last == "z" || word.hasSuffix("ch") || word.hasSuffix("sh") {
-        return word + "es"
+}
+
+/// `word` in the singular, for the default names of aggregates (`notes` → `noteCount`, `note_tags` →
+/// `note_tagCount`, `categories` → `categoryCount`), as GRDB names them.
+package func singular(_ word: String) -> String {
+    inflectingLastWord(of: word, irregular: irregularSingulars) { word in
+        func replacing(_ count: Int, with ending: String) -> String { word.dropLast(count) + ending }
+        if word.hasSuffix("matrices") { return replacing(3, with: "x") }
+        if word.hasSuffix("vertices") || word.hasSuffix("indices") { return replacing(4, with: "ex") }
+        if word == "mice" || word == "lice" { return replacing(3, with: "ouse") }
+        if word == "oxen" { return "ox" }
+        if word.hasSuffix("quizzes") { return replacing(3, with: "") }
+        if word.hasSuffix("movies") { return replacing(1, with: "") }
+        if word.hasSuffix("ies"), word.count > 3 { return replacing(3, with: "y") }
+        if ["xes", "ches", "sses", "shes", "aliases", "biases", "statuses", "buses", "lenses", "gases", "focuses",
+            "canvases", "buffaloes", "tomatoes", "heroes"].contains(where: word.hasSuffix) {
+            return replacing(2, with: "")
+        }
+        if word.hasSuffix("hives") { return replacing(1, with: "") }
+        if word.hasSuffix("lves") || word.hasSuffix("rves") { return replacing(3, with: "f") }
+        if word.hasSuffix("ves") { return replacing(3, with: "fe") }
+        if word.hasSuffix("ses") { return replacing(2, with: "is") }   // analyses → analysis
+        if word.hasSuffix("octopi") || word.hasSuffix("viri") { return replacing(1, with: "us") }
+        if word.hasSuffix("ss") || word.hasSuffix("us") || word.hasSuffix("is") { return word }
+        if word.hasSuffix("s") { return replacing(1, with: "") }
+        return word
     }
-    return word + "s"
+}
+
+/// Irregular English plurals (GRDB's, after Rails), by singular, and the other way.
+private let irregularPlurals = [
+    "person": "people", "man": "men", "child": "children", "sex": "sexes", "move": "moves", "zombie": "zombies",
+]
+private let irregularSingulars = Dictionary(uniqueKeysWithValues: irregularPlurals.map { ($1, $0) })
+
+/// Words that are the same in the singular and the plural.
+private let uncountables: Set<String> = [
+    "equipment", "information", "rice", "money", "species", "series", "fish", "sheep", "jeans", "police", "news",
+]
+
+/// `word` with its last word (after the last `_`, or from the last upper-case letter of a `camelCase` name)
+/// inflected by `inflect` in lower case, its first letter's case kept; irregular and uncountable words first.
+private func inflectingLastWord(
+    of word: String, irregular: [String: String], _ inflect: (String) -> String
+) -> String {
+    var start = word.startIndex
+    if let underscore = word.lastIndex(of: "_") {
+        start = word.index(after: underscore)
+    } else if let upper = word.lastIndex(where: \.isUppercase) {
+        start = upper
+    }
+    let last = String(word[start...])
+    let lowered = last.lowercased()
+    guard !lowered.isEmpty, !uncountables.contains(lowered) else { return word }
+    let inflected = irregular[lowered] ?? inflect(lowered)
+    guard last != lowered else { return String(word[..<start]) + inflected }
+    return String(word[..<start] + last.prefix(1) + inflected.dropFirst())   // `noteTag` → `noteTags`
 }
 
 // MARK: - In a query
@@ -235,11 +407,35 @@ struct Prefetched {
     }
 }
 
-/// A join with its alias, its `ON` condition, and the foreign-key column of the parent side.
-struct ResolvedJoin {
-    let part: JoinPart
+/// One table joined for an association: its alias, its `ON` condition, and the association's filters on it.
+struct JoinedTable {
+    let table: String
     let alias: String
     let condition: String
+    let filters: [SQLExpression]
+
+    /// `JOIN table AS alias ON condition AND (filter)…`, its filters' columns qualified with the alias.
+    func render(required: Bool, into sql: inout String, _ arguments: inout [DatabaseValue]) {
+        sql += required ? " JOIN " : " LEFT JOIN "
+        sql += quoteIdentifier(table)
+        if alias != table { sql += " AS " + quoteIdentifier(alias) }
+        sql += " ON " + condition
+        for filter in filters {
+            sql += " AND ("
+            filter.render(qualifier: alias, into: &sql, &arguments)
+            sql += ")"
+        }
+    }
+}
+
+/// A join with the tables it adds, in order: one for a direct association, one per step for an association
+/// through others. The last is the associated table.
+struct ResolvedJoin {
+    let part: JoinPart
+    let tables: [JoinedTable]
+
+    /// The alias of the associated table.
+    var alias: String { tables[tables.count - 1].alias }
 }
 
 extension Query where Record: TableRecord {
@@ -350,25 +546,65 @@ extension Query {
     /// The joins with their aliases and conditions; foreign keys looked up in the schema where not given.
     func resolveJoins(_ db: Database) throws -> [ResolvedJoin] {
         guard !joins.isEmpty else { return [] }
+        // Aliases given with TableAlias are taken as they are; the others avoid them.
         var used: Set<String> = [table]
-        var resolved: [ResolvedJoin] = []
         for part in joins {
-            let association = part.association
-            var alias = association.destinationTable
-            var number = 2
-            while used.contains(alias) {
-                alias = association.destinationTable + "\(number)"
-                number += 1
+            guard let alias = part.association.alias else { continue }
+            guard !used.contains(alias) else {
+                throw DatabaseError(
+                    .misuse, "the table alias '\(alias)' names two tables of one request: give each association "
+                        + "its own TableAlias")
             }
             used.insert(alias)
-            let (childColumn, parentColumn) = try foreignKey(of: association, in: db)
-            let (childAlias, parentAlias) = association.kind == .belongsTo ? (table, alias) : (alias, table)
-            let condition =
-                quoteIdentifier(childAlias) + "." + quoteIdentifier(childColumn) + " = " + quoteIdentifier(parentAlias)
-                + "." + quoteIdentifier(parentColumn)
-            resolved.append(ResolvedJoin(part: part, alias: alias, condition: condition))
+        }
+        var resolved: [ResolvedJoin] = []
+        for part in joins {
+            let tables = try joinedTables(
+                part.association.chain[...], from: table, used: &used, alias: part.association.alias, db)
+            resolved.append(ResolvedJoin(part: part, tables: tables))
         }
         return resolved
+    }
+
+    /// The tables that `chain` joins to the table aliased `origin`, each with an alias not in `used`; the last one
+    /// `alias` when given.
+    func joinedTables(
+        _ chain: ArraySlice<_SQLAssociation>, from origin: String, used: inout Set<String>, alias given: String? = nil,
+        _ db: Database
+    ) throws -> [JoinedTable] {
+        var previous = origin
+        var tables: [JoinedTable] = []
+        for (index, step) in zip(chain.indices, chain) {
+            // A given alias is reserved in `used` by the caller.
+            let alias = index == chain.indices.last ? given ?? uniqueAlias(step.destinationTable, &used)
+                : uniqueAlias(step.destinationTable, &used)
+            let (originColumn, destinationColumn) = try linkColumns(of: step, in: db)
+            let condition =
+                quoteIdentifier(alias) + "." + quoteIdentifier(destinationColumn) + " = " + quoteIdentifier(previous)
+                + "." + quoteIdentifier(originColumn)
+            tables.append(JoinedTable(table: step.destinationTable, alias: alias, condition: condition,
+                                      filters: step.filters))
+            previous = alias
+        }
+        return tables
+    }
+
+    /// `table`, or `table2`, `table3`… when the name is in `used`; added to `used`.
+    func uniqueAlias(_ table: String, _ used: inout Set<String>) -> String {
+        var alias = table
+        var number = 2
+        while used.contains(alias) {
+            alias = table + "\(number)"
+            number += 1
+        }
+        used.insert(alias)
+        return alias
+    }
+
+    /// The column of a direct association's origin table and the column of its destination table that are equal.
+    func linkColumns(of step: _SQLAssociation, in db: Database) throws -> (origin: String, destination: String) {
+        let (child, parent) = try foreignKey(of: step, in: db)
+        return step.kind == .belongsTo ? (child, parent) : (parent, child)
     }
 
     /// The foreign-key column of the child table and the column of the parent table it refers to.
@@ -409,21 +645,27 @@ extension Query {
     /// Fetches the rows with their included associations, decoded through `Decodable`: first one query per
     /// `including(all:)`, then the rows themselves, joined with their `including(required:/optional:)` records.
     func fetchAssociated<T: Decodable>(_ db: Database, single: Bool) throws -> [T] {
-        let query = single ? limit(1, offset: offset) : self
-        let resolved = try query.resolveJoins(db)
+        let (query, resolved) = try (single ? limit(1, offset: offset) : self).prepared(db)
         // The parent key of each prefetched association, selected after every other column.
         var prefetchedKeys: [SQLSelection] = []
         var prefetched: [(key: String, values: Prefetched)] = []
         for (index, part) in prefetches.enumerated() {
             let association = part.association
-            let (childColumn, parentColumn) = try foreignKey(of: association, in: db)
-            let parentKey = SQLSelection(expression: Column(parentColumn).sqlExpression, alias: nil)
-            prefetchedKeys.append(SQLSelection(expression: Column(parentColumn).sqlExpression,
+            // The children are read from the first step's table, joined to the others (an association through
+            // others), and matched to their parent by the first step's column.
+            let chain = association.chain
+            let (originColumn, firstColumn) = try linkColumns(of: chain[0], in: db)
+            let parentKey = SQLSelection(expression: Column(originColumn).sqlExpression, alias: nil)
+            prefetchedKeys.append(SQLSelection(expression: Column(originColumn).sqlExpression,
                                                alias: "securestore_prefetch_\(index)"))
-            let child = quoteIdentifier(association.destinationTable)
-            let childKey = "\(child).\(quoteIdentifier(childColumn))"
-            var sql = "SELECT \(child).*, \(childKey) FROM \(child)"
+            let first = chain[0].destinationTable
+            var used: Set<String> = [first]
+            let joined = try joinedTables(chain.dropFirst(), from: first, used: &used, db)
+            let child = quoteIdentifier(joined.last?.alias ?? first)
+            let childKey = "\(quoteIdentifier(first)).\(quoteIdentifier(firstColumn))"
+            var sql = "SELECT \(child).*, \(childKey) FROM \(quoteIdentifier(first))"
             var arguments: [DatabaseValue] = []
+            for table in joined { table.render(required: true, into: &sql, &arguments) }
             var conjunction = " WHERE "
             // A request for every row of its table reads the children in one scan of their table: the children of
             // rows it does not return cannot exist but for a foreign key left unchecked, and are dropped when the
@@ -432,20 +674,21 @@ extension Query {
             if !query.selectsEveryRow {
                 let (parents, parentArguments) = query.sql(selecting: [parentKey], resolved: resolved)
                 sql += " WHERE \(childKey) IN (\(parents))"
-                arguments = parentArguments
+                arguments += parentArguments
                 conjunction = " AND "
             }
-            for filter in association.filters {
+            for filter in chain[0].filters {
                 sql += conjunction + "("
-                filter.render(qualifier: association.destinationTable, into: &sql, &arguments)
+                filter.render(qualifier: first, into: &sql, &arguments)
                 sql += ")"
                 conjunction = " AND "
             }
-            if !association.orderings.isEmpty {
+            let orderings = chain[chain.count - 1].orderings
+            if !orderings.isEmpty {
                 sql += " ORDER BY "
-                for (index, ordering) in association.orderings.enumerated() {
+                for (index, ordering) in orderings.enumerated() {
                     if index > 0 { sql += ", " }
-                    ordering.render(qualifier: association.destinationTable, into: &sql, &arguments)
+                    ordering.render(qualifier: joined.last?.alias ?? first, into: &sql, &arguments)
                 }
             }
             prefetched.append((association.key, try part.fetch(db, sql, StatementArguments(values: arguments))))

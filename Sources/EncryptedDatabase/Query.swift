@@ -40,6 +40,9 @@ public struct Query<Record>: Sendable {
     var offset: Int?
     var joins: [JoinPart] = []
     var prefetches: [PrefetchPart] = []
+    /// Whether ``annotated(with:)`` added columns: a `Decodable` type then reads the record as a property of its
+    /// own (`var tag: Tag` beside `var noteCount: Int`), as with associations.
+    var isAnnotated = false
 
     init(table: String, primaryKey: String) {
         self.table = table
@@ -59,6 +62,7 @@ public struct Query<Record>: Sendable {
         query.offset = offset
         query.joins = joins
         query.prefetches = prefetches
+        query.isAnnotated = isAnnotated
         return query
     }
 
@@ -145,7 +149,26 @@ public struct Query<Record>: Sendable {
         return query
     }
 
-    /// The groups that also match `predicate` (`HAVING`).
+    /// The query selecting `selection` beside what it selects already (every column when nothing was chosen):
+    /// GRDB's `annotated(with:)`, most often with an aggregate over an association.
+    ///
+    /// ```swift
+    /// struct TagInfo: Decodable, FetchableRecord { var tag: Tag; var noteCount: Int }
+    /// let infos = try TagInfo.fetchAll(db, Tag.annotated(with: Tag.notes.count))
+    /// ```
+    public func annotated(with selection: any SQLSelectable...) -> Query { annotated(with: selection) }
+
+    /// The query selecting `selection` beside what it selects already.
+    public func annotated(with selection: [any SQLSelectable]) -> Query {
+        var query = self
+        if query.selection.isEmpty { query.selection = [.allColumns] }
+        query.selection += selection.map(\.sqlSelection)
+        query.isAnnotated = true
+        return query
+    }
+
+    /// The groups that also match `predicate` (`HAVING`). A request that is not grouped and whose `predicate`
+    /// uses an aggregate over an association (`Tag.notes.isEmpty == false`) is grouped by its primary key.
     public func having(_ predicate: some SQLSpecificExpressible) -> Query {
         var query = self
         query.havings.append(predicate.sqlExpression)
@@ -204,15 +227,7 @@ public struct Query<Record>: Sendable {
         }
         sql += " FROM " + quoteIdentifier(table)
         for join in resolved {
-            sql += join.part.required ? " JOIN " : " LEFT JOIN "
-            sql += quoteIdentifier(join.part.association.destinationTable)
-            if join.alias != join.part.association.destinationTable { sql += " AS " + quoteIdentifier(join.alias) }
-            sql += " ON " + join.condition
-            for filter in join.part.association.filters {
-                sql += " AND ("
-                filter.render(qualifier: join.alias, into: &sql, &arguments)
-                sql += ")"
-            }
+            for joined in join.tables { joined.render(required: join.part.required, into: &sql, &arguments) }
         }
         append(" WHERE ", filters, qualifier: qualifier, to: &sql, &arguments)
         if !groups.isEmpty {
@@ -261,12 +276,17 @@ public struct Query<Record>: Sendable {
 
     /// The number of rows the query selects; nothing is decoded.
     public func fetchCount(_ db: Database) throws -> Int {
-        let resolved = try resolveJoins(db)
+        let (query, resolved) = try prepared(db)
+        return try query.fetchCount(db, resolved: resolved)
+    }
+
+    private func fetchCount(_ db: Database, resolved: [ResolvedJoin]) throws -> Int {
         let (sql, arguments): (String, [DatabaseValue])
         if limit != nil || offset != nil || isDistinct || !groups.isEmpty || !resolved.isEmpty || !selection.isEmpty {
+            // DISTINCT of every column counts distinct rows (a constant would count one).
+            let every = isDistinct ? SQLSelection.allColumns : SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)
             let (inner, innerArguments) = self.sql(
-                selecting: selection.isEmpty ? [SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)]
-                    : selection, resolved: resolved)
+                selecting: selection.isEmpty ? [every] : selection, resolved: resolved)
             (sql, arguments) = ("SELECT count(*) FROM (\(inner))", innerArguments)
         } else {
             (sql, arguments) = self.sql(
@@ -280,9 +300,9 @@ public struct Query<Record>: Sendable {
     public func isEmpty(_ db: Database) throws -> Bool {
         var query = limit(1, offset: offset)
         query.orderings = []   // the order changes nothing here, and may name an alias of the selection replaced
-        let (inner, arguments) = query.sql(
-            selecting: [SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)],
-            resolved: try resolveJoins(db))
+        let (prepared, resolved) = try query.prepared(db)
+        let (inner, arguments) = prepared.sql(
+            selecting: [SQLSelection(expression: SQLExpression(pieces: [.sql("1")]), alias: nil)], resolved: resolved)
         return try db.fetchOne("SELECT EXISTS (\(inner))", StatementArguments(values: arguments)) {
             try $0.int(at: 0)
         } == 0
@@ -326,7 +346,7 @@ public struct Query<Record>: Sendable {
             if index > 0 { sql += ", " }
             // The target of SET is never read as a string: an unknown name is "no such column" on every engine.
             sql += quoteIdentifier(assignment.column.name) + " = "
-            assignment.value.render(qualifier: table, into: &sql, &arguments)
+            try resolving(assignment.value, db).render(qualifier: table, into: &sql, &arguments)
         }
         try appendRowCondition(db, to: &sql, &arguments)
         try db.execute(sql, StatementArguments(values: arguments))
@@ -336,14 +356,14 @@ public struct Query<Record>: Sendable {
     /// The `WHERE` clause of a `DELETE` or `UPDATE` of the rows the query selects: its filters, or, with a limit,
     /// a join or a grouping, its primary keys (SQLite's `DELETE … LIMIT` is a compile-time option).
     private func appendRowCondition(_ db: Database, to sql: inout String, _ arguments: inout [DatabaseValue]) throws {
-        if limit != nil || offset != nil || !joins.isEmpty || !groups.isEmpty || isDistinct {
-            let resolved = try resolveJoins(db)
+        let (query, resolved) = try prepared(db)
+        if limit != nil || offset != nil || !joins.isEmpty || !query.groups.isEmpty || isDistinct {
             let key = SQLSelection(expression: Column(primaryKey).sqlExpression, alias: nil)
-            let (inner, innerArguments) = self.sql(selecting: [key], resolved: resolved)
+            let (inner, innerArguments) = query.sql(selecting: [key], resolved: resolved)
             sql += " WHERE \(quoteIdentifier(table)).\(quoteIdentifier(primaryKey)) IN (\(inner))"
             arguments += innerArguments
         } else {
-            append(" WHERE ", filters, qualifier: table, to: &sql, &arguments)
+            append(" WHERE ", query.filters, qualifier: table, to: &sql, &arguments)
         }
     }
 
@@ -351,13 +371,17 @@ public struct Query<Record>: Sendable {
 
     /// The SQL and arguments of the query (of its first row when `single`), its joins resolved in `db`.
     func sql(_ db: Database, single: Bool = false) throws -> (String, StatementArguments) {
-        let query = single ? limit(1, offset: offset) : self
-        let (sql, arguments) = query.sql(resolved: try resolveJoins(db))
+        let (query, resolved) = try (single ? limit(1, offset: offset) : self).prepared(db)
+        let (sql, arguments) = query.sql(resolved: resolved)
         return (sql, StatementArguments(values: arguments))
     }
 
     /// Whether the query includes associated records (which only `Decodable` types can receive).
     var hasIncludes: Bool { !prefetches.isEmpty || joins.contains { $0.decode != nil } }
+
+    /// Whether a `Decodable` type reads the request's record as a property of its own (with associations or
+    /// annotations), rather than from the row's columns alone.
+    var decodesRecordAsProperty: Bool { hasIncludes || isAnnotated }
 
     /// Runs the query and decodes each row with `decode`; `single` asks for one row at most.
     func fetchRows<T>(_ db: Database, single: Bool, _ decode: (Row) throws -> T) throws -> [T] {
@@ -382,7 +406,7 @@ public struct Query<Record>: Sendable {
     /// Rows decoded through `Decodable`: a scalar from the first column when `T` is one, otherwise by column
     /// names; with associations, the associated records by their keys.
     func fetchDecodable<T: Decodable>(_ db: Database, single: Bool) throws -> [T] {
-        if hasIncludes { return try fetchAssociated(db, single: single) }
+        if decodesRecordAsProperty { return try fetchAssociated(db, single: single) }
         if let scalar = T.self as? any DatabaseValueConvertible.Type {
             return try fetchRows(db, single: single) { row in
                 try scalar.decode(from: row, at: 0) as! T  // the dynamic type is T: the cast cannot fail
@@ -430,14 +454,14 @@ extension Query where Record: FetchableRecord {
 extension Query where Record: FetchableRecord & Decodable {
     /// Every record the query selects (through `init(row:)`; with associations, through `Decodable`).
     public func fetchAll(_ db: Database) throws -> [Record] {
-        if hasIncludes { return try fetchAssociated(db, single: false) }
+        if decodesRecordAsProperty { return try fetchAssociated(db, single: false) }
         let (sql, arguments) = try self.sql(db)
         return try db.fetch(sql, arguments) { row in try Record(row: row) }
     }
 
     /// The first record the query selects, or `nil`.
     public func fetchOne(_ db: Database) throws -> Record? {
-        if hasIncludes { return (try fetchAssociated(db, single: true) as [Record]).first }
+        if decodesRecordAsProperty { return (try fetchAssociated(db, single: true) as [Record]).first }
         let (sql, arguments) = try self.sql(db, single: true)
         return try db.fetchOne(sql, arguments) { row in try Record(row: row) }
     }

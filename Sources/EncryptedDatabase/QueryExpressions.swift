@@ -59,6 +59,10 @@ public struct SQLExpression: SQLSpecificExpressible, CustomStringConvertible {
         case value(DatabaseValue)
         /// SQL text with `?` parameters and their values.
         case literal(String, [DatabaseValue])
+        /// A column of a table alias (``TableAlias``), qualified with it wherever the expression is used.
+        case aliasedColumn(alias: String, column: String)
+        /// An aggregate over an association (``AssociationAggregate``): a subquery once the request is prepared.
+        case aggregate(AggregateOverAssociation)
     }
 
     var pieces: [Piece]
@@ -117,6 +121,11 @@ public struct SQLExpression: SQLSpecificExpressible, CustomStringConvertible {
             case .literal(let text, let values):
                 sql += text
                 arguments += values
+            case .aliasedColumn(let alias, let column):
+                sql += quoteIdentifier(alias) + "." + quoteIdentifier(column)
+            case .aggregate(let aggregate):
+                // Replaced by its subquery before a request renders (Query.prepared); only a description gets here.
+                sql += "<\(aggregate.function.name) of association '\(aggregate.association.key)'>"
             }
         }
     }

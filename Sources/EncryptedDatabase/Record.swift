@@ -173,6 +173,16 @@ extension TableRecord {
         all().select(selection, as: type)
     }
 
+    /// Every row, with `selection` selected beside every column (GRDB's `annotated(with:)`):
+    /// `Tag.annotated(with: Tag.notes.count)`.
+    public static func annotated(with selection: any SQLSelectable...) -> Query<Self> {
+        all().annotated(with: selection)
+    }
+
+    /// The rows that match `predicate`, an aggregate over an association (`Tag.notes.isEmpty == false`): grouped
+    /// by the primary key, as GRDB's `having(_:)` is.
+    public static func having(_ predicate: some SQLSpecificExpressible) -> Query<Self> { all().having(predicate) }
+
     /// At most `limit` rows after skipping `offset`.
     public static func limit(_ limit: Int, offset: Int? = nil) -> Query<Self> { all().limit(limit, offset: offset) }
 

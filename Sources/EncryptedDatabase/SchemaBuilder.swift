@@ -230,6 +230,10 @@ extension Database {
                 "table '\(table)' is referred to by foreign keys and foreign keys are on: rebuilding it would run "
                     + "their ON DELETE actions; alter it inside a migration (migrations run with foreign keys off)")
         }
+        // Views and other tables' triggers that name the table: 3.15.2 would keep their old SQL (a renamed column
+        // missing); they are dropped now and created again after the rename, rewritten.
+        let outside = try rebuildDependents(of: table)
+        let recreated = try rewritten(outside, table: table, renaming: old, to: new)
         let temporary = "securestore_rebuild_" + table
         let kept = columns.filter { $0.caseInsensitiveCompare(old) != .orderedSame }
         let sourceColumns = (new == nil ? kept : columns).map(quoteIdentifier).joined(separator: ", ")
@@ -240,15 +244,23 @@ extension Database {
         try executeScript(
             "INSERT INTO \(quoteIdentifier(temporary)) (\(targetColumns)) SELECT \(sourceColumns) FROM "
                 + quoteIdentifier(table))
+        try drop(outside)
         try executeScript("DROP TABLE \(quoteIdentifier(table))")
         // Since SQLite 3.26 a rename checks views and triggers that name the (now missing) table; the legacy
         // behaviour renames only, as the rebuild needs. 3.15.2 has no such pragma and ignores it.
         if legacy == 0 { try executeScript("PRAGMA legacy_alter_table = ON") }
         defer { if legacy == 0 { try? executeScript("PRAGMA legacy_alter_table = OFF") } }
         try executeScript("ALTER TABLE \(quoteIdentifier(temporary)) RENAME TO \(quoteIdentifier(table))")
-        for dependent in dependents {
+        // Indexes name the table's columns only; its triggers are rewritten as the views are (a trigger's body
+        // may name another table's column of the same name).
+        let ownTriggers = try rewritten(
+            dependents.filter { $0.type == "trigger" }
+                .map { RebuildDependent(type: $0.type, name: $0.name, table: table, sql: $0.sql) },
+            table: table, renaming: old, to: new)
+        for dependent in dependents where dependent.type == "index" {
             try executeScript(new.map { SQLTokens.replacing(old, with: $0, in: dependent.sql) } ?? dependent.sql)
         }
+        try create(ownTriggers + recreated)
         let violations = try fetch("PRAGMA foreign_key_check(\(quoteIdentifier(table)))") { try $0.string(at: 2) }
         if let parent = violations.first {
             throw DatabaseError(

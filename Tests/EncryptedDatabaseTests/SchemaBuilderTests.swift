@@ -147,4 +147,74 @@ private func makeLibrary(_ directory: TemporaryDirectory, _ name: String) throws
         #expect(try snapshot(directory.path) == files)
         #expect(try migrator.appliedMigrations(queue) == ["v1"])
     }
+
+    /// Views and other tables' triggers that name a rebuilt table are created again from sqlite_master, with the
+    /// renamed column renamed where it is the table's (not another table's column of the same name, not an alias).
+    @Test(arguments: [true, false])
+    func aRebuildCarriesTheViewsAndTriggersThatNameTheTable(rebuild: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory, "views.db")
+        var migrator = libraryMigrator()
+        migrator.registerMigration("views") { db in
+            try db.executeScript("""
+                CREATE TABLE log (what TEXT NOT NULL, title TEXT);
+                CREATE VIEW author_names AS SELECT name AS name FROM author WHERE name <> '';
+                CREATE VIEW author_books AS
+                    SELECT a.name AS name, b.title AS title, "a"."country" AS country,
+                        (SELECT count(*) FROM book WHERE book.authorId = a.id) AS books
+                    FROM author a JOIN book AS b ON b.authorId = a.id;
+                CREATE VIEW book_titles AS SELECT title FROM book;
+                CREATE TRIGGER book_logged AFTER INSERT ON book BEGIN
+                    INSERT INTO log (what, title) SELECT name || ': ' || NEW.title, NEW.title FROM author
+                    WHERE author.id = NEW.authorId;
+                END;
+                CREATE TRIGGER author_names_insert INSTEAD OF INSERT ON author_names BEGIN
+                    INSERT INTO author (name) VALUES (NEW.name);
+                END;
+                """)
+        }
+        migrator.registerMigration("v2") { db in
+            try db.alter(table: "author", rebuild: rebuild) { t in t.rename(column: "name", to: "fullName") }
+            try db.alter(table: "book", rebuild: rebuild) { t in t.rename(column: "title", to: "heading") }
+        }
+        try migrator.migrate(queue)
+        try queue.write { (db: Database) throws in
+            #expect(try db.fetch("SELECT * FROM author_names ORDER BY 1") { try $0.string(at: 0) } == ["Italo", "Ursula"])
+            #expect(try db.fetch("SELECT name, title, country, books FROM author_books ORDER BY title") { row in
+                "\(try row.string(at: 0)) \(try row.string(at: 1)) \(try row.string(at: 2)) \(try row.int(at: 3))"
+            } == ["Italo Cosmicomics Italy 1", "Ursula Lathe it's unknown 1"])
+            #expect(try db.fetch("SELECT * FROM book_titles ORDER BY 1") { try $0.string(at: 0) } == ["Cosmicomics", "Lathe"])
+            // The trigger of book names author's column and NEW.title, the book's own (renamed too).
+            try db.execute("INSERT INTO book (authorId, heading, pages) VALUES (1, 'The Word for World', 189)")
+            #expect(try db.fetch("SELECT what, title FROM log") { "\(try $0.string(at: 0)) | \(try $0.string(at: 1))" }
+                        == ["Ursula: The Word for World | The Word for World"])
+            // The view's INSTEAD OF trigger went with its view and came back.
+            try db.execute("INSERT INTO author_names (name) VALUES ('Jorge')")
+            #expect(try db.scalar("SELECT count(*) FROM author WHERE fullName = 'Jorge'", as: Int.self) == 1)
+            #expect(try db.fetch("SELECT type || ' ' || name FROM sqlite_master WHERE type IN ('view', 'trigger') ORDER BY name") {
+                try $0.string(at: 0)
+            } == ["view author_books", "view author_names", "trigger author_names_insert", "trigger author_renamed",
+                  "trigger book_logged", "view book_titles"])
+            try db.integrityCheck()
+        }
+    }
+
+    @Test func droppingAColumnAViewUsesIsRefusedNamingTheViewAndChangesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makeLibrary(directory, "viewdrop.db")
+        try queue.write { db in
+            try db.execute("DROP INDEX author_on_country")
+            try db.execute("CREATE VIEW countries AS SELECT DISTINCT country FROM author")
+        }
+        var migrator = libraryMigrator()
+        migrator.registerMigration("v2") { db in
+            try db.alter(table: "author", rebuild: true) { t in t.drop(column: "country") }
+        }
+        _ = try queue.read { db in try Author.fetchCount(db) }  // sets this connection's read mark in the -shm
+        let files = try snapshot(directory.path)
+        let error = expectError(DatabaseError.Code.misuse) { try migrator.migrate(queue) }
+        #expect(error?.message == "column 'country' of table 'author' is used by view 'countries': drop or change the "
+            + "view first (in the same migration), then drop the column")
+        #expect(try snapshot(directory.path) == files)
+    }
 }
