@@ -196,9 +196,7 @@ public final class Keychain: Sendable {
         try withConnection { connection, deadline throws(KeychainError) in
             let what = "service '\(service)' account '\(account)'"
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
-            // Seen unlocked a moment ago on this connection: not asked again (a collection locked since refuses the
-            // create with "locked", which is what it is).
-            if !connection.wasRecentlySeenUnlocked(collection) { try requireUnlocked(collection, for: what, connection, deadline) }
+            try requireUnlocked(collection, for: what, connection, deadline)
             let query = Self.attributes(service: service, account: account)
             var existing = try connection.search(query, deadline: deadline)
             let locked = existing.locked.filter { Self.isInCollection($0, collection) }
@@ -284,15 +282,8 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.secret(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
-            let what = "service '\(service)' account '\(account)'"
-            let trusted = connection.wasRecentlySeenUnlocked(collection)
-            if !trusted { try requireUnlocked(collection, for: what, connection, deadline) }
-            var found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
-            if trusted, !(found.unlocked + found.locked).contains(where: { Self.isInCollection($0, collection) }) {
-                // Nothing found on the state seen a moment ago: locked since is never "not found".
-                try requireUnlocked(collection, for: what, connection, deadline)
-                found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
-            }
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
+            let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             let unlocked = found.unlocked.filter { Self.isInCollection($0, collection) }
             if unlocked.count > 1 {
                 // Ours first, then a plain item, then another application's (each kept by set).
@@ -336,15 +327,8 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.exists(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
-            let what = "service '\(service)' account '\(account)'"
-            let trusted = connection.wasRecentlySeenUnlocked(collection)
-            if !trusted { try requireUnlocked(collection, for: what, connection, deadline) }
-            let query = Self.attributes(service: service, account: account)
-            if try connection.search(query, deadline: deadline).unlocked.contains(where: { Self.isInCollection($0, collection) }) {
-                return true
-            }
-            if trusted { try requireUnlocked(collection, for: what, connection, deadline) }
-            let found = try connection.search(query, deadline: deadline)
+            try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
+            let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
             return (found.unlocked + found.locked).contains { Self.isInCollection($0, collection) }
         }
     }

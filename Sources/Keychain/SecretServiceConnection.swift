@@ -123,19 +123,6 @@ struct ItemProperties {
 final class SecretServiceConnection: @unchecked Sendable {
     private let service: UnsafeMutablePointer<SecretService>
     private var collectionPaths: [String: String] = [:]
-    /// When each collection was last read unlocked (its `Locked` property), on this connection.
-    private var seenUnlocked: [String: ContinuousClock.Instant] = [:]
-
-    /// How long a collection read unlocked is taken as unlocked without asking again: one round trip saved per
-    /// call of a program that makes many. A collection locked meanwhile is still never "not found": a search
-    /// that comes back empty asks again (``wasRecentlySeenUnlocked(_:)``'s callers).
-    static let unlockedStateLifetime: Duration = .seconds(2)
-
-    /// Whether `path` was read unlocked within ``unlockedStateLifetime``.
-    func wasRecentlySeenUnlocked(_ path: String) -> Bool {
-        guard let seen = seenUnlocked[path] else { return false }
-        return ContinuousClock.now - seen < Self.unlockedStateLifetime
-    }
 
     /// Opens a session with the Secret Service on the session bus.
     init(deadline: Deadline) throws(KeychainError) {
@@ -256,9 +243,7 @@ final class SecretServiceConnection: @unchecked Sendable {
         defer { g_variant_unref(boxed) }
         let value = g_variant_get_variant(boxed)!
         defer { g_variant_unref(value) }
-        let locked = typeString(value) == "b" && g_variant_get_boolean(value) != 0
-        if locked { seenUnlocked[path] = nil } else { seenUnlocked[path] = ContinuousClock.now }
-        return locked
+        return typeString(value) == "b" && g_variant_get_boolean(value) != 0
     }
 
     /// Asks the service to unlock `paths` (collections or items): the paths it unlocked at once, and
