@@ -250,6 +250,8 @@ import Testing
     @Test func aFormatOneKeyFileOpensAndIsUpgraded() throws {
         try FileManager.default.createDirectory(atPath: directoryOf(keyFile), withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: fixture("keyfile-format1.sealed"), toPath: keyFile)
+        // A checkout leaves the fixture 0644, which the tool refuses (as a key others can read); a real one is 0600.
+        #expect(chmod(keyFile, 0o600) == 0)
         let old = "v1 fixture passphrase"
         #expect(try tool(["token", "get", "fixture"], passphrase: old).stdout == "token-from-format-1")
         func header() throws -> [UInt8] { Array(try #require(FileManager.default.contents(atPath: keyFile)).prefix(11)) }
@@ -313,6 +315,7 @@ import Testing
         // A file made before (format 1) took the first line only, and keeps that rule after it is written again.
         try FileManager.default.removeItem(atPath: keyFile)
         try FileManager.default.copyItem(atPath: fixture("keyfile-format1.sealed"), toPath: keyFile)
+        #expect(chmod(keyFile, 0o600) == 0, "a checkout leaves the fixture 0644")
         let twoLines = Array("v1 fixture passphrase\nsecond line\n".utf8)
         #expect(try withFile(twoLines, ["token", "get", "fixture"]).stdout == "token-from-format-1")
         #expect(try withFile(twoLines, ["token", "set", "more"], input: "m").status == 0)
