@@ -125,7 +125,26 @@ enum Opening {
 
     /// The size of the file and its first 16 bytes, or nil when it does not exist. Never blocks on a FIFO and
     /// never follows a symbolic link in place of the file.
+    ///
+    /// A database a connection of this process has open (``OpenFiles``) is not opened here, only looked at
+    /// (`stat`), and its header is given as empty (it is open as an encrypted database already): closing any
+    /// descriptor of a file drops every POSIX lock the process holds on it, SQLite's locks of those connections
+    /// included. Another process could then take the database for its last user, checkpoint the whole -wal into
+    /// the file and drop it while a read transaction here still needs the pages it overwrote (an online backup
+    /// copied rows without their index entries so).
     static func inspect(_ path: String) throws -> (size: Int, header: [UInt8])? {
+        if let identity = FileIdentity(path), OpenFiles.contains(identity) {
+            do {
+                let status = try fileStatus(path)
+                guard status.isRegularFile else {
+                    throw DatabaseError(.unrecognizedFormat, "'\(path)' is not a regular file")
+                }
+                return (status.size, [])
+            } catch let error as Errno {
+                if error == .noSuchFileOrDirectory { return nil }
+                throw errnoError(error, "cannot open the database '\(path)'")
+            }
+        }
         do {
             // A symbolic link in place of the database is followed, as SQLite follows it.
             switch try FileDescriptor.openRegularFile(path, followingLinks: true) {
