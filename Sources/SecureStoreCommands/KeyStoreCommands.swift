@@ -52,6 +52,11 @@ enum KeyStoreChoice {
         }
     }
 
+    /// The kinds of item an app keeps, with their services: what `keystore status` lists and `keystore move` moves.
+    static func itemKinds(_ paths: AppPaths) -> [(kind: String, service: String)] {
+        [("database key", paths.databaseKeyService), ("token", paths.tokenService), ("git credential", paths.gitCredentialService)]
+    }
+
     /// Whether a session bus can be found as libsecret finds one: `DBUS_SESSION_BUS_ADDRESS`, or the user bus
     /// socket `$XDG_RUNTIME_DIR/bus` that systemd's user manager makes.
     static func hasSessionBus(_ environment: [String: String]) -> Bool {
@@ -135,12 +140,8 @@ let keystoreCommand = Command(
             name: "status", abstract: "Say which store is used and what it holds for this app.",
             run: { invocation in
                 let context = try Context(invocation)
-                let services = [
-                    ("database key", context.paths.databaseKeyService), ("token", context.paths.tokenService),
-                    ("git credential", context.paths.gitCredentialService),
-                ]
                 var rows: [KeyStoreItemJSON] = []
-                for (kind, service) in services {
+                for (kind, service) in KeyStoreChoice.itemKinds(context.paths) {
                     for item in try context.keychain.items(service: service) {
                         rows.append(KeyStoreItemJSON(kind: kind, service: service, account: item.account))
                     }
@@ -184,11 +185,7 @@ let keystoreCommand = Command(
                 guard destination.configuration.store.name != source.configuration.store.name else {
                     throw UsageError("the keys are in \(source.configuration.store.description) already", path: invocation.path)
                 }
-                let services = [
-                    ("database key", context.paths.databaseKeyService), ("token", context.paths.tokenService),
-                    ("git credential", context.paths.gitCredentialService),
-                ]
-                let outcome = try KeyStoreMove(from: source, to: destination).run(services: services)
+                let outcome = try KeyStoreMove(from: source, to: destination).run(services: KeyStoreChoice.itemKinds(context.paths))
                 let from = source.configuration.store.description, to = destination.configuration.store.description
                 for item in outcome.skipped {
                     let hint =

@@ -719,6 +719,16 @@ import Testing
         let listed = try tool(["--keystore", "systemd", "tasks", "list"], passphrase: nil, extra: unit)
         #expect(listed.status == 0 && listed.stdout.contains("Served by a unit"), "\(listed.stderr)")
         #expect(try tool(["--keystore", "systemd", "token", "get", "deploy"], passphrase: nil, extra: unit).stdout == "ghp_forTheUnit")
+        // Asked for what is not there: a clear error, nothing printed, the key file unchanged.
+        let sealed = try sha256(keyFile)
+        let noToken = try tool(["keystore", "credential", "--token", "absent"])
+        #expect(noToken.status == 66 && noToken.stderr.contains("there is no token 'absent'") && noToken.stdout.isEmpty, "\(noToken.stderr)")
+        let noDatabase = try tool(["keystore", "credential", "--database", "absent"])
+        #expect(noDatabase.status == 66 && noDatabase.stdout.isEmpty, "\(noDatabase.stderr)")
+        let neither = try tool(["keystore", "credential"])
+        #expect(neither.status == 64 && neither.stderr.contains("give one of --token NAME and --database NAME"), "\(neither.stderr)")
+        #expect(try sha256(keyFile) == sealed)
+        #expect(!FileManager.default.fileExists(atPath: home + "/data/securestore/absent.db"))
         // The value is not printed on a terminal.
         let onTerminal = try run(["script", "-qec", "\(product("securestore")) --passphrase-fd 3 keystore credential --token deploy 3<\(try passphraseFile())", "/dev/null"], environment: try headless())
         #expect(!onTerminal.stdout.contains("ghp_forTheUnit"), "\(onTerminal.stdout)")
