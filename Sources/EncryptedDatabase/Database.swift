@@ -35,6 +35,18 @@ public final class Database {
     /// are unknown). Nil outside: nothing is recorded.
     var observedRegion: Set<String>??
 
+    /// The connection reads without a `-shm` for lack of space (``DatabaseQueue/isReadOnlyForLackOfSpace``).
+    var readOnlyForLackOfSpace = false
+
+    /// The error of a write on a connection opened for reading only for lack of space.
+    static func writesNeedSpace(_ path: String) -> DatabaseError {
+        DatabaseError(
+            .diskFull,
+            "the disk holding the database '\(path)' is full: it was opened for reading only, without the 32 KiB "
+                + "shared-memory index (-shm) SQLite needs beside it; writes need space: free some there and try "
+                + "again; nothing was changed", extendedResultCode: SQLITE_FULL)
+    }
+
     init(path: String, connection: OpaquePointer) {
         self.path = path
         self.connection = connection
@@ -339,6 +351,7 @@ public final class Database {
     /// rolling back when it throws. Before committing it checks that every page the transaction read was
     /// authenticated (``checkPagesAuthenticated()``), so a value read from a damaged page is never returned.
     func inTransaction<T>(immediate: Bool, _ body: () throws -> T) throws -> T {
+        if immediate && readOnlyForLackOfSpace { throw Self.writesNeedSpace(path) }
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         let value: T
         do {

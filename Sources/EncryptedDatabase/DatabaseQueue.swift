@@ -65,6 +65,11 @@ public final class DatabaseQueue: Sendable {
     public let path: String
     /// The file format the queue was opened in (``DatabaseConfiguration/format``).
     let format: CipherFormat
+    /// Whether the queue reads without a shared-memory index (`-shm`) because the disk had no room for the 32 KiB
+    /// SQLite needs beside a WAL database: it was opened for reading only, whatever its configuration asked, and
+    /// ``write(_:)`` throws ``DatabaseError/Code/diskFull`` saying that writes need space. Open it again once there
+    /// is room. Reading this way changes neither the file nor its `-wal`.
+    public let isReadOnlyForLackOfSpace: Bool
     /// Guards `database`: it is read and written only while this mutex is held.
     private let lock = Mutex<Void>(())
     /// The confined connection; `nil` once closed. `nonisolated(unsafe)` because region-based isolation
@@ -144,6 +149,8 @@ public final class DatabaseQueue: Sendable {
         tracker.install(on: connection)
         let database = Database(path: path, connection: connection)
         database.authorizer.preventsTruncation = true
+        isReadOnlyForLackOfSpace = Opening.readsWithoutSharedMemory(connection)
+        database.readOnlyForLackOfSpace = isReadOnlyForLackOfSpace
         self.database = database
         format = configuration.format
     }

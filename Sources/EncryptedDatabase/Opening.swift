@@ -223,10 +223,65 @@ enum Opening {
             try configure(connection, path: path, keying: keying, configuration: configuration,
                           fileSize: fileSize, diagnose: preflight, guardClose: hadSideFiles)
             return connection
+        } catch let error as DatabaseError where preflight && !immutable && sharedMemoryCannotBeMade(error, path: path) {
+            sqlite3_close_v2(connection)
+            return try connectWithoutSharedMemory(path, keying: keying, configuration: configuration, fileSize: fileSize)
         } catch {
             sqlite3_close_v2(connection)
             throw error
         }
+    }
+
+    /// Whether opening failed only because the disk has no room for the shared-memory index (`-shm`), and no other
+    /// connection uses one: every connection of a WAL database maps at least 32 KiB of it, so a missing or shorter
+    /// `-shm` means none is open.
+    private static func sharedMemoryCannotBeMade(_ error: DatabaseError, path: String) -> Bool {
+        // SQLITE_IOERR_SHMOPEN, _SHMSIZE, _SHMMAP (macros).
+        let shm = [Int32(18 << 8 | 10), Int32(19 << 8 | 10), Int32(21 << 8 | 10)]
+        guard error.code == .diskFull, let code = error.extendedResultCode, shm.contains(code) else { return false }
+        return (try? inspect(path + "-shm")?.size).flatMap { $0 }.map { $0 < 32_768 } ?? true
+    }
+
+    /// Opens `path` for reading only without a `-shm`, when the disk has no room for one: exclusive locking mode,
+    /// set before the first read, keeps the WAL index in this connection's memory (SQLite 3.15.2 and later). The
+    /// connection takes no file locks (the `unix-none` VFS: an exclusive lock needs a writable descriptor) and is
+    /// read-only, so it can neither write nor checkpoint: closing it leaves the file and its `-wal` as they were.
+    /// No other connection can use the file meanwhile: none can make the `-shm` either.
+    private static func connectWithoutSharedMemory(
+        _ path: String, keying: Keying, configuration: DatabaseConfiguration, fileSize: Int?
+    ) throws -> OpaquePointer {
+        var readOnly = configuration
+        readOnly.readOnly = true
+        var connection: OpaquePointer?
+        let result = sqlite3_open_v2(path, &connection, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, withoutSharedMemoryVFS)
+        guard result == SQLITE_OK, let connection else {
+            let error = DatabaseError.sqlite(result, connection: connection, path: path)
+            sqlite3_close_v2(connection)
+            throw error
+        }
+        do {
+            try configure(connection, path: path, keying: keying, configuration: readOnly, fileSize: fileSize,
+                          diagnose: true, guardClose: false, exclusiveLocking: true)
+            return connection
+        } catch {
+            sqlite3_close_v2(connection)
+            throw error
+        }
+    }
+
+    /// The VFS of a connection opened by ``connectWithoutSharedMemory(_:keying:configuration:fileSize:)``.
+    static let withoutSharedMemoryVFS = "unix-none"
+
+    /// Whether `connection` reads without a `-shm` because the disk had no room for one (read-only).
+    ///
+    /// The corresponding C function is `sqlite3_file_control` (`SQLITE_FCNTL_VFSNAME`).
+    static func readsWithoutSharedMemory(_ connection: OpaquePointer) -> Bool {
+        var name: UnsafeMutablePointer<CChar>?
+        guard sqlite3_file_control(connection, "main", SQLITE_FCNTL_VFSNAME, &name) == SQLITE_OK, let name else {
+            return false
+        }
+        defer { sqlite3_free(name) }
+        return String(cString: name) == withoutSharedMemoryVFS
     }
 
     /// Applies `format` (the pinned one unless told) to the schema `schema` of a keyed connection.
@@ -240,7 +295,7 @@ enum Opening {
 
     private static func configure(
         _ connection: OpaquePointer, path: String, keying: Keying, configuration: DatabaseConfiguration,
-        fileSize: Int?, diagnose: Bool, guardClose: Bool
+        fileSize: Int?, diagnose: Bool, guardClose: Bool, exclusiveLocking: Bool = false
     ) throws {
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, Int32(clamping: configuration.busyTimeoutMilliseconds))
@@ -261,6 +316,8 @@ enum Opening {
         // The format comes after the key and before the first read, on every open.
         try applyFormat(connection, path: path, format: configuration.format)
 
+        // Before the first read, so that a WAL index is kept in memory (connectWithoutSharedMemory).
+        if exclusiveLocking { try exec(connection, "PRAGMA locking_mode = EXCLUSIVE", path: path) }
         // Validate now: a wrong key fails here, not at the tenth query.
         do {
             try exec(connection, "SELECT count(*) FROM sqlite_master", path: path)
@@ -484,7 +541,7 @@ enum Opening {
     /// `sqlcipher_export` reports a full disk or an I/O error of the file it writes as a plain `SQLITE_ERROR`
     /// holding only SQLite's bare message ("database or disk is full"); this gives such an error its code, the
     /// file, and what the copy needs against what is free.
-    private static func exportError(_ error: any Error, destination: String, needed: Int64) -> any Error {
+    static func exportError(_ error: any Error, destination: String, needed: Int64) -> any Error {
         guard let error = error as? DatabaseError, error.code == .sqlite || error.code == .diskFull || error.code == .io
         else { return error }
         let full = String(cString: sqlite3_errstr(SQLITE_FULL))

@@ -60,6 +60,8 @@ public final class KeyedDatabase: Sendable {
     public var readerCount: Int { readers?.count ?? 0 }
     /// The reading connections, when ``readerCount`` is above 0.
     let readers: KeyedDatabaseReaders?
+    /// The online backups copying now (``backup(to:pagesPerStep:progress:)``).
+    let backups = KeyedDatabaseBackups()
 
     let files: KeyedDatabaseFiles
     let items: KeyedDatabaseKeyItems
@@ -288,6 +290,7 @@ public final class KeyedDatabase: Sendable {
     /// ``queue``) throw `misuse`; closing twice does nothing.
     public func close() throws {
         try withState("close") { state in
+            try backups.waitUntilNoneRuns("close", path: files.path)
             readers?.close(reason: Self.closedHandleReason)
             defer {
                 KeyedDatabaseFiles.unlock(state.lock)

@@ -153,6 +153,8 @@ extension KeyedDatabase {
         guard state.lock >= 0 else {
             throw SecureStoreError(SecureStoreError.Code.invalidArgument, "the database '\(files.path)' is closed")
         }
+        // An online backup reads the file through a connection of its own: it ends before the file is replaced.
+        try backups.waitUntilNoneRuns(readOnly, path: files.path)
         // The mark keeps a rotation (or a deletion) from slipping into the gap of flock's conversion.
         guard try KeyedDatabaseFiles.beginRotation(state.lock, path: files.path) else {
             throw SecureStoreError(

@@ -150,6 +150,12 @@ extension KeyedDatabase {
     /// Writes an encrypted copy of the database, under the same key, to the new file `destination`
     /// (mode 0600; missing directories are made 0700), flushes it and verifies it.
     ///
+    /// The copy is online: it is SQLite's backup API reading a separate read-only connection in steps of
+    /// `pagesPerStep` pages, so reads and writes of this handle, of other handles and of other processes go on while
+    /// it runs. It holds the database as it was at one moment (the last commit before the copy began): a consistent
+    /// snapshot, never a torn mix. Commits made after that moment are not in it. A key rotation, restore, deletion or
+    /// ``close()`` of this handle waits for the copy to end.
+    ///
     /// The copy and its attachments file are built and verified under temporary names beside `destination`
     /// (`.<name>.tmp-<pid>-<random>.db`), then linked into place, the database last: a file at `destination` is
     /// always complete and verified, and nothing is replaced. Interrupted (a signal, a crash), it leaves only the
@@ -157,8 +163,15 @@ extension KeyedDatabase {
     /// with the key that is current now (the report's `keyAccount`) and carries the database id; after a key
     /// rotation that key is kept as a retired key, so the backup still opens.
     ///
+    /// - Parameters:
+    ///   - pagesPerStep: the pages copied between two `progress` calls.
+    ///   - progress: called on the caller's thread after each step of the copy (the verification that follows is
+    ///     not reported); it may read and write this database. Throwing from it stops the backup, which leaves
+    ///     nothing at `destination`.
     /// - Throws: ``SecureStoreError/Code/alreadyExists`` when `destination` (or its attachments file) exists.
-    public func backup(to destination: URL) throws -> KeyedDatabaseVerification {
+    public func backup(
+        to destination: URL, pagesPerStep: Int = 256, progress: (DatabaseBackupProgress) throws -> Void = { _ in }
+    ) throws -> KeyedDatabaseVerification {
         let attachmentsDestination = Self.attachmentsBackupPath(forBackup: destination)
         for path in [destination.path, attachmentsDestination] where KeyedDatabaseFiles.exists(path) {
             throw SecureStoreError(
@@ -177,14 +190,26 @@ extension KeyedDatabase {
             }
         }
         func exportDatabase() throws {
-            try withQueue { queue in
-                // Under the handle's lock: no rotation of this handle can change the key in between.
+            // The key and a read-only connection under the handle's lock (no rotation of this handle can change the
+            // key in between); the copy without it, while no rotation, restore, deletion or close can begin.
+            let (source, key) = try withState("backup") { state in
+                guard state.lock != -1 else {
+                    throw DatabaseError(.misuse, "the database '\(files.path)' is closed: \(Self.closedHandleReason)")
+                }
                 guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
                     throw Self.missingKeyError(files: files, items: items)
                 }
-                try queue.export(to: staging.path, key: key)
+                var readOnly = configuration
+                readOnly.readOnly = true
+                let source = try DatabaseQueue(path: files.path, key: key, configuration: readOnly)
+                backups.begin()
+                return (source, key)
             }
-            try KeyedDatabaseFiles.syncFile(staging.path)
+            defer {
+                try? source.close()
+                backups.end()
+            }
+            try source.backup(to: staging.path, key: key, pagesPerStep: pagesPerStep, progress: progress)
         }
         do {
             try exportDatabase()
@@ -313,6 +338,44 @@ extension KeyedDatabase {
                 rowCount: userTables.values.reduce(0, +), key: role, keyAccount: account, databaseID: recordedID,
                 encryption: encryption)
         }
+    }
+}
+
+/// The online backups of one handle that are copying now: a key rotation, restore, deletion or close of the handle
+/// waits for them (it holds the handle's lock, so no new one begins meanwhile). `@unchecked Sendable`: `running` is
+/// guarded by `condition`.
+final class KeyedDatabaseBackups: @unchecked Sendable {
+    private let condition = NSCondition()
+    /// The threads copying now, one entry per copy (guarded by `condition`).
+    private var threads: [UInt] = []
+
+    /// A backup's copy begins on this thread (called holding the handle's lock).
+    func begin() {
+        condition.lock()
+        threads.append(UInt(pthread_self()))
+        condition.unlock()
+    }
+
+    /// The backup's copy on this thread ended.
+    func end() {
+        condition.lock()
+        if let index = threads.firstIndex(of: UInt(pthread_self())) { threads.remove(at: index) }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until no backup copies (called holding the handle's lock). Throws `misuse` when called from a backup's
+    /// `progress` (it would wait for itself); `what` names the call.
+    func waitUntilNoneRuns(_ what: String, path: String) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        if threads.contains(UInt(pthread_self())) {
+            throw DatabaseError(
+                .misuse,
+                "\(what) was called inside the progress of a backup of the same database '\(path)'; it waits for the "
+                    + "backup to end, so it would wait for itself")
+        }
+        while !threads.isEmpty { condition.wait() }
     }
 }
 

@@ -19,7 +19,14 @@ func databaseName(_ invocation: Invocation) throws -> String { try invocation[na
 func openDatabase(_ invocation: Invocation, _ context: Context, create: Bool = false) throws -> KeyedDatabase {
     let name = try databaseName(invocation)
     do {
-        return try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
+        let database = try KeyedDatabase(paths: context.paths, name: name, keychain: context.keychain, createIfMissing: create)
+        if database.queue.isReadOnlyForLackOfSpace {
+            // Said once, at the open: reading goes on, and a write fails with the same words (74).
+            Console.err(
+                "securestore: the disk holding '\(database.path)' is full: opened for reading only (SQLite cannot make "
+                    + "its 32 KiB shared-memory index, -shm, beside it); writes need space: free some there\n")
+        }
+        return database
     } catch let error as SecureStoreError where error.code == SecureStoreError.Code.notFound && !create
         && !fileExists(context.paths.databaseURL(name: name).path, followingLinks: true)
     {
@@ -121,7 +128,12 @@ let dbCommand = Command(
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
                 try fetchAttachmentsBeforeBackup(database)
-                let report = try checking { try database.backup(to: target) }
+                // An online copy: other programs keep writing the database while it runs (Docs/database.md).
+                let report = try checking {
+                    try database.backup(to: target) { progress in
+                        Console.progress("copying", done: progress.completedPageCount, total: progress.totalPageCount)
+                    }
+                }
                 try printVerification(report, invocation)
                 if !invocation.global.json {
                     Console.err("the backup opens with the current key of database '\(database.name)' (keyring account '\(report.keyAccount)') and with its recovery code ('securestore db recovery-code'); after a rotation that key is kept as a retired key\n")

@@ -103,6 +103,13 @@ echo
 echo "# keyed database readers: $bin/securestore-bench keyed-pool ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
 "$bin/securestore-bench" keyed-pool "$work/keyed-pool" "${pass[@]}" | { grep '^KEYEDPOOL ' || true; }
 
+# KeyedDatabase.backup(to:) of 100 000 notes while a thread writes a note per transaction, against GRDB 7.10's
+# DatabasePool.backup (securestore-bench-grdb, plain SQLite) and against the same writes without a backup, interleaved
+# pairs; `ratio` is the median of the per-pair ratios (Docs/performance.md, "Online backup"; issue 34).
+echo
+echo "# backup: $bin/securestore-bench backup ${pass[*]:-} (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+"$bin/securestore-bench" backup "$work/backup" "${pass[@]}" | { grep '^BACKUP ' || true; }
+
 # The task list's word search (full-text index) against the LIKE scan it replaced, interleaved pairs on 1M tasks;
 # `ratio` is the median of the per-pair ratios fts/like (Docs/performance.md, "Search").
 echo

@@ -33,6 +33,14 @@ struct DiskFullAndRotationRaceTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// A task writer (the stress helper's soak) killed a moment after it began: its -wal and -shm stay in `data`.
+    private func killedWriter(data: String, app: String, log: String) throws {
+        let pid = try rlSpawn([stressExecutable, "soak", "tasks", data, app, log])
+        for _ in 0..<100 where !FileManager.default.fileExists(atPath: data + "/tasks.db-shm") { usleep(20_000) }
+        usleep(300_000)
+        rlKill(pid)
+    }
+
     private func sha256(_ path: String) throws -> String {
         try run(["sha256sum", path]).stdout
     }
@@ -107,10 +115,7 @@ struct DiskFullAndRotationRaceTests {
         let app = uniqueApp()
         let data = mount + "/data/\(app)"
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
-        let pid = try rlSpawn([stressExecutable, "soak", "tasks", data, app, mount + "/soak.log"])
-        for _ in 0..<100 where !FileManager.default.fileExists(atPath: data + "/tasks.db-shm") { usleep(20_000) }
-        usleep(300_000)
-        rlKill(pid)
+        try killedWriter(data: data, app: app, log: mount + "/soak.log")
         try #require(FileManager.default.fileExists(atPath: data + "/tasks.db-wal"), "the killed writer left its -wal")
         #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
         let filler = FileHandle(forWritingAtPath: mount + "/filler")
@@ -134,6 +139,53 @@ struct DiskFullAndRotationRaceTests {
         let counted = try securestore(["--data-dir", data, "tasks", "count"], app: app)
         #expect(counted.status == 0, "checked in the temporary directory: \(counted.stderr)")
         #expect(Int(counted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 0, "\(counted.stdout)")
+    }
+
+    /// Issue 34 part 6: a disk too full for the 32 KiB shared-memory index (-shm) of a WAL database. A killed writer
+    /// left committed tasks in the -wal only, and its -shm is gone (as after a copy of the folder, or a cleaner):
+    /// `tasks list` and `tasks count` still read everything (the -wal's frames included), say once that writes need
+    /// space, and leave the file and its -wal byte-identical; a write says the same and exits 74; once space is freed,
+    /// writes work again.
+    @Test func aDiskWithNoRoomForTheSharedMemoryIndexStillListsAndSaysWritesNeedSpace() throws {
+        let mount = try mountTmpfs(size: "8m")
+        defer { unmount(mount) }
+        let app = uniqueApp()
+        let data = mount + "/data/\(app)"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        try killedWriter(data: data, app: app, log: mount + "/soak.log")
+        let wal = data + "/tasks.db-wal"
+        try #require((try FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int ?? 0) > 4096, "frames in the -wal")
+        try FileManager.default.removeItem(atPath: data + "/tasks.db-shm")
+        #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
+        let filler = FileHandle(forWritingAtPath: mount + "/filler")
+        while (try? filler?.write(contentsOf: Data(count: 4096))) != nil {}
+        try? filler?.close()
+        let hashes = try [data + "/tasks.db", wal].map(sha256)
+
+        let needSpace = "securestore: the disk holding '\(data)/tasks.db' is full: opened for reading only (SQLite cannot "
+            + "make its 32 KiB shared-memory index, -shm, beside it); writes need space: free some there\n"
+        let count = try securestore(["--data-dir", data, "tasks", "count"], app: app)
+        #expect(count.status == 0, "\(count.stderr)")
+        #expect(count.stderr == needSpace, "said once")
+        let listed = try securestore(["--data-dir", data, "tasks", "list", "--limit", "none"], app: app)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stderr == needSpace)
+        let added = try securestore(["--data-dir", data, "tasks", "add", "on a full disk"], app: app)
+        #expect(added.status == 74)
+        #expect(added.stderr.contains("writes need space: free some there and try again; nothing was changed"), "\(added.stderr)")
+        #expect(try [data + "/tasks.db", wal].map(sha256) == hashes, "the file and its -wal are byte-identical")
+
+        try FileManager.default.removeItem(atPath: mount + "/filler")
+        // With room, a normal open reads the same tasks, and writes work again.
+        let again = try securestore(["--data-dir", data, "tasks", "list", "--limit", "none"], app: app)
+        #expect(again.status == 0 && again.stderr.isEmpty, "\(again.stderr)")
+        #expect(again.stdout == listed.stdout, "the reading without -shm saw every committed task")
+        let tasks = Int(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(tasks > 0)
+        let written = try securestore(["--data-dir", data, "tasks", "add", "with room again"], app: app)
+        #expect(written.status == 0, "\(written.stderr)")
+        let after = try securestore(["--data-dir", data, "tasks", "count"], app: app)
+        #expect(Int(after.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == tasks + 1)
     }
 
     /// The key file (issue 24) on a full disk: a token that does not fit is exit 74 naming the key file, which stays

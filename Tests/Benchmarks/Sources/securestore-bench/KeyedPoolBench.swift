@@ -19,27 +19,29 @@ import Foundation
 import Keychain
 import SecureStore
 
-struct KeyedPoolBench {
+/// The journal in a keyed database of the harness keyring: `note(id, title, body)` with 100 000 notes (~21
+/// MiB) divided by the scale, in `<directory>/notes.db` of an application named after `app` and this process.
+struct KeyedNotes {
     let directory: String
     let options: BenchOptions
+    let app: String
 
     var noteCount: Int { options.size(100_000) }
     var paths: AppPaths {
         get throws {
             try AppPaths(
-                app: "securestore-bench-keyedpool-\(ProcessInfo.processInfo.processIdentifier)",
+                app: "\(app)-\(ProcessInfo.processInfo.processIdentifier)",
                 dataDirectory: URL(fileURLWithPath: directory, isDirectory: true))
         }
     }
 
-    func open(readers: Int) throws -> KeyedDatabase {
+    func open(readers: Int = 0) throws -> KeyedDatabase {
         try KeyedDatabase(paths: paths, name: "notes", keychain: Keychain(), readerCount: readers)
     }
 
-    func run() throws {
-        let workloads = ["keyed-read-during-rotation", "keyed-tasks-write-read"]
-        guard workloads.contains(where: options.wants) else { return }
-        let setUp = try open(readers: 0)
+    /// Makes the database with its notes (not measured).
+    func create() throws {
+        let setUp = try open()
         let notes = noteCount
         try setUp.write { db in
             try db.execute("CREATE TABLE note (id INTEGER PRIMARY KEY, title TEXT NOT NULL, body TEXT NOT NULL)")
@@ -50,7 +52,28 @@ struct KeyedPoolBench {
             }
         }
         try setUp.close()
-        defer { _ = try? KeyedDatabase.delete(paths: paths, name: "notes", keychain: Keychain(), keys: .delete) }
+    }
+
+    /// Deletes the database and its keys.
+    func delete() {
+        _ = try? KeyedDatabase.delete(paths: paths, name: "notes", keychain: Keychain(), keys: .delete)
+    }
+}
+
+struct KeyedPoolBench {
+    let directory: String
+    let options: BenchOptions
+
+    private var notes: KeyedNotes { KeyedNotes(directory: directory, options: options, app: "securestore-bench-keyedpool") }
+    var noteCount: Int { notes.noteCount }
+
+    func open(readers: Int) throws -> KeyedDatabase { try notes.open(readers: readers) }
+
+    func run() throws {
+        let workloads = ["keyed-read-during-rotation", "keyed-tasks-write-read"]
+        guard workloads.contains(where: options.wants) else { return }
+        try notes.create()
+        defer { notes.delete() }
         let pairs = max(2, options.runs * 2)
         if options.wants(workloads[0]) { try measure(workloads[0], pairs: pairs, readDuringRotation) }
         if options.wants(workloads[1]) { try measure(workloads[1], pairs: pairs, tasksWriteRead) }

@@ -479,6 +479,10 @@ do {
         // KeyedDatabase with reading connections against without, interleaved pairs (KeyedPoolBench.swift).
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
         try KeyedPoolBench(directory: arguments[1], options: options).run()
+    case ("backup", 2):
+        // KeyedDatabase.backup(to:) while writing, against GRDB's DatabasePool.backup, interleaved pairs (BackupBench.swift).
+        try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+        try BackupBench(directory: arguments[1], options: options).run()
     case ("pool", 2):
         // DatabasePool against DatabaseQueue, interleaved pairs (PoolBench.swift).
         try FileManager.default.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
