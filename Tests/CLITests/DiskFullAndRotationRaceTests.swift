@@ -37,6 +37,10 @@ struct DiskFullAndRotationRaceTests {
     private func killedWriter(data: String, app: String, log: String) throws {
         let pid = try rlSpawn([stressExecutable, "soak", "tasks", data, app, log])
         for _ in 0..<100 where !FileManager.default.fileExists(atPath: data + "/tasks.db-shm") { usleep(20_000) }
+        // Committed frames first (a -wal longer than its header and one frame), then more: on a loaded machine the
+        // writer may not have committed 300 ms after its -shm appeared.
+        func walSize() -> Int { (try? FileManager.default.attributesOfItem(atPath: data + "/tasks.db-wal")[.size] as? Int) ?? 0 }
+        for _ in 0..<250 where walSize() <= 4096 { usleep(20_000) }
         usleep(300_000)
         rlKill(pid)
     }
