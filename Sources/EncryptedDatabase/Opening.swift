@@ -239,7 +239,9 @@ enum Opening {
         // SQLITE_IOERR_SHMOPEN, _SHMSIZE, _SHMMAP (macros).
         let shm = [Int32(18 << 8 | 10), Int32(19 << 8 | 10), Int32(21 << 8 | 10)]
         guard error.code == .diskFull, let code = error.extendedResultCode, shm.contains(code) else { return false }
-        return (try? inspect(path + "-shm")?.size).flatMap { $0 }.map { $0 < 32_768 } ?? true
+        // A stat, not an open: closing a descriptor of the `-shm` would drop this process's SQLite locks on it.
+        guard let status = try? fileStatus(path + "-shm") else { return true }
+        return status.size < 32_768
     }
 
     /// Opens `path` for reading only without a `-shm`, when the disk has no room for one: exclusive locking mode,
