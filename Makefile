@@ -23,6 +23,9 @@ APT_OPTIONAL := keepassxc xvfb xdotool
 APT_OPTIONAL += zsh fish
 # systemd-creds, to make the credentials the systemd key store reads (KeyFileStoreTests; skipped, saying so, without it).
 APT_OPTIONAL += systemd
+# libseccomp for Python: Tests/Harness/without-keyctl refuses the kernel keyring as a container does (KeyFileStoreTests;
+# skipped, saying so, without it).
+APT_OPTIONAL += python3-seccomp
 # python keyring, whose view of our tokens Docs/keychain.md states (DocsTruthTests; skipped, saying so, when absent).
 APT_OPTIONAL += python3-keyring
 # The tools people import from: taskwarrior and todo.txt's CLI write the files `tasks import --from` reads, pass and

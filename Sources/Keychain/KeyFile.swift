@@ -84,6 +84,10 @@ public final class KeyFile: Sendable {
         case user
     }
 
+    /// Why the unlocked key cannot be cached at all, or nil when it can: the kernel keyring is unavailable to this
+    /// process (`keyctl` refused: a container's seccomp filter, a kernel without keys).
+    public var sessionCacheUnavailableReason: String? { SessionCache.unavailableReason }
+
     /// Whether a key unlocked now would be cached, and where: "the login session keyring", "the user keyring of
     /// uid N (asked for)", or nil when it would not be (no timeout, or no login session keyring).
     public var sessionCacheLocation: String? {
@@ -449,9 +453,10 @@ public final class KeyFile: Sendable {
             defer { tty.close() }
             if sessionCacheTimeout != nil, !creating, sessionCacheLocation == nil {
                 // Said where the person types, once per prompt: each command will ask again here.
-                try? tty.writeAll(Array(
-                    ("(the unlocked key is not cached here: this process has no login session keyring; "
-                        + "SECURESTORE_CACHE=user caches it for every process of this user)\n").utf8))
+                let why = SessionCache.unavailableReason.map { "(the unlocked key is not cached: \($0))\n" }
+                    ?? ("(the unlocked key is not cached here: this process has no login session keyring; "
+                        + "SECURESTORE_CACHE=user caches it for every process of this user)\n")
+                try? tty.writeAll(Array(why.utf8))
             }
             let first = try Self.prompt(tty, creating ? "New passphrase for the key file \(path): " : "Passphrase for the key file \(path): ")
             guard first.count > 0 else {
@@ -850,6 +855,15 @@ enum SessionCache {
         guard session > 0 else { return nil }
         let userSession = securestore_keyctl_get_keyring_id(SECURESTORE_KEY_SPEC_USER_SESSION_KEYRING)
         return session == userSession ? nil : Int32(truncatingIfNeeded: session)
+    }
+
+    /// Why the kernel keyring cannot be used by this process at all, or nil when it can: the `keyctl` system call
+    /// refused (a container's seccomp filter — Docker's default blocks it — or a kernel built without keys).
+    static var unavailableReason: String? {
+        guard securestore_keyctl_get_keyring_id(SECURESTORE_KEY_SPEC_USER_SESSION_KEYRING) < 0 else { return nil }
+        let error = Errno.current
+        return "the kernel keyring is unavailable here (keyctl: \(error); a container's "
+            + "seccomp filter may block it)"
     }
 
     /// The keyring the cache uses in `scope`, or nil when it is not kept: the login session's; with `.user` and no

@@ -202,7 +202,7 @@ let dbCommand = Command(
                     try Console.json(
                         DatabaseStoredJSON(name: database.name, path: database.url.path, databaseId: database.databaseID))
                 }
-                Console.err("the recovery code opens '\(database.url.path)'; its key is stored in the keyring again\n")
+                Console.err("the recovery code opens '\(database.url.path)'; its key is stored in \(context.keychain.configuration.store) again\n")
                 return ExitStatus.success
             }),
         Command(
@@ -328,7 +328,7 @@ private let beforeOption = Option<Date>(
 
 /// `securestore db keys …`: the application's database key items.
 private let keysCommand = Command(
-    name: "keys", abstract: "List the database keys in the keyring, and prune retired ones.",
+    name: "keys", abstract: "List the database keys in the key store, and prune retired ones.",
     subcommands: [
         Command(
             name: "list", abstract: "Every database key item of the application (current, pending, retired, legacy); never a key.",

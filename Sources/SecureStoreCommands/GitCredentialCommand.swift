@@ -11,7 +11,7 @@ let gitCredentialCommand = Command(
     discussion: """
         Use it with: git config --global credential.helper '!securestore git-credential'
         (or install git-credential-securestore and use credential.helper securestore).
-        Credentials live in the keyring under service <app>.git. Unknown operations are ignored,
+        Credentials live in the key store (keyring or key file) under service <app>.git. Unknown operations are ignored,
         as the protocol asks; erase removes a credential only when its stored password matches.
         """,
     arguments: [operationArgument],

@@ -113,14 +113,22 @@ enum KeyStoreChoice {
         // A prompt only where a person can answer it (SECURESTORE_PROMPT, a terminal on stderr); the file descriptor
         // always; otherwise only the session cache.
         if !fromDescriptor && !allowsPrompts { passphrase = .none }
-        let notice: @Sendable (String) -> Void = { path in
-            Console.err(
-                "securestore: \(why), so keys and tokens go to the key file '\(path)', sealed "
-                    + "with a passphrase (choose with --keystore or SECURESTORE_KEYSTORE)\n")
+        // Said once, when the file is made: where keys and tokens now go (chosen or not).
+        let notice: @Sendable (String) -> Void
+        if automatic {
+            notice = { path in
+                Console.err(
+                    "securestore: \(why), so keys and tokens go to the key file '\(path)', sealed "
+                        + "with a passphrase (choose with --keystore or SECURESTORE_KEYSTORE)\n")
+            }
+        } else {
+            notice = { path in
+                Console.err("securestore: made the key file '\(path)'; keys and tokens go there, sealed with the passphrase\n")
+            }
         }
         return KeyFile(
             passphrase: passphrase, sessionCacheTimeout: timeout == .zero ? nil : timeout,
-            sessionCacheMaximum: maximum, sessionCacheScope: scope, willCreate: automatic ? notice : nil)
+            sessionCacheMaximum: maximum, sessionCacheScope: scope, willCreate: notice)
     }
 }
 
@@ -151,7 +159,8 @@ let keystoreCommand = Command(
                 if let file = store.keyFile {
                     cache = file.sessionCacheLocation ?? (file.sessionCacheTimeout == nil
                         ? "off (SECURESTORE_CACHE=off or SECURESTORE_CACHE_TIMEOUT=0)"
-                        : "off: no login session keyring here (SECURESTORE_CACHE=user caches in the user's keyring)")
+                        : file.sessionCacheUnavailableReason.map { "off: \($0)" }
+                            ?? "off: no login session keyring here (SECURESTORE_CACHE=user caches in the user's keyring)")
                 }
                 if invocation.global.json {
                     try Console.json(

@@ -57,7 +57,7 @@ let prefsCommand = Command(
                             status: ExitStatus.dataError,
                             message: "refusing to store preference \(UsageError.quoted(key)): its value looks like a "
                                 + "secret (\(finding.rule.summary) [\(finding.rule.id)]); nothing was changed",
-                            hint: "keep secrets in the keyring: `securestore token set NAME` reads one from standard "
+                            hint: "keep secrets in the key store (keyring or key file): `securestore token set NAME` reads one from standard "
                                 + "input, `securestore prefs move-to-keychain KEY` moves a stored one; --force stores "
                                 + "it here anyway")
                     }
@@ -130,7 +130,7 @@ let prefsCommand = Command(
                 try PreferenceSecretMover(preferences: preferences, keychain: context.keychain, service: context.paths.tokenService)
                     .move(key: key, toAccount: name)
                 if invocation.global.json { try Console.json(PreferenceMovedJSON(key: key, token: name)) }
-                Console.err("moved preference \(UsageError.quoted(key)) to the keyring as token \(UsageError.quoted(name))\n")
+                Console.err("moved preference \(UsageError.quoted(key)) to \(context.keychain.configuration.store) as token \(UsageError.quoted(name))\n")
                 return ExitStatus.success
             }),
         Command(

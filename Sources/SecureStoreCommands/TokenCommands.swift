@@ -10,7 +10,7 @@ private let rawFlag = Flag("raw", help: "Keep standard input exactly, including 
 
 /// `securestore token …`: secrets in the keyring, named within the application's namespace.
 let tokenCommand = Command(
-    name: "token", abstract: "Store and read tokens in the keyring (Secret Service).",
+    name: "token", abstract: "Store and read tokens in the key store (Secret Service, key file or systemd credentials).",
     discussion: """
         Tokens are stored with the attributes service=<app> account=<NAME>, so
         `secret-tool lookup service securestore account NAME` finds them too.

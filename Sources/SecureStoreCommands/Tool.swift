@@ -8,7 +8,7 @@ internal import SecureStoreCore
 let version = "0.2.0"
 
 let root = Command(
-    name: "securestore", abstract: "secrets in the keyring, records in an encrypted database, settings in checked preferences.",
+    name: "securestore", abstract: "secrets in the keyring or a key file, records in an encrypted database, settings in checked preferences.",
     subcommands: commandTree())
 
 let parser = Parser(root: root)

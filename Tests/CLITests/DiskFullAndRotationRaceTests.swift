@@ -40,8 +40,11 @@ struct DiskFullAndRotationRaceTests {
         // Committed frames first (a -wal longer than its header and one frame), then more: on a loaded machine the
         // writer may not have committed 300 ms after its -shm appeared.
         func walSize() -> Int { (try? FileManager.default.attributesOfItem(atPath: data + "/tasks.db-wal")[.size] as? Int) ?? 0 }
-        for _ in 0..<250 where walSize() <= 4096 { usleep(20_000) }
+        // Up to 30 s: in the key-file pass the writer derives its key first, and the machine may be loaded. The size
+        // is checked again just before the kill, as a checkpoint may have reset the -wal meanwhile.
+        for _ in 0..<1_500 where walSize() <= 4096 { usleep(20_000) }
         usleep(300_000)
+        for _ in 0..<1_500 where walSize() <= 4096 { usleep(20_000) }
         rlKill(pid)
     }
 

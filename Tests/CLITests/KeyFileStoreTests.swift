@@ -38,10 +38,10 @@ import Testing
     /// (a login session keyring: ``LoginSession``) when given, else as the test runs (in CI: no login session keyring).
     private func tool(
         _ arguments: [String], passphrase: String? = "correct horse battery", input: String = "", cacheSeconds: Int = 0,
-        extra: [String: String] = [:], session: LoginSession? = nil
+        extra: [String: String] = [:], session: LoginSession? = nil, wrapper: [String] = []
     ) throws -> ProcessResult {
         var environment = try headless(cacheSeconds: cacheSeconds, extra: extra)
-        let joining = session?.command ?? []
+        let joining = (session?.command ?? []) + wrapper
         if let passphrase {
             let file = work.path + "/passphrase-\(UUID().uuidString.prefix(8))"
             try (passphrase + "\n").write(toFile: file, atomically: true, encoding: .utf8)
@@ -177,6 +177,47 @@ import Testing
             #expect(got.stderr.contains("SECURESTORE_CACHE_TIMEOUT must be a whole number of seconds"), "\(got.stderr)")
         }
         #expect(try tool(["token", "get", "api"]).stdout == "v2")
+    }
+
+    /// Issue 33 #6: in a container whose seccomp filter refuses the kernel keyring (Docker's default), the key file
+    /// works on its passphrase descriptor, and `keystore status` says why nothing is cached; an explicit
+    /// `--keystore file` that makes the file says where it went; reading from a file not made yet makes nothing.
+    @Test func whereTheKernelKeyringIsBlockedStatusSaysSoAndTheKeyFileStillWorks() throws {
+        let blocked = [URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().path + "/Harness/without-keyctl"]
+        let probe = try run(blocked + ["true"])
+        guard probe.status == 0 else {
+            print("skipped: \(probe.stderr.trimmingCharacters(in: .whitespacesAndNewlines)) (make deps installs it)")
+            return
+        }
+        let login = try LoginSession()
+        defer { login.end() }
+        let missing = try tool(["--keystore", "file", "token", "get", "api"], passphrase: nil, wrapper: blocked)
+        #expect(missing.status == 66, "\(missing.stderr)")
+        #expect(missing.stderr.contains("no token named 'api'"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: keyFile), "reading made no key file")
+
+        let stored = try tool(["--keystore", "file", "token", "set", "api"], input: "v1", cacheSeconds: 600,
+                              session: login, wrapper: blocked)
+        #expect(stored.status == 0, "\(stored.stderr)")
+        // (`keyctl session` says "Joined session keyring: N" first.)
+        #expect(stored.stderr.hasSuffix("\nsecurestore: made the key file '\(keyFile)'; keys and tokens go there, sealed with the passphrase\n"),
+                "\(stored.stderr)")
+        let hash = try sha256(keyFile)
+        let status = try tool(["--keystore", "file", "keystore", "status"], cacheSeconds: 600, session: login, wrapper: blocked)
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("unlocked key cached in: off: the kernel keyring is unavailable here (keyctl: "
+            + "Operation not permitted; a container's seccomp filter may block it)"), "\(status.stdout)")
+        #expect(status.stdout.contains("token: api"), "\(status.stdout)")
+        let read = try tool(["--keystore", "file", "token", "get", "api"], cacheSeconds: 600, session: login, wrapper: blocked)
+        #expect(read.status == 0 && read.stdout == "v1", "\(read.stderr)")
+        #expect(try sha256(keyFile) == hash, "reading changed nothing")
+        // Without a descriptor nothing was cached for the next command: it cannot read the file.
+        let uncached = try tool(["--keystore", "file", "token", "get", "api"], passphrase: nil, cacheSeconds: 600,
+                                session: login, wrapper: blocked)
+        #expect(uncached.status == 77, "\(uncached.stderr)")
+        // The same login session without the filter: the cache is there.
+        let open = try tool(["--keystore", "file", "keystore", "status"], cacheSeconds: 600, session: login)
+        #expect(open.stdout.contains("unlocked key cached in: the login session keyring"), "\(open.stdout)")
     }
 
     @Test func aWrongPassphraseIsRefusedAndChangesNothing() throws {
