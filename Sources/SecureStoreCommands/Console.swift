@@ -5,6 +5,7 @@ internal import Keychain
 internal import Preferences
 internal import SecureStore
 internal import SecureStoreCore
+internal import Sync
 
 /// Exit statuses, sysexits-style (Docs/cli.md lists them).
 enum ExitStatus {
@@ -208,6 +209,25 @@ private func describe(_ error: any Error) -> (Int32, String, String?) {
         default: status = ExitStatus.dataError
         }
         return (status, error.message, hint)
+    case let error as SyncError:
+        // Every command that syncs, and every other that meets sync (a backup fetching lazily synced attachments).
+        switch error.code {
+        case SyncError.Code.invalidArgument: return (ExitStatus.usage, error.message, nil)
+        case SyncError.Code.notEnabled:
+            return (ExitStatus.notFound, error.message,
+                    "'securestore sync init --git URL' (or --folder PATH) sets it up; 'securestore sync join' joins a group")
+        case SyncError.Code.missingKey:
+            return (ExitStatus.notFound, error.message,
+                    "the sync key belongs to the database's id: a restored or copied database has another one (Docs/sync.md)")
+        case SyncError.Code.notFound: return (ExitStatus.notFound, error.message, nil)
+        case SyncError.Code.alreadyEnabled: return (ExitStatus.cannotCreate, error.message, nil)
+        case SyncError.Code.keyRotated:
+            return (ExitStatus.denied, error.message,
+                    "if this device stays in the group: 'securestore sync rekey' with the pairing code that "
+                        + "'sync remove-device' printed on the other device")
+        case SyncError.Code.remote: return (ExitStatus.unavailable, error.message, nil)
+        default: return (ExitStatus.dataError, error.message, nil)
+        }
     default:
         return (ExitStatus.software, "unexpected error: \(type(of: error))", nil)
     }

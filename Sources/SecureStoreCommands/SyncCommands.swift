@@ -46,52 +46,19 @@ private func openForSetup(_ invocation: Invocation) throws -> KeyedDatabase {
     return database
 }
 
-/// Runs `body` with the sync engine of the invocation's database; library errors become the tool's.
+/// Runs `body` with the sync engine of the invocation's database (its errors become exit statuses in `report`, as
+/// every library error does: Console.swift).
 private func withEngine(_ invocation: Invocation, _ body: (SyncEngine) throws -> Int32) throws -> Int32 {
     let context = try Context(invocation)
     let database = try openDatabase(invocation, context)
     defer { try? database.close() }
-    return try translatingSyncErrors(database.name) {
-        let engine = try SyncEngine(database: database)
-        if let original = engine.copiedFromDevice {
-            Console.err(
-                "this database was copied from another machine, where it syncs as device \(original.prefix(8)); here it is a new "
-                    + "device, \(engine.device.prefix(8)), so the two never write one chain of bundles\n")
-        }
-        return try body(engine)
+    let engine = try SyncEngine(database: database)
+    if let original = engine.copiedFromDevice {
+        Console.err(
+            "this database was copied from another machine, where it syncs as device \(original.prefix(8)); here it is a new "
+                + "device, \(engine.device.prefix(8)), so the two never write one chain of bundles\n")
     }
-}
-
-/// A `SyncError` as the tool reports it: exit statuses from Docs/cli.md, a hint where one helps.
-private func translatingSyncErrors<T>(_ name: String, _ body: () throws -> T) throws -> T {
-    do {
-        return try body()
-    } catch let error as SyncError {
-        switch error.code {
-        case SyncError.Code.invalidArgument:
-            throw CLIError(status: ExitStatus.usage, message: error.message)
-        case SyncError.Code.notEnabled:
-            throw CLIError(
-                status: ExitStatus.notFound, message: error.message,
-                hint: "'securestore sync init --git URL' (or --folder PATH) sets it up; 'securestore sync join' joins a group")
-        case SyncError.Code.missingKey:
-            throw CLIError(
-                status: ExitStatus.notFound, message: error.message,
-                hint: "the sync key belongs to the database's id: a restored or copied database has another one (Docs/sync.md)")
-        case SyncError.Code.notFound:
-            throw CLIError(status: ExitStatus.notFound, message: error.message)
-        case SyncError.Code.alreadyEnabled:
-            throw CLIError(status: ExitStatus.cannotCreate, message: error.message)
-        case SyncError.Code.keyRotated:
-            throw CLIError(
-                status: ExitStatus.denied, message: error.message,
-                hint: "if this device stays in the group: 'securestore sync rekey' with the pairing code that 'sync remove-device' printed on the other device")
-        case SyncError.Code.remote:
-            throw CLIError(status: ExitStatus.unavailable, message: error.message)
-        default:
-            throw CLIError(status: ExitStatus.dataError, message: error.message)
-        }
-    }
+    return try body(engine)
 }
 
 /// `sync now`, `sync join`: what a round did.
@@ -324,12 +291,9 @@ let syncCommand = Command(
                 let mode = try invocation[attachmentsOption] ?? .eager
                 let database = try openForSetup(invocation)
                 defer { try? database.close() }
-                let (engine, code) = try translatingSyncErrors(database.name) {
-                    let (engine, code) = try SyncEngine.initialize(database: database, remote: remote, tables: ["tasks"])
-                    try engine.setAttachmentMode(mode)
-                    return (engine, code)
-                }
-                let report = try translatingSyncErrors(database.name) { try engine.sync() }
+                let (engine, code) = try SyncEngine.initialize(database: database, remote: remote, tables: ["tasks"])
+                try engine.setAttachmentMode(mode)
+                let report = try engine.sync()
                 printPairingCode(code, invocation)
                 Console.err(
                     "sync is set up for database '\(database.name)' through \(remote); this device is \(engine.device.prefix(8)); "
@@ -353,12 +317,10 @@ let syncCommand = Command(
                 let code = try readSecret(prompt: "Pairing code: ", raw: false)
                 let database = try openForSetup(invocation)
                 defer { try? database.close() }
-                let report = try translatingSyncErrors(database.name) {
-                    let engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], pairingCode: code)
-                    try engine.setAttachmentMode(mode)
-                    Console.err("joined the sync group at \(remote) as device \(engine.device.prefix(8))\n")
-                    return try reportingRound(invocation) { try engine.sync() }
-                }
+                let engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], pairingCode: code)
+                try engine.setAttachmentMode(mode)
+                Console.err("joined the sync group at \(remote) as device \(engine.device.prefix(8))\n")
+                let report = try reportingRound(invocation) { try engine.sync() }
                 try printReport(report, invocation)
                 return ExitStatus.success
             }),
@@ -520,7 +482,7 @@ let syncCommand = Command(
                 let context = try Context(invocation)
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
-                let (removed, code) = try translatingSyncErrors(database.name) { try SyncEngine.removeDevice(id, database: database) }
+                let (removed, code) = try SyncEngine.removeDevice(id, database: database)
                 printPairingCode(code, invocation, json: ",\"removedDevice\":\"\(removed)\"")
                 Console.err(
                     "removed device \(removed.prefix(8)): the sync key is replaced; it keeps what it already had and reads nothing "
@@ -536,7 +498,7 @@ let syncCommand = Command(
                 let context = try Context(invocation)
                 let database = try openDatabase(invocation, context)
                 defer { try? database.close() }
-                let report = try translatingSyncErrors(database.name) { try SyncEngine.rekey(database: database, pairingCode: code) }
+                let report = try SyncEngine.rekey(database: database, pairingCode: code)
                 try printReport(report, invocation)
                 return ExitStatus.success
             }),

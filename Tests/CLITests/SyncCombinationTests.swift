@@ -161,6 +161,21 @@ import Testing
         #expect(try lazy.databaseDigest() == digest)
         for (index, path) in chunks.enumerated() { try FileManager.default.moveItem(atPath: aside + "/\(index)", toPath: path) }
 
+        // The sync key gone from the key store (another tool removed it): the backup cannot fetch, says why by its
+        // own status and hint (issue 36: one error table — this was exit 70 "unexpected error"), writes nothing.
+        let keyService = lazy.app + ".sync-key"
+        let keyAccount = try #require(try StoreClient.accounts(service: keyService, dataHome: lazy.data).first)
+        let syncKey = try #require(try StoreClient.lookup(service: keyService, account: keyAccount, dataHome: lazy.data))
+        #expect(try StoreClient.clear(service: keyService, account: keyAccount, dataHome: lazy.data))
+        let keyless = try lazy.run(["db", "backup", work.path + "/keyless.db"])
+        #expect(keyless.status == 66, "\(keyless.stderr)")
+        #expect(keyless.stderr.contains("sync key") && keyless.stderr.contains("hint: the sync key belongs to the database's id"),
+                "\(keyless.stderr)")
+        #expect(!keyless.stderr.contains("unexpected error"), "\(keyless.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: work.path + "/keyless.db"))
+        #expect(try lazy.databaseDigest() == digest)
+        #expect(try StoreClient.store(syncKey, service: keyService, account: keyAccount, label: "sync key", dataHome: lazy.data))
+
         let backup = work.path + "/lazy-backup.db"
         let made = try lazy.ok(["db", "backup", backup])
         #expect(made.stderr.contains("fetched the bytes of 1 attachment(s)"), "\(made.stderr)")

@@ -32,6 +32,12 @@ public enum StoreClient {
         return result.status == 0 ? result.stdout : nil
     }
 
+    /// The key file of a tool's run whose XDG_DATA_HOME is `dataHome` (its key in the session keyring).
+    private static func keyFile(_ dataHome: String) -> Keychain {
+        let file = KeyFile(path: dataHome + "/securestore/keys.sealed", passphrase: .none, sessionCacheTimeout: .seconds(14400))
+        return Keychain(configuration: .init(store: .keyFile(file)))
+    }
+
     /// The accounts stored under `service`, sorted (`secret-tool search --all`); `dataHome` as for ``lookup``.
     public static func accounts(service: String, dataHome: String? = nil) throws -> [String] {
         if Harness.isKeyFile, let dataHome {
@@ -45,16 +51,24 @@ public enum StoreClient {
             .compactMap { $0.hasPrefix(prefix) ? String($0.dropFirst(prefix.count)) : nil }.sorted()
     }
 
-    /// Removes the item of (`service`, `account`); whether it succeeded (`secret-tool clear`).
+    /// Removes the item of (`service`, `account`); whether it succeeded (`secret-tool clear`); `dataHome` as for
+    /// ``lookup``.
     @discardableResult
-    public static func clear(service: String, account: String) throws -> Bool {
+    public static func clear(service: String, account: String, dataHome: String? = nil) throws -> Bool {
+        if Harness.isKeyFile, let dataHome { return try keyFile(dataHome).delete(service: service, account: account) }
         if Harness.isKeyFile { return try keyFile.delete(service: service, account: account) }
         return try run(["secret-tool", "clear", "service", service, "account", account]).status == 0
     }
 
     /// Stores `secret` as text for (`service`, `account`) with `label`; whether it succeeded (`secret-tool store`).
     @discardableResult
-    public static func store(_ secret: String, service: String, account: String, label: String) throws -> Bool {
+    public static func store(
+        _ secret: String, service: String, account: String, label: String, dataHome: String? = nil
+    ) throws -> Bool {
+        if Harness.isKeyFile, let dataHome {
+            try keyFile(dataHome).set(secret, service: service, account: account, label: label)
+            return true
+        }
         if Harness.isKeyFile {
             try keyFile.set(secret, service: service, account: account, label: label)
             return true
