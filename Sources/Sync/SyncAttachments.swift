@@ -61,10 +61,16 @@ struct SyncAttachmentKeys {
         return out
     }
 
-    static let magic = Array("SSYNCA\u{0}\u{1}".utf8)
+    /// Files written before padding (read, never written).
+    static let unpaddedMagic = Array("SSYNCA\u{0}\u{1}".utf8)
+    /// Files whose plaintext is padded to a size bucket (``SyncPadding``): a chunk's or manifest's size no longer
+    /// tells an attachment's exact size.
+    static let magic = Array("SSYNCA\u{0}\u{2}".utf8)
 
-    /// `magic ‖ kind ‖ nonce (12) ‖ ciphertext ‖ tag (16)`; the AAD binds the kind and the file's name.
-    func seal(_ plaintext: [UInt8], name: [UInt8], kind: UInt8) -> [UInt8]? {
+    /// `magic ‖ kind ‖ nonce (12) ‖ ciphertext ‖ tag (16)`; the AAD binds the kind and the file's name, and the
+    /// ciphertext is of the padded plaintext.
+    func seal(_ unpadded: [UInt8], name: [UInt8], kind: UInt8) -> [UInt8]? {
+        let plaintext = SyncPadding.pad(unpadded)
         let nonce = KeyFile.randomBytes(SealedBundle.nonceSize)
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count)
         let tag = sealing.withUnsafeBytes { key in
@@ -79,7 +85,8 @@ struct SyncAttachmentKeys {
     /// The plaintext of a sealed chunk or manifest named `name`; nil when it does not authenticate.
     func open(_ file: [UInt8], name: [UInt8], kind: UInt8) -> [UInt8]? {
         let head = Self.magic.count + 1 + SealedBundle.nonceSize
-        guard file.count >= head + SealedBundle.tagSize, Array(file[0..<Self.magic.count]) == Self.magic,
+        let version = Array(file.prefix(Self.magic.count))
+        guard file.count >= head + SealedBundle.tagSize, version == Self.magic || version == Self.unpaddedMagic,
             file[Self.magic.count] == kind
         else { return nil }
         let nonce = Array(file[(Self.magic.count + 1)..<head])
@@ -91,7 +98,8 @@ struct SyncAttachmentKeys {
                 Sealed.gcm(encrypt: false, key: key, nonce: nonce, aad: Self.aad(name, kind), input: body, output: out, tag: tag) != nil
             }
         }
-        return ok ? plaintext : nil
+        guard ok else { return nil }
+        return version == Self.magic ? SyncPadding.unpad(plaintext) : plaintext
     }
 
     static func aad(_ name: [UInt8], _ kind: UInt8) -> [UInt8] {

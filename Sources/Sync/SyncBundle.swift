@@ -22,8 +22,14 @@ struct SyncKey: Sendable {
 /// another bundle fails authentication.
 enum SealedBundle {
     static let magic = Array("SSYNCB\u{0}\u{1}".utf8)
-    /// The bundle format this version writes and reads; a higher one is kept pending.
+    /// The format of the sealed files whose plaintext is not padded (seen vectors, roster statements, snapshots, the
+    /// key check): what this version writes for them; bundles of it are read too.
     static let format: UInt16 = 1
+    /// The format of the bundles this version writes: the plaintext padded to a size bucket (``SyncPadding``), so
+    /// that a file's size does not tell a title's length or which operation it carries.
+    static let paddedFormat: UInt16 = 2
+    /// The newest bundle format this version reads; a higher one is kept pending (written by a newer version).
+    static let newestFormat: UInt16 = paddedFormat
     static let headerSize = 8 + 2 + 8 + 32
     static let nonceSize = 12
     static let tagSize = 16
@@ -56,7 +62,8 @@ enum SealedBundle {
         Array(domain.utf8) + [0] + Array(device.utf8) + [0] + header
     }
 
-    static func seal(_ plaintext: [UInt8], header: Header, device: String, key: SyncKey) -> [UInt8]? {
+    static func seal(_ unpadded: [UInt8], header: Header, device: String, key: SyncKey) -> [UInt8]? {
+        let plaintext = header.format == paddedFormat ? SyncPadding.pad(unpadded) : unpadded
         let head = headerBytes(header)
         let nonce = KeyFile.randomBytes(nonceSize)
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count)
@@ -89,8 +96,8 @@ enum SealedBundle {
                     output: out, tag: tag) != nil
             }
         }
-        _ = header
-        return ok ? plaintext : nil
+        guard ok else { return nil }
+        return header.format == paddedFormat ? SyncPadding.unpad(plaintext) : plaintext
     }
 
     /// The key-check file: proves that a pairing code is the group's key without holding any data.
@@ -414,5 +421,43 @@ struct SyncPayload: Sendable {
             guard offset == bytes.count else { return nil }
             return SyncPayload(deviceName: deviceName, tables: Dictionary(uniqueKeysWithValues: zip(names, columns)), rows: rows)
         }
+    }
+}
+
+/// Padding of a bundle's or an attachment chunk's plaintext to a size bucket, so that what a reader of the remote sees
+/// — the file sizes — tells no title's length, no attachment's exact size, and not which operation a small bundle
+/// carries (Docs/sync.md, "What the remote learns"). The plaintext is followed by one 0x80 byte and zeros
+/// (ISO/IEC 7816-4 padding) up to the bucket: at least ``minimum`` bytes, and above that Padmé's (Nikitin et al.,
+/// "Reducing Metadata Leakage from Encrypted Files and Communication with PURBs", PETS 2019): a length L is rounded
+/// up so that only its top ⌊log₂ ⌊log₂ L⌋⌋ + 1 bits may be non-zero — at most about 12 % more bytes (less for large
+/// files), and a file's size tells at most O(log log L) bits about its content.
+enum SyncPadding {
+    /// The smallest bucket: a bundle of one task (333 bytes and its title) or a done, undo or delete, and a seen
+    /// vector's worth of changes all fit in it, and look the same.
+    static let minimum = 1024
+
+    /// The padded length of a plaintext of `length` bytes (the 0x80 marker included).
+    static func bucket(_ length: Int) -> Int {
+        let needed = length + 1
+        guard needed > minimum else { return minimum }
+        let exponent = Int.bitWidth - 1 - needed.leadingZeroBitCount           // ⌊log₂ L⌋
+        let significant = Int.bitWidth - exponent.leadingZeroBitCount          // ⌊log₂ E⌋ + 1
+        let mask = (1 << (exponent - significant)) - 1
+        return (needed + mask) & ~mask
+    }
+
+    static func pad(_ plaintext: [UInt8]) -> [UInt8] {
+        var out = plaintext
+        let size = bucket(plaintext.count)
+        out.reserveCapacity(size)
+        out.append(0x80)
+        out.append(contentsOf: repeatElement(0, count: size - out.count))
+        return out
+    }
+
+    /// The plaintext before its padding, or nil when the padding is malformed (never from a writer of this format).
+    static func unpad(_ padded: [UInt8]) -> [UInt8]? {
+        guard let marker = padded.lastIndex(where: { $0 != 0 }), padded[marker] == 0x80 else { return nil }
+        return Array(padded[..<marker])
     }
 }

@@ -204,7 +204,7 @@ extension SyncEngine {
         }
         if !resent.isEmpty {
             try transport.publish(
-                resent, message: "securestore sync: device \(device.prefix(8)) sent again \(resent.count) bundle(s) the remote had lost")
+                resent)
         }
         return resent
     }

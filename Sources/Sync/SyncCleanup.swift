@@ -166,7 +166,7 @@ extension SyncEngine {
         if !removed.isEmpty {
             try? syncDirectory(root + "/" + SyncLayout.devices + "/" + device)
             try transport.publish(
-                [], message: "securestore sync: device \(device.prefix(8)) removed \(removed.count) file(s) no device needs")
+                [])
         }
     }
 }

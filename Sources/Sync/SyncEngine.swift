@@ -312,7 +312,7 @@ public final class SyncEngine: Sendable {
         let engine = try SyncEngine(database: database)  // makes and stores this device's signing key
         try SyncLayout.writeAtomically(SyncLayout.markerText, root: transport.root, relative: SyncLayout.marker)
         try SyncLayout.writeAtomically(try engine.signedKeyCheck(), root: transport.root, relative: SyncLayout.keyCheck)
-        try transport.publish([SyncLayout.marker, SyncLayout.keyCheck], message: "securestore sync: new sync group")
+        try transport.publish([SyncLayout.marker, SyncLayout.keyCheck])
         return (engine, try pairingCode(key))
     }
 
@@ -645,7 +645,7 @@ public final class SyncEngine: Sendable {
                 guard let plaintext = SealedBundle.open(bytes, device: device, key: key) else {
                     return refuse("it does not authenticate under the sync key (forged, tampered with, truncated, or moved from another device's folder)")
                 }
-                guard header.format <= SealedBundle.format,
+                guard header.format <= SealedBundle.newestFormat,
                     let payload = SyncPayload.decode(plaintext),
                     payload.rows.allSatisfy({ row in
                         byName[row.table].map { table in row.cells.allSatisfy { table.columns.contains($0.column) } } ?? false
@@ -722,7 +722,7 @@ public final class SyncEngine: Sendable {
         let root = layoutRoot
         if ownChainShort {
             if seenChanged {
-                try transport.publish([], message: "securestore sync: device \(device.prefix(8)) seen vector (what it has applied)")
+                try transport.publish([])
             }
             return SyncError(
                 SyncError.Code.rolledBack,
@@ -767,7 +767,7 @@ public final class SyncEngine: Sendable {
             // others then know it (`sync devices`, `remove-device`).
             if keys.isEmpty && sequence > 0 { break }
             let plaintext = try payload.encoded()
-            let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: lastHash)
+            let header = SealedBundle.Header(format: SealedBundle.paddedFormat, sequence: UInt64(sequence + 1), previousHash: lastHash)
             guard let inner = SealedBundle.seal(plaintext, header: header, device: device, key: key),
                 let sealed = SyncSignedFile.wrap(inner, device: device, key: signingKey, generation: generation)
             else {
@@ -806,11 +806,11 @@ public final class SyncEngine: Sendable {
         // Each commit titled by what it publishes (before, a seen vector alone went out as "bundles of an interrupted
         // sync").
         if !written.isEmpty {
-            try transport.publish(written, message: "securestore sync: device \(device.prefix(8)) bundle \(sequence)")
+            try transport.publish(written)
         } else if seenChanged {
-            try transport.publish([], message: "securestore sync: device \(device.prefix(8)) seen vector (what it has applied)")
+            try transport.publish([])
         } else if try transport.hasUnpublished() {
-            try transport.publish([], message: "securestore sync: device \(device.prefix(8)) files of an interrupted sync")
+            try transport.publish([])
         }
         return nil
     }
@@ -864,7 +864,7 @@ public final class SyncEngine: Sendable {
             try SyncLayout.writeAtomically(SyncLayout.markerText, root: layoutRoot, relative: SyncLayout.marker)
             try SyncLayout.writeAtomically(try signedKeyCheck(), root: layoutRoot, relative: SyncLayout.keyCheck)
             try transport.publish(
-                ["generation-\(generation)"], message: "securestore sync: key generation \(generation)")
+                ["generation-\(generation)"])
         }
         try database.write { db in
             let current = try db.scalar("SELECT generation FROM sync_state", as: Int.self) ?? 1
@@ -924,8 +924,7 @@ public final class SyncEngine: Sendable {
         try database.write { db in try db.executeScript(Self.rosterSQL) }
         try engine.publishRosterEntry(adding: SyncRosterEntry.Removal(device: removed, lastSequence: lastSequence, lastHash: lastHash))
         try engine.transport.publish(
-            [(engine.generation == 1 ? "" : "generation-\(engine.generation)/") + SyncRosterFiles.folder],
-            message: "securestore sync: device \(engine.device.prefix(8)) removed device \(removed.prefix(8))")
+            [(engine.generation == 1 ? "" : "generation-\(engine.generation)/") + SyncRosterFiles.folder])
         let key = SyncKey.random()
         let generation = engine.generation + 1
         // The key first: a crash after this leaves a device that finishes the rotation at its next sync.

@@ -349,6 +349,6 @@ extension SyncEngine {
     /// it no longer holds back pruning there.
     static func recordRemoval(_ removed: String, previous: Set<String>, engine: SyncEngine) throws {
         try SyncRemovedDevices.write(previous.union([removed]), root: engine.layoutRoot, key: engine.key)
-        try engine.transport.publish([SyncRemovedDevices.file], message: "securestore sync: device \(removed.prefix(8)) removed")
+        try engine.transport.publish([SyncRemovedDevices.file])
     }
 }

@@ -166,7 +166,7 @@ extension SyncEngine {
             removeDirectoryAndFiles(root + "/" + SyncSnapshotFiles.folder(device: device, number: older))
         }
         let published = generation == 1 ? folder : "generation-\(generation)/" + folder
-        try transport.publish([published], message: "securestore sync: device \(device.prefix(8)) snapshot \(number)")
+        try transport.publish([published])
         return SyncSnapshotInfo(
             path: published, rows: manifest.parts.reduce(0) { $0 + $1.rows }, files: manifest.parts.count + 1,
             bundlesCovered: manifest.vector.total)

@@ -13,7 +13,7 @@ protocol SyncTransport {
     /// Brings in what other devices published.
     func pull() throws
     /// Publishes files written under `root` (`paths` relative to it).
-    func publish(_ paths: [String], message: String) throws
+    func publish(_ paths: [String]) throws
     /// Whether something written earlier has not reached the remote yet (an interrupted publish).
     func hasUnpublished() throws -> Bool
 }
@@ -158,7 +158,7 @@ struct FolderTransport: SyncTransport {
             throw SyncError(SyncError.Code.remote, "the sync folder '\(root)' does not exist (is the disk mounted?)")
         }
     }
-    func publish(_ paths: [String], message: String) throws {}
+    func publish(_ paths: [String]) throws {}
     func hasUnpublished() throws -> Bool { false }
 }
 
@@ -325,7 +325,7 @@ struct GitTransport: SyncTransport {
     private func commitLeftovers() throws {
         try Self.check(["add", "-A", "--", "."], in: root)
         let (clean, _) = try Self.run(["diff", "--cached", "--quiet"], in: root)
-        if clean != 0 { try Self.check(["commit", "--quiet", "-m", "securestore sync: files of an interrupted sync"], in: root) }
+        if clean != 0 { try Self.check(["commit", "--quiet", "-m", Self.commitMessage], in: root) }
     }
 
     /// Whether local commits are not on the remote yet (a push that failed or was interrupted).
@@ -376,17 +376,21 @@ struct GitTransport: SyncTransport {
         let (clean, _) = try Self.run(["diff", "--cached", "--quiet"], in: root)
         if clean != 0 {
             try Self.check(
-                ["commit", "--quiet", "-m", "securestore sync: device \(device?.prefix(8) ?? "") files not on the remote yet"], in: root)
+                ["commit", "--quiet", "-m", Self.commitMessage], in: root)
         }
         try Self.check(["update-ref", "-d", pending], in: root)
     }
 
-    func publish(_ paths: [String], message: String) throws {
+    /// Every commit's message: it says nothing a listing of the files does not (which device, which bundle, what
+    /// kind of change were in the messages before: issue 35).
+    static let commitMessage = "sync"
+
+    func publish(_ paths: [String]) throws {
         try prepare()
         // Only our own new files can be there (the clone is ours; other devices' files come by fetch).
         try Self.check(["add", "-A", "--", "."], in: root)
         let (clean, _) = try Self.run(["diff", "--cached", "--quiet"], in: root)
-        if clean != 0 { try Self.check(["commit", "--quiet", "-m", message], in: root) }
+        if clean != 0 { try Self.check(["commit", "--quiet", "-m", Self.commitMessage], in: root) }
         var lastError: (any Error)?
         for _ in 0..<8 {
             let (status, _) = try Self.run(["push", "--quiet", "origin", "HEAD:refs/heads/\(Self.branch)"], in: root)

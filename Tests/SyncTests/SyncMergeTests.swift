@@ -233,7 +233,7 @@ import Tasks
         let files = SyncLayout.bundles(root: folder.path, device: a.engine.device)
         let last = try #require(files.last)
         let header = SealedBundle.Header(
-            format: SealedBundle.format + 1, sequence: last.sequence + 1,
+            format: SealedBundle.newestFormat + 1, sequence: last.sequence + 1,
             previousHash: SealedBundle.sha256(try SyncLayout.read(last.path)))
         let inner = try #require(SealedBundle.seal(Array("{\"future\":true}".utf8), header: header, device: a.engine.device, key: a.engine.key))
         let sealed = try #require(SyncSignedFile.wrap(inner, device: a.engine.device, key: a.engine.signingKey, generation: 1))
@@ -243,6 +243,100 @@ import Tasks
         let future = try b.sync()
         #expect(future.pendingBundles.count == 1)
         #expect(future.pendingBundles.first?.hasSuffix(SealedBundle.name(sequence: last.sequence + 1, file: sealed)) == true)
+        #expect(try b.rows() == a.rows())
+    }
+}
+
+/// What a reader of the remote learns from sizes (issue 35 part 2).
+@Suite(.serialized) struct SyncPaddingTests {
+    /// Every bundle of one small change — a task with a 1-byte or a 300-byte title, a rename, done, a delete — is
+    /// the same size on the remote (the smallest bucket), so a file's size tells neither a title's length nor the
+    /// operation; a bundle of 2 000 tasks is padded to its Padmé bucket (at most 12 % more), and B applies all.
+    @Test func smallBundlesAllHaveOneSizeAndLargeOnesTheirBucket() throws {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path)
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let code = try a.initialize(remote)
+        try b.join(remote, code)
+        var sizes: [Int] = []
+        func sent() throws {
+            try a.sync()
+            let last = try #require(SyncLayout.bundles(root: folder.path, device: a.engine.device).last)
+            sizes.append(try SyncLayout.read(last.path).count)
+        }
+        let short = try a.tasks.create(title: "x")
+        try sent()
+        let long = try a.tasks.create(title: String(repeating: "long title ", count: 27))
+        try sent()
+        _ = try a.tasks.rename(id: short.id, to: "a new and rather longer title for the short one")
+        try sent()
+        _ = try a.tasks.setDone(true, id: long.id)
+        try sent()
+        _ = try a.tasks.delete(id: short.id)
+        try sent()
+        #expect(Set(sizes).count == 1, "one size for every small bundle: \(sizes)")
+        for index in 0..<2_000 { _ = try a.tasks.create(title: "bulk \(index) " + String(repeating: "t", count: index % 97)) }
+        try a.sync()
+        let bulk = try #require(SyncLayout.bundles(root: folder.path, device: a.engine.device).last)
+        let file = try SyncLayout.read(bulk.path)
+        let plaintext = try #require(SealedBundle.open(file, device: a.engine.device, key: a.engine.key))
+        let overhead = sizes[0] - SyncPadding.minimum
+        #expect(file.count == overhead + SyncPadding.bucket(plaintext.count), "padded to its bucket")
+        #expect(Double(file.count - overhead) <= Double(plaintext.count) * 1.12 + 1, "at most 12 % of padding")
+        try b.sync()
+        #expect(try b.rows() == a.rows())
+    }
+
+    /// Padmé's buckets: never smaller than what they hold, at least the minimum, only the top bits of a large one
+    /// non-zero, and the padding of every length comes off exactly.
+    @Test func bucketsHoldTheirPlaintextAndTheirPaddingComesOff() throws {
+        for length in [0, 1, 1_022, 1_023, 1_024, 1_500, 4_095, 100_000, 1_048_576, 1_200_000, 50_000_000] {
+            let bucket = SyncPadding.bucket(length)
+            #expect(bucket > length && bucket >= SyncPadding.minimum, "\(length) → \(bucket)")
+            if length > SyncPadding.minimum {
+                let exponent = Int.bitWidth - 1 - (length + 1).leadingZeroBitCount
+                let kept = Int.bitWidth - exponent.leadingZeroBitCount
+                #expect(bucket.trailingZeroBitCount >= exponent - kept, "\(length) → \(bucket)")
+                #expect(Double(bucket) <= Double(length + 1) * 1.12, "\(length) → \(bucket)")
+            }
+        }
+        #expect(SyncPadding.bucket(1_200_000) == SyncPadding.bucket(1_200_100), "two attachments 100 bytes apart look alike")
+        for plaintext in [[], [0x80], [0, 0, 0], Array("a payload".utf8) + [0x80, 0], [UInt8](repeating: 7, count: 3_000)] as [[UInt8]] {
+            let padded = SyncPadding.pad(plaintext)
+            #expect(padded.count == SyncPadding.bucket(plaintext.count))
+            #expect(SyncPadding.unpad(padded) == plaintext)
+        }
+        #expect(SyncPadding.unpad([1, 2, 3, 0, 0]) == nil, "no marker: not padding")
+        #expect(SyncPadding.unpad([0, 0, 0]) == nil)
+    }
+
+    /// A bundle as the previous version wrote it (format 1, not padded) is still applied: A's real bundle is opened,
+    /// unpadded and sealed again as format 1, signed by A, in place of the padded one, before B reads it.
+    @Test func anUnpaddedBundleOfTheEarlierFormatIsStillApplied() throws {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path)
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let code = try a.initialize(remote)
+        try b.join(remote, code)
+        try b.sync()
+        _ = try a.tasks.create(title: "written by the earlier version")
+        try a.sync()
+        let last = try #require(SyncLayout.bundles(root: folder.path, device: a.engine.device).last)
+        let padded = try SyncLayout.read(last.path)
+        let header = try #require(SealedBundle.parseHeader(padded))
+        #expect(header.format == SealedBundle.paddedFormat)
+        let plaintext = try #require(SealedBundle.open(padded, device: a.engine.device, key: a.engine.key))
+        var earlier = header
+        earlier.format = 1
+        let inner = try #require(SealedBundle.seal(plaintext, header: earlier, device: a.engine.device, key: a.engine.key))
+        #expect(inner.count < padded.count - 200, "not padded")
+        let sealed = try #require(SyncSignedFile.wrap(inner, device: a.engine.device, key: a.engine.signingKey, generation: 1))
+        try FileManager.default.removeItem(atPath: last.path)
+        try SyncLayout.writeAtomically(
+            sealed, root: folder.path,
+            relative: "devices/\(a.engine.device)/\(SealedBundle.name(sequence: last.sequence, file: sealed))")
+        let report = try b.sync()
+        #expect(report.appliedBundles == 1 && report.pendingBundles.isEmpty, "\(report)")
         #expect(try b.rows() == a.rows())
     }
 }
