@@ -220,9 +220,10 @@ bench: deps
 # kernel-keyring cache against the Secret Service, the first unlock (scrypt) against a cached one, and the task list's
 # launch on each store; interleaved pairs, "BENCH <workload> project=… baseline=… ratio=…".
 KEYSTORE_PAIRS ?= 15
+# The tool as `make install` builds it (the Swift runtime inside it: most of a short command's time is loading).
 bench-keystores: deps
-	$(SWIFT) build -c release --product securestore
-	$(HARNESS) Tests/Benchmarks/run-keystore-bench.sh --tool "$$(pwd)/.build/release/securestore" --pairs $(KEYSTORE_PAIRS)
+	$(SWIFT) build -c release $(STATIC) --product securestore
+	$(HARNESS) Tests/Benchmarks/run-keystore-bench.sh --tool "$$(pwd)/.build-static/release/securestore" --pairs $(KEYSTORE_PAIRS)
 
 # Attachments (Docs/attachments.md): AttachmentStore beside plain files, a plain SQLite BLOB and a BLOB in the
 # SQLCipher database, 4 KB to 53 MB, interleaved rounds, warm reads then cold reads (page cache dropped per object);
