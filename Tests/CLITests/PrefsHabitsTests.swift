@@ -50,7 +50,7 @@ import Testing
             #expect(refused.stdout.isEmpty)
             #expect(refused.stderr == "securestore: refusing to store preference '\(arguments[2])': its value looks like a "
                 + "secret (GitHub token prefix (ghp_, gho_, github_pat_...) [github-token]); nothing was changed (hint: "
-                + "keep secrets in the keyring: `securestore token set NAME` reads one from standard input, "
+                + "keep secrets in the key store (keyring or key file): `securestore token set NAME` reads one from standard input, "
                 + "`securestore prefs move-to-keychain KEY` moves a stored one; --force stores it here anyway)\n")
             #expect(!refused.stderr.contains("Q7w9E2r4"))
         }
