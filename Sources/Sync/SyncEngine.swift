@@ -416,6 +416,7 @@ public final class SyncEngine: Sendable {
             VALUES (0, ?, 0, 0, ?, ?, 0, ?)
             """, [hexString(KeyFile.randomBytes(16)), kind, location, Data(count: 32)])
         for table in tables { _ = try SyncSchema.add(db, table: table) }
+        try SyncUndo.upgrade(db)
     }
 
     /// Adds tables to sync on this device (an application's new version that syncs more): their capture
@@ -472,9 +473,15 @@ public final class SyncEngine: Sendable {
         var report = SyncReport()
         try transport.pull()
         // SyncRoster.swift: who is in the group, with which key; this device's own statement published first.
-        try database.write { db in try db.executeScript(Self.rosterSQL) }
+        try database.write { db in
+            try db.executeScript(Self.rosterSQL)
+            try SyncUndo.upgrade(db)
+        }
         try publishRosterEntry()
         let roster = try readRoster()
+        // SyncUndo.swift: a removal read now (of this generation, or carried by a newer one's roster) undoes what the
+        // removed device's later bundles brought, before anything is sent or a new generation entered.
+        try undoRemovedDevices()
         let ignoredGenerations = try adoptGeneration(roster)
         try prepareAttachments()
         let planted = try plantedDeviceFolders(roster)
@@ -678,7 +685,7 @@ public final class SyncEngine: Sendable {
                     var rows = 0
                     let result = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: deferIndexing, now: now, merges: merges
-                    ) { () throws -> [SyncRowChange]? in
+                    ) { () throws -> (rows: [SyncRowChange], source: Int64?)? in
                         let bundle: VerifiedBundle
                         if bundles == 0 {
                             bundle = first
@@ -691,7 +698,9 @@ public final class SyncEngine: Sendable {
                         bundles += 1
                         rows += bundle.rows.count
                         last = VerifiedBundle(rows: [], deviceName: bundle.deviceName, sequence: bundle.sequence, hash: bundle.hash)
-                        return bundle.rows
+                        // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift); this
+                        // device's own bundles applied again are its own edits.
+                        return (bundle.rows, isThisDevice ? nil : try SyncUndo.source(db, device: device, sequence: bundle.sequence))
                     }
                     if isThisDevice {
                         try db.execute(
@@ -878,6 +887,7 @@ public final class SyncEngine: Sendable {
             try db.execute(Self.headsSQL)
             try db.execute("DELETE FROM sync_heads")
             try db.execute("UPDATE sync_clock SET pending = 1")
+            try SyncUndo.forgetAll(db)
         }
         return ignored
     }
@@ -921,8 +931,16 @@ public final class SyncEngine: Sendable {
                 (try $0.int64(at: 0), [UInt8](try $0.data(at: 1)))
             } ?? (0, [UInt8](repeating: 0, count: 32))
         }
-        try database.write { db in try db.executeScript(Self.rosterSQL) }
-        try engine.publishRosterEntry(adding: SyncRosterEntry.Removal(device: removed, lastSequence: lastSequence, lastHash: lastHash))
+        let removal = SyncRosterEntry.Removal(device: removed, lastSequence: lastSequence, lastHash: lastHash, generation: engine.generation)
+        try database.write { db in
+            try db.executeScript(Self.rosterSQL)
+            // Recorded here at once: the new generation's statement of this device carries it (a device that misses the
+            // statement below, delivered late by a replication engine, still reads it before it enters the new one).
+            try db.execute(
+                "INSERT OR IGNORE INTO sync_removed (device, generation, last_sequence, last_hash, removed_by) VALUES (?, ?, ?, ?, ?)",
+                [removed, engine.generation, lastSequence, Data(lastHash), engine.device])
+        }
+        try engine.publishRosterEntry(adding: removal)
         try engine.transport.publish(
             [(engine.generation == 1 ? "" : "generation-\(engine.generation)/") + SyncRosterFiles.folder],
             message: "securestore sync: device \(engine.device.prefix(8)) removed device \(removed.prefix(8))")

@@ -330,7 +330,7 @@ extension SyncEngine {
                     var rows = 0
                     let (changed, conflicts) = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: true, now: now, merges: merges
-                    ) { () throws -> [SyncRowChange]? in
+                    ) { () throws -> (rows: [SyncRowChange], source: Int64?)? in
                         guard index < candidate.manifest.parts.endIndex, rows == 0
                             || (rows < Self.rowsPerTransaction && clock.now - started < Self.transactionDuration)
                         else { return nil }
@@ -345,7 +345,7 @@ extension SyncEngine {
                         }
                         index += 1
                         rows += payload.rows.count
-                        return payload.rows
+                        return (payload.rows, nil)
                     }
                     report.newConflicts += conflicts
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
