@@ -501,14 +501,14 @@ public final class SyncEngine: Sendable {
                 && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
         }
         if !(fresh && !stale.isEmpty) {
-            try startFromSnapshot(&report, skipping: planted)  // SyncSnapshot.swift
+            try startFromSnapshot(&report, skipping: planted, roster: roster)  // SyncSnapshot.swift
             refusals += try missingBundles(&report, skipping: planted.union(stale))
             refusals += try applyIncoming(&report, skipping: planted.union(stale), roster: roster)
         }
         refusals += try exchangeAttachments(&report)
         let seenChanged = try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
         let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device), seenChanged: seenChanged, roster: roster)
-        report.prunedTombstones = try pruneTombstones().prunedRows
+        report.prunedTombstones = try pruneTombstones(roster: roster).prunedRows
         if let first = refusals.first {
             // A snapshot refused while it was needed for a gap is part of why the gap stays.
             let refusedSnapshots = refusals.contains { $0.code == SyncError.Code.missingBundle } ? report.refusedSnapshots : []
@@ -922,7 +922,10 @@ public final class SyncEngine: Sendable {
                     ? "'\(id)' is this device; remove it from another device; nothing was changed"
                     : "no other device of the group has the id '\(id)'\(matches.count > 1 ? " alone" : "") (see the devices list); nothing was changed")
         }
-        let removedBefore = SyncRemovedDevices.read(root: engine.layoutRoot, key: engine.key)
+        try database.write { db in try db.executeScript(Self.rosterSQL) }
+        let roster = try engine.readRoster()
+        let removedBefore = SyncRemovedDevices.read(
+            root: engine.layoutRoot, key: engine.key, accept: { roster.signedByMember($0, generation: engine.generation) })
         // A signed roster change in the generation the removed device still holds the key of: nothing of it past the
         // last bundle accepted here is applied by any device (one offline now included), and nobody new is admitted
         // to that generation.

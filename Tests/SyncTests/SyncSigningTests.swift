@@ -281,4 +281,73 @@ import Tasks
             #expect(try a.rows() == d.rows())
         }
     }
+
+    /// Issue 32: a snapshot is believed only when its folder's device signed it. A holder of the sync key writes a
+    /// complete, well-sealed snapshot into B's folder (unsigned, or signed with a key that is not B's), claiming to hold
+    /// every bundle and carrying a task nobody made: a device that joins skips it and lists it, applies nothing of it and
+    /// starts from the bundles; `sync clean` does not take it as holding anyone's bundles and removes nothing.
+    @Test(arguments: [false, true]) func aSnapshotWrittenInAnotherDevicesNameIsSkippedAndListed(signedByAnotherKey: Bool) throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        let shared = try a.tasks.create(title: "A task").id
+        try a.sync()
+        try b.join(.folder(root), code)
+        try b.sync()
+        _ = try b.tasks.create(title: "B task")
+        try b.sync()
+        try a.sync()
+        // The forgery: A's row of "A task" under a new key with another title, and A's vector (it holds every bundle).
+        let (vector, row, columns) = try a.database.read { db in
+            let table = try #require(try SyncSchema.tables(db).first { $0.name == "tasks" })
+            var key = [UInt8](repeating: 0, count: 16)
+            withUnsafeBytes(of: shared.uuid) { key = Array($0) }
+            var row = try SyncMerge.outgoing(db, table, key: .blob(Data(key)))
+            row.key = .blob(Data((0..<16).map { UInt8($0 + 1) }))
+            row.cells = row.cells.map { cell in
+                var cell = cell
+                if cell.column == "title" { cell.value = .text("planted by a snapshot") }
+                return cell
+            }
+            return (try SyncVector.current(db, device: a.engine.device, name: "forged"), row, [table.name: table.columns])
+        }
+        let writer = b.engine.device
+        let snapshot = SyncSnapshotFiles.folder(device: writer, number: 1)
+        let part = try SyncSnapshotFiles.seal(
+            try SyncPayload(deviceName: "forged", tables: columns, rows: [row]).encoded(), sequence: 1,
+            aad: SyncSnapshotFiles.partAAD(writer, 1), key: a.engine.key)
+        try SyncLayout.writeAtomically(part, root: root, relative: snapshot + "/" + SyncSnapshotFiles.part(1))
+        var manifest = try SyncSnapshotFiles.seal(
+            SyncSnapshotFiles.Manifest(vector: vector, parts: [(SealedBundle.sha256(part), 1)]).encoded(), sequence: 1,
+            aad: SyncSnapshotFiles.manifestAAD(writer), key: a.engine.key)
+        if signedByAnotherKey {
+            let attacker = try #require(SyncSigningKey.random())
+            manifest = try #require(SyncSignedFile.wrap(manifest, device: writer, key: attacker, generation: 1))
+        }
+        try SyncLayout.writeAtomically(manifest, root: root, relative: snapshot + "/" + SyncSnapshotFiles.manifest)
+
+        try d.join(.folder(root), code)
+        let report = try d.sync()
+        #expect(report.skippedFiles.contains(snapshot), "\(report.skippedFiles)")
+        #expect(report.snapshot == nil)
+        #expect(!(try d.rows()).contains { $0.contains("planted by a snapshot") })
+        #expect(try d.rows() == a.rows())
+        #expect(try d.rows().count == 2)
+        // sync clean: the forged snapshot holds nobody's bundles.
+        let aBundles = SyncLayout.bundles(root: root, device: a.engine.device).count
+        let cleaned = try a.engine.clean()
+        #expect(cleaned.removedBundles == 0)
+        #expect(cleaned.snapshot == nil)
+        #expect(SyncLayout.bundles(root: root, device: a.engine.device).count == aBundles)
+        // A genuine snapshot of B is believed.
+        try b.sync()
+        let info = try b.engine.writeSnapshot()
+        let e = try SyncDevice_()
+        try e.join(.folder(root), code)
+        let joined = try e.sync()
+        #expect(joined.snapshot == info.path)
+        #expect(try e.rows() == a.rows())
+    }
 }
+
