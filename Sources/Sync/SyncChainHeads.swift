@@ -88,37 +88,17 @@ extension SyncEngine {
     /// Remembers the heads that the verified seen vectors of the other devices show (never lowers one).
     func learnHeads(skipping planted: Set<String>, roster: SyncRoster) throws {
         var learned: [String: SyncVector.Entry] = [:]
-        var vectors: [String: SyncVector] = [:]
         let writers = ((try? listDirectory(layoutRoot + "/" + SyncSeenFiles.folder)) ?? []).filter(Self.isDeviceID)
         for writer in writers where writer != device && !planted.contains(writer) {
             // Believed only when signed by its writer's key on the roster (a holder of the sync key cannot speak for it).
             guard let vector = SyncSeenFiles.newest(root: layoutRoot, device: writer, key: key, accept: { bytes in
                 roster.accepts(bytes, device: writer, sequence: 0, generation: self.generation)
             })?.vector else { continue }
-            vectors[writer] = vector
             for (chain, entry) in vector.entries where entry.sequence > (learned[chain]?.sequence ?? 0) {
                 learned[chain] = entry
             }
         }
-        // SyncUndo.swift: a bundle of X is settled once every other device on the roster that could remove X has applied
-        // it (its signed vector counts it): a removal of X names at least that bundle, so it is never undone, and the
-        // versions it replaced are no longer kept.
-        let removers = roster.members.keys.filter { $0 != device && roster.removed[$0] == nil }
-        var settled: [(String, Int64)] = []
-        for chain in Set(roster.members.keys).subtracting([device]) {
-            let counts = removers.filter { $0 != chain }.map { vectors[$0]?.entries[chain]?.sequence ?? 0 }
-            let least = counts.min() ?? Int64.max  // no other device: only this one could remove it
-            if least > 0 { settled.append((chain, least)) }
-        }
         try database.write { db in
-            if try db.tableExists("sync_sources") {
-                for (chain, through) in settled {
-                    try db.execute(
-                        "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ?)",
-                        [chain, through])
-                    try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ?", [chain, through])
-                }
-            }
             try db.execute(Self.headsSQL)
             for (chain, entry) in learned {
                 // No UPSERT: SQLCipher 3.4.1 (Debian 12) is SQLite 3.15.

@@ -417,6 +417,7 @@ public final class SyncEngine: Sendable {
             """, [hexString(KeyFile.randomBytes(16)), kind, location, Data(count: 32)])
         for table in tables { _ = try SyncSchema.add(db, table: table) }
         try SyncUndo.upgrade(db)
+        try SyncDeleteLog.upgrade(db)
     }
 
     /// Adds tables to sync on this device (an application's new version that syncs more): their capture
@@ -476,6 +477,7 @@ public final class SyncEngine: Sendable {
         try database.write { db in
             try db.executeScript(Self.rosterSQL)
             try SyncUndo.upgrade(db)
+            try SyncDeleteLog.upgrade(db)
         }
         try publishRosterEntry()
         let roster = try readRoster()
@@ -504,6 +506,7 @@ public final class SyncEngine: Sendable {
             try startFromSnapshot(&report, skipping: planted, roster: roster)  // SyncSnapshot.swift
             refusals += try missingBundles(&report, skipping: planted.union(stale))
             refusals += try applyIncoming(&report, skipping: planted.union(stale), roster: roster)
+            try settleSources(roster)  // SyncUndo.swift
         }
         refusals += try exchangeAttachments(&report)
         let seenChanged = try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
@@ -685,7 +688,7 @@ public final class SyncEngine: Sendable {
                     var rows = 0
                     let result = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: deferIndexing, now: now, merges: merges
-                    ) { () throws -> (rows: [SyncRowChange], source: Int64?)? in
+                    ) { () throws -> (rows: [SyncRowChange], source: Int64?, sender: String?)? in
                         let bundle: VerifiedBundle
                         if bundles == 0 {
                             bundle = first
@@ -700,7 +703,9 @@ public final class SyncEngine: Sendable {
                         last = VerifiedBundle(rows: [], deviceName: bundle.deviceName, sequence: bundle.sequence, hash: bundle.hash)
                         // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift); this
                         // device's own bundles applied again are its own edits.
-                        return (bundle.rows, isThisDevice ? nil : try SyncUndo.source(db, device: device, sequence: bundle.sequence))
+                        return (
+                            bundle.rows, isThisDevice ? nil : try SyncUndo.source(db, device: device, sequence: bundle.sequence), device
+                        )
                     }
                     if isThisDevice {
                         try db.execute(
@@ -807,6 +812,14 @@ public final class SyncEngine: Sendable {
                 }
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
+                // This device's deletes in it: what it had of each row is what every device will read as what the delete
+                // had seen (SyncDeleteLog.swift).
+                let now = microsecondsSince1970(Date())
+                for row in payload.rows where row.tombstone?.device == device {
+                    guard let tombstone = row.tombstone, let table = try SyncSchema.tables(db).first(where: { $0.name == row.table }) else { continue }
+                    try SyncDeleteLog.recordView(db, table: row.table, key: row.key, tombstone: tombstone, cells: row.cells)
+                    try SyncDeleteLog.update(db, table, key: row.key, now: now)
+                }
             }
             written.append(published)
             report.sentBundles += 1

@@ -74,6 +74,13 @@ enum SyncMerge {
     /// Everything this device knows of the row, as a change to send.
     static func outgoing(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> SyncRowChange {
         let local = try localRow(db, table, key: key)
+        // This device's own delete goes out with what it had of the row when it deleted it (SyncDeleteLog.swift).
+        if !local.alive, let tombstone = local.tombstone,
+            let kept = try SyncDeleteLog.view(db, table: table.name, key: key, tombstone: tombstone),
+            try db.scalar("SELECT pending FROM sync_clock WHERE tbl = ? AND key = ? AND col = ''", [table.name, key.databaseValue], as: Int.self) == 1
+        {
+            return SyncRowChange(table: table.name, key: key, tombstone: tombstone, cells: kept)
+        }
         let cells = table.columns.compactMap { column in
             local.cells[column].map { SyncCell(column: column, value: $0.value, version: $0.version, base: $0.base) }
         }
@@ -92,17 +99,19 @@ enum SyncMerge {
     /// undone; nil for a snapshot's rows.
     static func apply(
         _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil,
-        source: Int64? = nil
+        source: Int64? = nil, sender: String? = nil
     ) throws -> (changed: Bool, conflicts: Int) {
         let local = try localRow(db, table, key: change.key)
         if local.cells.isEmpty, local.tombstone == nil, try insertNew(db, table, change, source: source) { return (true, 0) }
+        // This device's unsent delete of the row: what it had seen is kept before anything merges into it.
+        if !local.alive, local.tombstone != nil { try SyncDeleteLog.keepOwnView(db, table, key: change.key, local: (local.cells, local.tombstone)) }
         var cells = local.cells
         var changedColumns: [String] = []
         var conflicts = 0
         func log(_ column: String, lost: SyncValue, lostVersion: SyncVersion, won: SyncVersion) throws {
             // A value is logged once, however often the bundles that make it lose are applied (idempotence).
             let logged = try db.scalar(
-                "SELECT 1 FROM sync_conflicts WHERE tbl = ? AND key = ? AND col = ? AND lost_hlc = ? AND lost_device = ?",
+                "SELECT 1 FROM sync_conflicts WHERE tbl = ? AND key = ? AND col = ? AND lost_hlc = ? AND lost_device = ? AND lost_to_delete = 0",
                 [table.name, change.key.databaseValue, column, lostVersion.hlc, lostVersion.device], as: Int.self)
             if logged != nil { return }
             try db.execute(
@@ -162,12 +171,6 @@ enum SyncMerge {
         if let theirs = change.tombstone, tombstone.map({ $0 < theirs }) ?? true { tombstone = theirs }
         let newest = cells.values.map(\.version).max()
         let alive = newest.map { version in tombstone.map { $0 < version } ?? true } ?? false
-        // A remote delete that removes this device's unsent edits: those edits go to the log, not nowhere.
-        if local.alive && !alive, let tombstone {
-            for column in table.columns {
-                if let cell = cells[column], cell.pending { try log(column, lost: cell.value, lostVersion: cell.version, won: tombstone) }
-            }
-        }
         let quotedTable = SyncSchema.quoted(table.name)
         let keyColumn = SyncSchema.quoted(table.keyColumn)
         var rowChanged = false
@@ -239,6 +242,15 @@ enum SyncMerge {
                     """, arguments)
             }
         }
+        // Edits lost to a delete (SyncDeleteLog.swift): the delete's own bundle says what its writer had seen.
+        if let theirs = change.tombstone, theirs.device == sender {
+            try SyncDeleteLog.recordView(db, table: table.name, key: change.key, tombstone: theirs, cells: change.cells)
+        }
+        if !alive || !local.alive {
+            let before = try db.scalar("SELECT count(*) FROM sync_conflicts", as: Int.self) ?? 0
+            try SyncDeleteLog.update(db, table, key: change.key, now: now)
+            conflicts += max(0, (try db.scalar("SELECT count(*) FROM sync_conflicts", as: Int.self) ?? 0) - before)
+        }
         return (rowChanged, conflicts)
     }
 
@@ -289,27 +301,27 @@ enum SyncMerge {
         return try apply(db, tables: tables, deferringIndexing: rows.count >= 64, now: now, merges: merges) {
             if given { return nil }
             given = true
-            return (rows, nil)
+            return (rows, nil, nil)
         }
     }
 
     /// Applies the rows of each group `next` hands out (a bundle's, a snapshot part's) until it returns nil, in the
     /// caller's transaction (capture off): before each group the clock moves past the group's newest version. Each
-    /// group comes with the bundle it is from (`sync_sources.id`; nil for a snapshot's part).
+    /// group comes with the bundle it is from (`sync_sources.id`) and the device that wrote it (nil for a snapshot's part).
     /// With `deferringIndexing`, the full-text indexes of `tables` index every row in one statement at the end.
     static func apply(
         _ db: Database, tables: [String: SyncedTable], deferringIndexing: Bool, now: Int64, merges: SyncMergeFunctions,
-        next: () throws -> (rows: [SyncRowChange], source: Int64?)?
+        next: () throws -> (rows: [SyncRowChange], source: Int64?, sender: String?)?
     ) throws -> (changed: Int, conflicts: Int) {
         let indexes = deferringIndexing ? try tables.keys.sorted().flatMap { try db.fullTextIndexes(on: $0) } : []
         return try db.deferringFullTextIndexing(of: indexes) {
             var changed = 0
             var conflicts = 0
-            while let (rows, source) = try next() {
+            while let (rows, source, sender) = try next() {
                 let newest = rows.lazy.flatMap { row in row.cells.lazy.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 try db.execute("UPDATE sync_state SET hlc = max(hlc, ?) WHERE singleton = 0", [newest])
                 for row in rows {
-                    let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table), source: source)
+                    let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table), source: source, sender: sender)
                     if result.changed { changed += 1 }
                     conflicts += result.conflicts
                 }

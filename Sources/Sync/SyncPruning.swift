@@ -294,6 +294,7 @@ enum SyncPruning {
             if batch.isEmpty { break }
             for (table, key) in batch {
                 try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [table, key])
+                try db.execute("DELETE FROM sync_delete_views WHERE tbl = ? AND key = ?", [table, key])
                 try db.execute("DELETE FROM sync_prune_marks WHERE tbl = ? AND key = ?", [table, key])
                 result.prunedRows += 1
             }

@@ -341,7 +341,7 @@ extension SyncEngine {
                     var rows = 0
                     let (changed, conflicts) = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: true, now: now, merges: merges
-                    ) { () throws -> (rows: [SyncRowChange], source: Int64?)? in
+                    ) { () throws -> (rows: [SyncRowChange], source: Int64?, sender: String?)? in
                         guard index < candidate.manifest.parts.endIndex, rows == 0
                             || (rows < Self.rowsPerTransaction && clock.now - started < Self.transactionDuration)
                         else { return nil }
@@ -359,7 +359,9 @@ extension SyncEngine {
                         // Marked as coming after the writer's own position in it (SyncUndo.swift): a removal of the writer
                         // that does not name a later bundle undoes what it brought (its snapshot could hold its later edits).
                         let own = candidate.manifest.vector[candidate.writer]
-                        return (payload.rows, candidate.writer == device ? nil : try SyncUndo.source(db, device: candidate.writer, sequence: own + 1))
+                        return (
+                            payload.rows, candidate.writer == device ? nil : try SyncUndo.source(db, device: candidate.writer, sequence: own + 1), nil
+                        )
                     }
                     report.newConflicts += conflicts
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")

@@ -174,3 +174,38 @@ extension SyncEngine {
         return changed
     }
 }
+
+extension SyncEngine {
+    /// Drops what is kept for undoing bundles that can no longer be undone: a bundle of X is settled once every other
+    /// device on the roster that could remove X (not removed, not X, not this device) has applied it by its signed seen
+    /// vector — any of them that removes X names at least that bundle — and at once when no such device exists (only
+    /// this one could remove X, and it has applied it). Called after applying, so that a sync that applied a settled
+    /// bundle leaves nothing behind for the next one to remove.
+    func settleSources(_ roster: SyncRoster) throws {
+        let removers = roster.members.keys.filter { $0 != device && roster.removed[$0] == nil }
+        var vectors: [String: SyncVector] = [:]
+        for writer in removers {
+            vectors[writer] = SyncSeenFiles.newest(root: layoutRoot, device: writer, key: key, accept: { bytes in
+                roster.accepts(bytes, device: writer, sequence: 0, generation: self.generation)
+            })?.vector
+        }
+        let chains = try database.read { db in
+            try db.fetch("SELECT device, max(sequence) FROM sync_sources GROUP BY device") { (try $0.string(at: 0), try $0.int64(at: 1)) }
+        }
+        var settled: [(String, Int64)] = []
+        for (chain, _) in chains {
+            let counts = removers.filter { $0 != chain }.map { vectors[$0]?.entries[chain]?.sequence ?? 0 }
+            let least = counts.min() ?? Int64.max  // no other device: only this one could remove it
+            if least > 0 { settled.append((chain, least)) }
+        }
+        guard !settled.isEmpty else { return }
+        try database.write { db in
+            for (chain, through) in settled {
+                try db.execute(
+                    "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ?)",
+                    [chain, through])
+                try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ?", [chain, through])
+            }
+        }
+    }
+}
