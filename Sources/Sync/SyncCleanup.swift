@@ -78,9 +78,12 @@ extension SyncEngine {
 
         // The snapshot that holds most of this device's chain, checked whole (a device in the gap will need every
         // part), its hash of this device's bundle that of the bundle on the remote.
-        var ignored: [String] = []
+        var ignored: [String] = [], skipped: [String] = []
         var held: Int64 = 0
-        for candidate in snapshotCandidates(refused: &ignored).sorted(by: { $0.manifest.vector[device] > $1.manifest.vector[device] }) {
+        // What a device signed is believed only when its key is on the roster: a snapshot or a seen vector written by a
+        // holder of the sync key in another device's name cannot make this device remove its bundles early.
+        let roster = try readRoster()
+        for candidate in snapshotCandidates(refused: &ignored, skipped: &skipped, roster: roster).sorted(by: { $0.manifest.vector[device] > $1.manifest.vector[device] }) {
             guard let entry = candidate.manifest.vector.entries[device], entry.sequence > 0 else { break }
             if let bundle = own.first(where: { $0.sequence == UInt64(entry.sequence) }), bundle.hash != hexString(entry.hash) { continue }
             guard candidate.manifest.parts.indices.allSatisfy({ snapshotPart(candidate, $0) != nil }) else { continue }
@@ -90,8 +93,10 @@ extension SyncEngine {
         }
         // Every known device (removed ones are not waited for) must have applied what goes.
         var applied = Int64.max
-        for other in try knownDevices().subtracting([device]).sorted() {
-            let theirs = SyncSeenFiles.newest(root: root, device: other, key: key)?.vector[device] ?? 0
+        for other in try knownDevices(roster: roster).subtracting([device]).sorted() {
+            let theirs = SyncSeenFiles.newest(root: root, device: other, key: key, accept: { bytes in
+                roster.accepts(bytes, device: other, sequence: 0, generation: self.generation)
+            })?.vector[device] ?? 0
             if theirs < held { report.waitingFor.append(other) }
             applied = min(applied, theirs)
         }

@@ -416,6 +416,8 @@ public final class SyncEngine: Sendable {
             VALUES (0, ?, 0, 0, ?, ?, 0, ?)
             """, [hexString(KeyFile.randomBytes(16)), kind, location, Data(count: 32)])
         for table in tables { _ = try SyncSchema.add(db, table: table) }
+        try SyncUndo.upgrade(db)
+        try SyncDeleteLog.upgrade(db)
     }
 
     /// Adds tables to sync on this device (an application's new version that syncs more): their capture
@@ -472,9 +474,16 @@ public final class SyncEngine: Sendable {
         var report = SyncReport()
         try transport.pull()
         // SyncRoster.swift: who is in the group, with which key; this device's own statement published first.
-        try database.write { db in try db.executeScript(Self.rosterSQL) }
+        try database.write { db in
+            try db.executeScript(Self.rosterSQL)
+            try SyncUndo.upgrade(db)
+            try SyncDeleteLog.upgrade(db)
+        }
         try publishRosterEntry()
         let roster = try readRoster()
+        // SyncUndo.swift: a removal read now (of this generation, or carried by a newer one's roster) undoes what the
+        // removed device's later bundles brought, before anything is sent or a new generation entered.
+        try undoRemovedDevices()
         let ignoredGenerations = try adoptGeneration(roster)
         try prepareAttachments()
         let planted = try plantedDeviceFolders(roster)
@@ -494,14 +503,15 @@ public final class SyncEngine: Sendable {
                 && db.scalar("SELECT count(*) FROM sync_devices", as: Int.self) == 0
         }
         if !(fresh && !stale.isEmpty) {
-            try startFromSnapshot(&report, skipping: planted)  // SyncSnapshot.swift
+            try startFromSnapshot(&report, skipping: planted, roster: roster)  // SyncSnapshot.swift
             refusals += try missingBundles(&report, skipping: planted.union(stale))
             refusals += try applyIncoming(&report, skipping: planted.union(stale), roster: roster)
+            try settleSources(roster)  // SyncUndo.swift
         }
         refusals += try exchangeAttachments(&report)
         let seenChanged = try publishSeenVector()  // SyncPruning.swift: goes out with this sync's bundles
         let unsent = try sendOutgoing(&report, ownChainShort: stale.contains(device), seenChanged: seenChanged, roster: roster)
-        report.prunedTombstones = try pruneTombstones().prunedRows
+        report.prunedTombstones = try pruneTombstones(roster: roster).prunedRows
         if let first = refusals.first {
             // A snapshot refused while it was needed for a gap is part of why the gap stays.
             let refusedSnapshots = refusals.contains { $0.code == SyncError.Code.missingBundle } ? report.refusedSnapshots : []
@@ -678,7 +688,7 @@ public final class SyncEngine: Sendable {
                     var rows = 0
                     let result = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: deferIndexing, now: now, merges: merges
-                    ) { () throws -> [SyncRowChange]? in
+                    ) { () throws -> (rows: [SyncRowChange], source: Int64?, sender: String?)? in
                         let bundle: VerifiedBundle
                         if bundles == 0 {
                             bundle = first
@@ -691,7 +701,11 @@ public final class SyncEngine: Sendable {
                         bundles += 1
                         rows += bundle.rows.count
                         last = VerifiedBundle(rows: [], deviceName: bundle.deviceName, sequence: bundle.sequence, hash: bundle.hash)
-                        return bundle.rows
+                        // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift); this
+                        // device's own bundles applied again are its own edits.
+                        return (
+                            bundle.rows, isThisDevice ? nil : try SyncUndo.source(db, device: device, sequence: bundle.sequence), device
+                        )
                     }
                     if isThisDevice {
                         try db.execute(
@@ -798,6 +812,14 @@ public final class SyncEngine: Sendable {
                 }
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
+                // This device's deletes in it: what it had of each row is what every device will read as what the delete
+                // had seen (SyncDeleteLog.swift).
+                let now = microsecondsSince1970(Date())
+                for row in payload.rows where row.tombstone?.device == device {
+                    guard let tombstone = row.tombstone, let table = try SyncSchema.tables(db).first(where: { $0.name == row.table }) else { continue }
+                    try SyncDeleteLog.recordView(db, table: row.table, key: row.key, tombstone: tombstone, cells: row.cells)
+                    try SyncDeleteLog.update(db, table, key: row.key, now: now)
+                }
             }
             written.append(published)
             report.sentBundles += 1
@@ -878,6 +900,7 @@ public final class SyncEngine: Sendable {
             try db.execute(Self.headsSQL)
             try db.execute("DELETE FROM sync_heads")
             try db.execute("UPDATE sync_clock SET pending = 1")
+            try SyncUndo.forgetAll(db)
         }
         return ignored
     }
@@ -912,7 +935,10 @@ public final class SyncEngine: Sendable {
                     ? "'\(id)' is this device; remove it from another device; nothing was changed"
                     : "no other device of the group has the id '\(id)'\(matches.count > 1 ? " alone" : "") (see the devices list); nothing was changed")
         }
-        let removedBefore = SyncRemovedDevices.read(root: engine.layoutRoot, key: engine.key)
+        try database.write { db in try db.executeScript(Self.rosterSQL) }
+        let roster = try engine.readRoster()
+        let removedBefore = SyncRemovedDevices.read(
+            root: engine.layoutRoot, key: engine.key, accept: { roster.signedByMember($0, generation: engine.generation) })
         // A signed roster change in the generation the removed device still holds the key of: nothing of it past the
         // last bundle accepted here is applied by any device (one offline now included), and nobody new is admitted
         // to that generation.
@@ -921,8 +947,16 @@ public final class SyncEngine: Sendable {
                 (try $0.int64(at: 0), [UInt8](try $0.data(at: 1)))
             } ?? (0, [UInt8](repeating: 0, count: 32))
         }
-        try database.write { db in try db.executeScript(Self.rosterSQL) }
-        try engine.publishRosterEntry(adding: SyncRosterEntry.Removal(device: removed, lastSequence: lastSequence, lastHash: lastHash))
+        let removal = SyncRosterEntry.Removal(device: removed, lastSequence: lastSequence, lastHash: lastHash, generation: engine.generation)
+        try database.write { db in
+            try db.executeScript(Self.rosterSQL)
+            // Recorded here at once: the new generation's statement of this device carries it (a device that misses the
+            // statement below, delivered late by a replication engine, still reads it before it enters the new one).
+            try db.execute(
+                "INSERT OR IGNORE INTO sync_removed (device, generation, last_sequence, last_hash, removed_by) VALUES (?, ?, ?, ?, ?)",
+                [removed, engine.generation, lastSequence, Data(lastHash), engine.device])
+        }
+        try engine.publishRosterEntry(adding: removal)
         try engine.transport.publish(
             [(engine.generation == 1 ? "" : "generation-\(engine.generation)/") + SyncRosterFiles.folder])
         let key = SyncKey.random()

@@ -31,41 +31,56 @@ struct LocalCell {
     var base: SyncVersion
     var pending: Bool
     var value: SyncValue
+    /// The bundle of another device this version came in (`sync_sources.id`), nil for this device's own edits, a
+    /// snapshot's rows and versions from before this was recorded (SyncUndo.swift).
+    var source: Int64? = nil
 }
 
 enum SyncMerge {
     /// What this device knows of one row: its cells (values from the table when the row is alive, from the
     /// clock when it is deleted) and its tombstone.
-    static func localRow(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> (alive: Bool, cells: [String: LocalCell], tombstone: SyncVersion?) {
+    static func localRow(
+        _ db: Database, _ table: SyncedTable, key: SyncValue
+    ) throws -> (alive: Bool, cells: [String: LocalCell], tombstone: SyncVersion?, tombstoneSource: Int64?) {
         var cells: [String: LocalCell] = [:]
         var tombstone: SyncVersion?
+        var tombstoneSource: Int64?
         try db.forEachRow(
-            "SELECT col, hlc, device, base_hlc, base_device, pending, value FROM sync_clock WHERE tbl = ? AND key = ?",
+            "SELECT col, hlc, device, base_hlc, base_device, pending, value, src FROM sync_clock WHERE tbl = ? AND key = ?",
             [table.name, key.databaseValue]
         ) { row in
             let column = try row.string(at: 0)
             let version = SyncVersion(hlc: try row.int64(at: 1), device: try row.string(at: 2))
+            let source = try row.isNull(at: 7) ? nil : try row.int64(at: 7)
             if column.isEmpty {
                 tombstone = version
+                tombstoneSource = source
             } else {
                 cells[column] = LocalCell(
                     version: version, base: SyncVersion(hlc: try row.int64(at: 3), device: try row.string(at: 4)),
-                    pending: try row.int(at: 5) == 1, value: SyncValue(try row.value(at: 6)))
+                    pending: try row.int(at: 5) == 1, value: SyncValue(try row.value(at: 6)), source: source)
             }
         }
         // A row this device never heard of has no cells and no tombstone: no need to look for it in the table.
-        if cells.isEmpty && tombstone == nil { return (false, cells, nil) }
+        if cells.isEmpty && tombstone == nil { return (false, cells, nil, nil) }
         let values = try db.fetchOne(table.selectSQL, [key.databaseValue]
         ) { row in try (0..<table.columns.count).map { SyncValue(try row.value(at: $0)) } }
         if let values {
             for (index, column) in table.columns.enumerated() { cells[column]?.value = values[index] }
         }
-        return (values != nil, cells, tombstone)
+        return (values != nil, cells, tombstone, tombstoneSource)
     }
 
     /// Everything this device knows of the row, as a change to send.
     static func outgoing(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> SyncRowChange {
         let local = try localRow(db, table, key: key)
+        // This device's own delete goes out with what it had of the row when it deleted it (SyncDeleteLog.swift).
+        if !local.alive, let tombstone = local.tombstone,
+            let kept = try SyncDeleteLog.view(db, table: table.name, key: key, tombstone: tombstone),
+            try db.scalar("SELECT pending FROM sync_clock WHERE tbl = ? AND key = ? AND col = ''", [table.name, key.databaseValue], as: Int.self) == 1
+        {
+            return SyncRowChange(table: table.name, key: key, tombstone: tombstone, cells: kept)
+        }
         let cells = table.columns.compactMap { column in
             local.cells[column].map { SyncCell(column: column, value: $0.value, version: $0.version, base: $0.base) }
         }
@@ -78,27 +93,34 @@ enum SyncMerge {
     /// With an application's `merge` for the table, two concurrent edits of a value are given to it (earlier and
     /// later by version, the same order on every device); a merged value other than the later one becomes a new
     /// pending edit of this device (a new clock tick, based on the later edit), and nothing is logged.
+    ///
+    /// `source` is the bundle the change came in (`sync_sources.id`, SyncUndo.swift): every version it sets is marked
+    /// with it, and every version it replaces is kept in `sync_preimages`, so that a removed device's bundles can be
+    /// undone; nil for a snapshot's rows.
     static func apply(
-        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil
+        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil,
+        source: Int64? = nil, sender: String? = nil
     ) throws -> (changed: Bool, conflicts: Int) {
         let local = try localRow(db, table, key: change.key)
-        if local.cells.isEmpty, local.tombstone == nil, try insertNew(db, table, change) { return (true, 0) }
+        if local.cells.isEmpty, local.tombstone == nil, try insertNew(db, table, change, source: source) { return (true, 0) }
+        // This device's unsent delete of the row: what it had seen is kept before anything merges into it.
+        if !local.alive, local.tombstone != nil { try SyncDeleteLog.keepOwnView(db, table, key: change.key, local: (local.cells, local.tombstone)) }
         var cells = local.cells
         var changedColumns: [String] = []
         var conflicts = 0
         func log(_ column: String, lost: SyncValue, lostVersion: SyncVersion, won: SyncVersion) throws {
             // A value is logged once, however often the bundles that make it lose are applied (idempotence).
             let logged = try db.scalar(
-                "SELECT 1 FROM sync_conflicts WHERE tbl = ? AND key = ? AND col = ? AND lost_hlc = ? AND lost_device = ?",
+                "SELECT 1 FROM sync_conflicts WHERE tbl = ? AND key = ? AND col = ? AND lost_hlc = ? AND lost_device = ? AND lost_to_delete = 0",
                 [table.name, change.key.databaseValue, column, lostVersion.hlc, lostVersion.device], as: Int.self)
             if logged != nil { return }
             try db.execute(
                 """
-                INSERT OR ROLLBACK INTO sync_conflicts (tbl, key, col, lost_value, lost_hlc, lost_device, won_hlc, won_device, recorded_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR ROLLBACK INTO sync_conflicts (tbl, key, col, lost_value, lost_hlc, lost_device, won_hlc, won_device, recorded_at, src)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [table.name, change.key.databaseValue, column, lost.databaseValue, lostVersion.hlc, lostVersion.device,
-                 won.hlc, won.device, now])
+                 won.hlc, won.device, now, source.map { DatabaseValue.integer($0) } ?? .null])
             conflicts += 1
         }
         /// The application's merge of two concurrent edits: true when it handled them (the merged value, if not the
@@ -123,11 +145,11 @@ enum SyncMerge {
         }
         for cell in change.cells {
             guard let mine = cells[cell.column] else {
-                cells[cell.column] = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value)
+                cells[cell.column] = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value, source: source)
                 changedColumns.append(cell.column)
                 continue
             }
-            let theirs = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value)
+            let theirs = LocalCell(version: cell.version, base: cell.base, pending: false, value: cell.value, source: source)
             if mine.version < cell.version {
                 // Theirs wins. Had its writer not seen ours, ours was a concurrent edit: keep it in the log.
                 cells[cell.column] = theirs
@@ -149,12 +171,6 @@ enum SyncMerge {
         if let theirs = change.tombstone, tombstone.map({ $0 < theirs }) ?? true { tombstone = theirs }
         let newest = cells.values.map(\.version).max()
         let alive = newest.map { version in tombstone.map { $0 < version } ?? true } ?? false
-        // A remote delete that removes this device's unsent edits: those edits go to the log, not nowhere.
-        if local.alive && !alive, let tombstone {
-            for column in table.columns {
-                if let cell = cells[column], cell.pending { try log(column, lost: cell.value, lostVersion: cell.version, won: tombstone) }
-            }
-        }
         let quotedTable = SyncSchema.quoted(table.name)
         let keyColumn = SyncSchema.quoted(table.keyColumn)
         var rowChanged = false
@@ -183,38 +199,57 @@ enum SyncMerge {
         // The clock: cells keep their values only while the row is deleted (the table holds them otherwise).
         // Every statement here is OR ROLLBACK and touches one row: SQLite then keeps no statement journal, whose
         // pages SQLCipher would encrypt (a constraint failure rolls the whole bundle back, which is what we want).
+        func sourceValue(_ source: Int64?) -> DatabaseValue { source.map { .integer($0) } ?? .null }
         for (column, cell) in cells where changedColumns.contains(column) || local.alive != alive {
             let arguments: StatementArguments = [
                 cell.version.hlc, cell.version.device, cell.base.hlc, cell.base.device, cell.pending ? 1 : 0,
-                alive ? DatabaseValue.null : cell.value.databaseValue, table.name, change.key.databaseValue, column,
+                alive ? DatabaseValue.null : cell.value.databaseValue, sourceValue(cell.source), table.name, change.key.databaseValue, column,
             ]
-            if local.cells[column] != nil {
+            if let old = local.cells[column] {
+                // The version this bundle replaces, kept until the bundle is settled (SyncUndo.swift).
+                if let source, old.version != cell.version {
+                    try SyncUndo.keep(db, source: source, table: table.name, key: change.key, column: column, cell: old)
+                }
                 try db.execute(
                     """
-                    UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, base_hlc = ?, base_device = ?, pending = ?, value = ?
+                    UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, base_hlc = ?, base_device = ?, pending = ?, value = ?, src = ?
                     WHERE tbl = ? AND key = ? AND col = ?
                     """, arguments)
             } else {
                 try db.execute(
                     """
-                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, base_hlc, base_device, pending, value, tbl, key, col)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, base_hlc, base_device, pending, value, src, tbl, key, col)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, arguments)
             }
         }
         if let tombstone, tombstone != local.tombstone {
-            let arguments: StatementArguments = [tombstone.hlc, tombstone.device, table.name, change.key.databaseValue]
-            if local.tombstone != nil {
+            let arguments: StatementArguments = [tombstone.hlc, tombstone.device, sourceValue(source), table.name, change.key.databaseValue]
+            if let old = local.tombstone {
+                if let source {
+                    try SyncUndo.keep(
+                        db, source: source, table: table.name, key: change.key, column: "",
+                        cell: LocalCell(version: old, base: .zero, pending: false, value: .null, source: local.tombstoneSource))
+                }
                 try db.execute(
-                    "UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, pending = 0 WHERE tbl = ? AND key = ? AND col = ''",
+                    "UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, pending = 0, src = ? WHERE tbl = ? AND key = ? AND col = ''",
                     arguments)
             } else {
                 try db.execute(
                     """
-                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, tbl, key, col, base_hlc, base_device, pending, value)
-                    VALUES (?, ?, ?, ?, '', 0, '', 0, NULL)
+                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, src, tbl, key, col, base_hlc, base_device, pending, value)
+                    VALUES (?, ?, ?, ?, ?, '', 0, '', 0, NULL)
                     """, arguments)
             }
+        }
+        // Edits lost to a delete (SyncDeleteLog.swift): the delete's own bundle says what its writer had seen.
+        if let theirs = change.tombstone, theirs.device == sender {
+            try SyncDeleteLog.recordView(db, table: table.name, key: change.key, tombstone: theirs, cells: change.cells)
+        }
+        if !alive || !local.alive {
+            let before = try db.scalar("SELECT count(*) FROM sync_conflicts", as: Int.self) ?? 0
+            try SyncDeleteLog.update(db, table, key: change.key, now: now)
+            conflicts += max(0, (try db.scalar("SELECT count(*) FROM sync_conflicts", as: Int.self) ?? 0) - before)
         }
         return (rowChanged, conflicts)
     }
@@ -224,7 +259,7 @@ enum SyncMerge {
     /// bookkeeping (the whole of a new device's first sync). The result is the one the general path gives — the
     /// row, and one clock entry a column with the sender's version and base, not pending. Returns false, having
     /// written nothing, for any other change (a tombstone, a column missing or twice), which the general path takes.
-    private static func insertNew(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange) throws -> Bool {
+    private static func insertNew(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange, source: Int64?) throws -> Bool {
         guard change.tombstone == nil, let insertCellsSQL = table.insertCellsSQL, change.cells.count == table.columns.count
         else { return false }
         var ordered: [SyncCell] = []
@@ -235,11 +270,12 @@ enum SyncMerge {
         }
         let key = change.key.databaseValue
         var values: [DatabaseValue] = [key]
-        values.reserveCapacity(table.columns.count * 7 + 1)
+        values.reserveCapacity(table.columns.count * 8 + 1)
         for cell in ordered { values.append(cell.value.databaseValue) }
         try db.cachedStatement(table.insertSQL).execute(StatementArguments(values))
         values.removeAll(keepingCapacity: true)
         let tableName = DatabaseValue.text(table.name)
+        let sourceValue = source.map { DatabaseValue.integer($0) } ?? .null
         for cell in ordered {
             values.append(tableName)
             values.append(key)
@@ -248,6 +284,7 @@ enum SyncMerge {
             values.append(.text(cell.version.device))
             values.append(.integer(cell.base.hlc))
             values.append(.text(cell.base.device))
+            values.append(sourceValue)
         }
         try db.cachedStatement(insertCellsSQL).execute(StatementArguments(values))
         return true
@@ -264,26 +301,27 @@ enum SyncMerge {
         return try apply(db, tables: tables, deferringIndexing: rows.count >= 64, now: now, merges: merges) {
             if given { return nil }
             given = true
-            return rows
+            return (rows, nil, nil)
         }
     }
 
     /// Applies the rows of each group `next` hands out (a bundle's, a snapshot part's) until it returns nil, in the
-    /// caller's transaction (capture off): before each group the clock moves past the group's newest version.
+    /// caller's transaction (capture off): before each group the clock moves past the group's newest version. Each
+    /// group comes with the bundle it is from (`sync_sources.id`) and the device that wrote it (nil for a snapshot's part).
     /// With `deferringIndexing`, the full-text indexes of `tables` index every row in one statement at the end.
     static func apply(
         _ db: Database, tables: [String: SyncedTable], deferringIndexing: Bool, now: Int64, merges: SyncMergeFunctions,
-        next: () throws -> [SyncRowChange]?
+        next: () throws -> (rows: [SyncRowChange], source: Int64?, sender: String?)?
     ) throws -> (changed: Int, conflicts: Int) {
         let indexes = deferringIndexing ? try tables.keys.sorted().flatMap { try db.fullTextIndexes(on: $0) } : []
         return try db.deferringFullTextIndexing(of: indexes) {
             var changed = 0
             var conflicts = 0
-            while let rows = try next() {
+            while let (rows, source, sender) = try next() {
                 let newest = rows.lazy.flatMap { row in row.cells.lazy.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 try db.execute("UPDATE sync_state SET hlc = max(hlc, ?) WHERE singleton = 0", [newest])
                 for row in rows {
-                    let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table))
+                    let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table), source: source, sender: sender)
                     if result.changed { changed += 1 }
                     conflicts += result.conflicts
                 }

@@ -197,25 +197,28 @@ enum SyncSeenFiles {
     }
 }
 
-/// The devices `remove-device` removed, as the remover listed them in the new generation (`removed`, sealed):
-/// they no longer hold back pruning.
+/// The devices `remove-device` removed, as the remover listed them in the new generation (`removed`, sealed and
+/// signed by the remover): they no longer hold back pruning. Believed only when `accept` takes the file (signed by a
+/// device on the roster that was not removed); a list an earlier version wrote unsigned is not believed (the devices
+/// it names then wait as if still there: pruning is delayed, never hastened).
 enum SyncRemovedDevices {
     static let file = "removed"
     static let aadDevice = "removed"
 
-    static func read(root: String, key: SyncKey) -> Set<String> {
-        guard let bytes = try? SyncLayout.read(root + "/" + file),
+    static func read(root: String, key: SyncKey, accept: ([UInt8]) -> Bool = { _ in true }) -> Set<String> {
+        guard let bytes = try? SyncLayout.read(root + "/" + file), accept(bytes),
             let plaintext = SealedBundle.open(bytes, device: aadDevice, key: key)
         else { return [] }
         let ids = String(decoding: plaintext, as: UTF8.self).split(separator: "\n").map(String.init)
         return Set(ids.filter(SyncEngine.isDeviceID))
     }
 
-    static func write(_ ids: Set<String>, root: String, key: SyncKey) throws {
+    static func write(_ ids: Set<String>, root: String, key: SyncKey, signer: String, signingKey: SyncSigningKey, generation: Int) throws {
         let header = SealedBundle.Header(format: SealedBundle.format, sequence: 0, previousHash: [UInt8](repeating: 0, count: 32))
-        guard let sealed = SealedBundle.seal(Array(ids.sorted().joined(separator: "\n").utf8), header: header, device: aadDevice, key: key)
-        else { throw SyncError(SyncError.Code.remote, "libcrypto could not seal the list of removed devices") }
-        try SyncLayout.writeAtomically(sealed, root: root, relative: file)
+        guard let sealed = SealedBundle.seal(Array(ids.sorted().joined(separator: "\n").utf8), header: header, device: aadDevice, key: key),
+            let signed = SyncSignedFile.wrap(sealed, device: signer, key: signingKey, generation: generation)
+        else { throw SyncError(SyncError.Code.remote, "libcrypto could not seal and sign the list of removed devices") }
+        try SyncLayout.writeAtomically(signed, root: root, relative: file)
     }
 }
 
@@ -291,6 +294,7 @@ enum SyncPruning {
             if batch.isEmpty { break }
             for (table, key) in batch {
                 try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [table, key])
+                try db.execute("DELETE FROM sync_delete_views WHERE tbl = ? AND key = ?", [table, key])
                 try db.execute("DELETE FROM sync_prune_marks WHERE tbl = ? AND key = ?", [table, key])
                 result.prunedRows += 1
             }
@@ -305,8 +309,9 @@ enum SyncPruning {
 extension SyncEngine {
     /// Every device that can still send bundles of this generation: the device folders of this and every earlier
     /// generation (a device there may still re-key into this one and send what it knows) and the devices
-    /// ``sync_devices`` knows, less those `remove-device` removed and this generation's planted folders.
-    func knownDevices() throws -> Set<String> {
+    /// ``sync_devices`` knows, less those `remove-device` removed (on the roster, or in the signed list of removed
+    /// devices) and this generation's planted folders.
+    func knownDevices(roster: SyncRoster) throws -> Set<String> {
         var known = Set(try database.read { db in try db.fetch("SELECT device FROM sync_devices") { try $0.string(at: 0) } })
         for number in 1...max(1, generation) {
             known.formUnion(SyncLayout.deviceIDs(root: Self.layoutRoot(transport.root, generation: number)))
@@ -314,7 +319,11 @@ extension SyncEngine {
         // A planted folder of this generation is no device's (see ``plantedDeviceFolders()``).
         known.subtract(try plantedDeviceFolders())
         known.insert(device)
-        return known.subtracting(SyncRemovedDevices.read(root: layoutRoot, key: key))
+        let removed = try database.read { db in
+            try db.tableExists("sync_removed") ? try db.fetch("SELECT device FROM sync_removed") { try $0.string(at: 0) } : []
+        }
+        return known.subtracting(removed).subtracting(roster.removed.keys)
+            .subtracting(SyncRemovedDevices.read(root: layoutRoot, key: key, accept: { roster.signedByMember($0, generation: self.generation) }))
     }
 
     /// Writes this device's seen vector when it changed (before this sync's bundles are published, so it travels
@@ -331,15 +340,18 @@ extension SyncEngine {
             vector, root: layoutRoot, device: device, key: key, signingKey: signingKey, generation: generation)
     }
 
-    /// Drops the tombstones every known device has seen (``SyncPruning``). Returns what it did.
+    /// Drops the tombstones every known device has seen (``SyncPruning``). Returns what it did. A seen vector is
+    /// believed only when signed by its device's key on the roster (a forged one cannot hasten pruning).
     @discardableResult
-    func pruneTombstones() throws -> SyncPruning.Result {
-        let known = try knownDevices()
+    func pruneTombstones(roster: SyncRoster) throws -> SyncPruning.Result {
+        let known = try knownDevices(roster: roster)
         var published: [String: SyncVector?] = [:]
         for other in known where other != device {
             // `.some(nil)`: a device that has published no vector stays in the list, and holds pruning back
             // (assigning a plain nil would drop it from the dictionary).
-            published[other] = .some(SyncSeenFiles.newest(root: layoutRoot, device: other, key: key)?.vector)
+            published[other] = .some(SyncSeenFiles.newest(root: layoutRoot, device: other, key: key, accept: { bytes in
+                roster.accepts(bytes, device: other, sequence: 0, generation: self.generation)
+            })?.vector)
         }
         let result = try database.write { db in try SyncPruning.prune(db, device: device, published: published) }
         return result
@@ -348,7 +360,9 @@ extension SyncEngine {
     /// After `remove-device`: lists the removed device (with those removed before) in the new generation, so that
     /// it no longer holds back pruning there.
     static func recordRemoval(_ removed: String, previous: Set<String>, engine: SyncEngine) throws {
-        try SyncRemovedDevices.write(previous.union([removed]), root: engine.layoutRoot, key: engine.key)
+        try SyncRemovedDevices.write(
+            previous.union([removed]), root: engine.layoutRoot, key: engine.key, signer: engine.device, signingKey: engine.signingKey,
+            generation: engine.generation)
         try engine.transport.publish([SyncRemovedDevices.file])
     }
 }

@@ -7,35 +7,46 @@ internal import SecureStoreCore
 /// A device's statement on the roster: its public key, the first of its bundles of this generation that it signed
 /// (1 for a device set up by this version; one past its chain for a device of an earlier version, whose older
 /// bundles stay valid unsigned), and the devices it removed from the group, each with the last of that device's
-/// bundles the group accepted. Sealed under the sync key (`roster/<device>` in the authenticated data) and signed by
+/// bundles the group accepted and the key generation of that bundle. A statement in a new generation carries the
+/// removals of the earlier ones its writer knows (Docs/sync.md, "A removal that arrives late"): a device that has not
+/// read the removal in the old generation still learns it before it enters the new one. Sealed under the sync key (`roster/<device>` in the authenticated data) and signed by
 /// the device itself; `roster/<device id>/<10-digit number>`, the newest that verifies is the device's statement.
 struct SyncRosterEntry: Equatable {
     struct Removal: Equatable {
         var device: String
         var lastSequence: Int64
         var lastHash: [UInt8]
+        /// The key generation `lastSequence` is of (the one in which the device was removed).
+        var generation: Int = 0
     }
 
     var publicKey: [UInt8]
     var firstSigned: Int64
     var removals: [Removal]
 
+    /// `SSR1`: every removal is of the statement's own generation; `SSR2`: each removal names its generation.
     static let magic = Array("SSR1".utf8)
+    static let carryingMagic = Array("SSR2".utf8)
 
-    func encoded() -> [UInt8] {
-        var out = Self.magic + publicKey
+    /// The statement's bytes for `generation` (the first format when it carries no removal of an earlier
+    /// generation, so that a device of the version before reads it).
+    func encoded(generation: Int) -> [UInt8] {
+        let carrying = removals.contains { $0.generation != generation }
+        var out = (carrying ? Self.carryingMagic : Self.magic) + publicKey
         SyncVarint.put(UInt64(max(0, firstSigned)), &out)
         SyncVarint.put(UInt64(removals.count), &out)
         for removal in removals {
             SyncVarint.putString(removal.device, &out)
             SyncVarint.put(UInt64(max(0, removal.lastSequence)), &out)
             out += removal.lastHash
+            if carrying { SyncVarint.put(UInt64(max(1, removal.generation)), &out) }
         }
         return out
     }
 
-    static func decode(_ bytes: [UInt8]) -> SyncRosterEntry? {
-        guard bytes.starts(with: magic) else { return nil }
+    static func decode(_ bytes: [UInt8], generation: Int) -> SyncRosterEntry? {
+        let carrying = bytes.starts(with: carryingMagic)
+        guard bytes.starts(with: magic) || carrying else { return nil }
         var reader = SyncVarint.Reader(bytes: bytes, offset: magic.count)
         guard let publicKey = reader.bytes(SyncSigningKey.publicKeySize), let first = reader.varint(), first <= UInt64(Int64.max),
             let count = reader.varint(), count <= UInt64(bytes.count)
@@ -45,7 +56,12 @@ struct SyncRosterEntry: Equatable {
             guard let device = reader.string(), SyncEngine.isDeviceID(device), let last = reader.varint(), last <= UInt64(Int64.max),
                 let hash = reader.bytes(32)
             else { return nil }
-            removals.append(Removal(device: device, lastSequence: Int64(last), lastHash: hash))
+            var removedIn = generation
+            if carrying {
+                guard let number = reader.varint(), number >= 1, number <= UInt64(generation) else { return nil }
+                removedIn = Int(number)
+            }
+            removals.append(Removal(device: device, lastSequence: Int64(last), lastHash: hash, generation: removedIn))
         }
         guard reader.atEnd else { return nil }
         return SyncRosterEntry(publicKey: publicKey, firstSigned: Int64(first), removals: removals)
@@ -126,7 +142,8 @@ extension SyncEngine {
                     }),
                 try db.fetch("SELECT device, generation, last_sequence, last_hash FROM sync_removed") { row in
                     (try row.string(at: 0), try row.int(at: 1), SyncRosterEntry.Removal(
-                        device: try row.string(at: 0), lastSequence: try row.int64(at: 2), lastHash: [UInt8](try row.data(at: 3))))
+                        device: try row.string(at: 0), lastSequence: try row.int64(at: 2), lastHash: [UInt8](try row.data(at: 3)),
+                        generation: try row.int(at: 1)))
                 }
             )
         }
@@ -143,7 +160,7 @@ extension SyncEngine {
                 guard let bytes = try? SyncLayout.read(root + "/" + relative), SyncSignedFile.signer(bytes) == writer,
                     SealedBundle.parseHeader(bytes)?.sequence == number,
                     let plaintext = SealedBundle.open(bytes, device: SyncRosterFiles.aadDevice(writer), key: key),
-                    let entry = SyncRosterEntry.decode(plaintext),
+                    let entry = SyncRosterEntry.decode(plaintext, generation: generation),
                     SyncSignedFile.verify(bytes, publicKey: pinned[writer]?.0 ?? entry.publicKey, generation: generation),
                     entry.publicKey == pinned[writer]?.0 ?? entry.publicKey
                 else {
@@ -161,9 +178,28 @@ extension SyncEngine {
         let knownHere = { (device: String) in pinned[device].map { $0.1 == self.generation } ?? false }
         var newRemovals: [(SyncRosterEntry.Removal, String)] = []
         for (writer, entry) in statements where (knownHere(writer) || writer == device) && roster.removed[writer] == nil {
-            for removal in entry.removals where roster.removed[removal.device] == nil && removal.device != writer {
+            for removal in entry.removals where removal.generation == generation && roster.removed[removal.device] == nil && removal.device != writer {
                 roster.removed[removal.device] = removal
                 newRemovals.append((removal, writer))
+            }
+        }
+        // Removals of earlier generations carried in a statement of this one, by a device this device knew before (its
+        // key pinned): nothing of the removed device is believed here, and before this device enters this generation
+        // it undoes what that device's later bundles brought it in the old one (SyncUndo.swift).
+        var carried: [(SyncRosterEntry.Removal, String)] = []
+        for (writer, entry) in statements.sorted(by: { $0.key < $1.key })
+        where pinned[writer] != nil && writer != device && roster.removed[writer] == nil {
+            for removal in entry.removals where removal.generation < generation && removal.device != writer && removal.device != device {
+                if roster.removed[removal.device] == nil {
+                    roster.removed[removal.device] = SyncRosterEntry.Removal(device: removal.device, lastSequence: 0, lastHash: [])
+                }
+                let known = removedKnown.first { $0.0 == removal.device }
+                if known.map({ $0.1 == removal.generation && $0.2.lastSequence > removal.lastSequence }) ?? true,
+                    !carried.contains(where: { $0.0.device == removal.device && $0.0.lastSequence <= removal.lastSequence })
+                {
+                    carried.removeAll { $0.0.device == removal.device }
+                    carried.append((removal, writer))
+                }
             }
         }
         // A generation in which a device was removed admits nobody new: the removed device holds its key.
@@ -181,7 +217,7 @@ extension SyncEngine {
             pinned[writer].map { $0.0 != member.publicKey || $0.1 != generation || $0.2 != member.firstSigned } ?? true
         }
         // Nothing is written when nothing is new (a sync that applies nothing leaves the database's bytes as they were).
-        guard !changed.isEmpty || !newRemovals.isEmpty else { return roster }
+        guard !changed.isEmpty || !newRemovals.isEmpty || !carried.isEmpty else { return roster }
         try database.write { db in
             for (writer, member) in changed {
                 try db.execute(
@@ -192,6 +228,14 @@ extension SyncEngine {
                 try db.execute(
                     "INSERT OR IGNORE INTO sync_removed (device, generation, last_sequence, last_hash, removed_by) VALUES (?, ?, ?, ?, ?)",
                     [removal.device, generation, removal.lastSequence, Data(removal.lastHash), by])
+            }
+            // A carried removal stands for its generation; of two, the one that accepted less.
+            for (removal, by) in carried {
+                try db.execute("DELETE FROM sync_removed WHERE device = ? AND (generation != ? OR last_sequence > ?)",
+                    [removal.device, removal.generation, removal.lastSequence])
+                try db.execute(
+                    "INSERT OR IGNORE INTO sync_removed (device, generation, last_sequence, last_hash, removed_by) VALUES (?, ?, ?, ?, ?)",
+                    [removal.device, removal.generation, removal.lastSequence, Data(removal.lastHash), by])
             }
         }
         return roster
@@ -209,7 +253,7 @@ extension SyncEngine {
             guard let bytes = try? SyncLayout.read(root + "/" + SyncRosterFiles.relative(device: device, number: number)),
                 SyncSignedFile.verify(bytes, publicKey: signingKey.publicKey, generation: generation),
                 let plaintext = SealedBundle.open(bytes, device: SyncRosterFiles.aadDevice(device), key: key),
-                let entry = SyncRosterEntry.decode(plaintext)
+                let entry = SyncRosterEntry.decode(plaintext, generation: generation)
             else { continue }
             current = entry
             break
@@ -221,11 +265,23 @@ extension SyncEngine {
         }
         let firstSigned = entered == generation ? sequence + 1 : 1
         var entry = current ?? SyncRosterEntry(publicKey: signingKey.publicKey, firstSigned: firstSigned, removals: [])
-        if let removal, !entry.removals.contains(where: { $0.device == removal.device }) { entry.removals.append(removal) }
+        // The removals of earlier generations this device knows are carried into this one's statement.
+        let carried = try database.read { db in
+            try db.fetch(
+                "SELECT device, generation, last_sequence, last_hash FROM sync_removed WHERE generation < ? ORDER BY device", [generation]
+            ) { row in
+                SyncRosterEntry.Removal(
+                    device: try row.string(at: 0), lastSequence: try row.int64(at: 2), lastHash: [UInt8](try row.data(at: 3)),
+                    generation: try row.int(at: 1))
+            }
+        }
+        for removal in ([removal].compactMap { $0 } + carried) where !entry.removals.contains(where: { $0.device == removal.device }) {
+            entry.removals.append(removal)
+        }
         if let current, current == entry { return false }
         let number = (numbers.first ?? 0) + 1
         let header = SealedBundle.Header(format: SealedBundle.format, sequence: number, previousHash: [UInt8](repeating: 0, count: 32))
-        guard let sealed = SealedBundle.seal(entry.encoded(), header: header, device: SyncRosterFiles.aadDevice(device), key: key),
+        guard let sealed = SealedBundle.seal(entry.encoded(generation: generation), header: header, device: SyncRosterFiles.aadDevice(device), key: key),
             let signed = SyncSignedFile.wrap(sealed, device: device, key: signingKey, generation: generation)
         else { throw SyncError(SyncError.Code.remote, "libcrypto could not seal and sign this device's roster entry") }
         try SyncLayout.writeAtomically(signed, root: root, relative: SyncRosterFiles.relative(device: device, number: number))

@@ -15,8 +15,8 @@ public struct SyncedTable: Sendable, Equatable {
     /// The merge's statements, built once per table rather than once per row.
     let selectSQL: String
     let insertSQL: String
-    /// The clock of every column of a new row in one statement (seven arguments a column: table, key, column,
-    /// version, base), nil for a table with too many columns for SQLite's 999 arguments.
+    /// The clock of every column of a new row in one statement (eight arguments a column: table, key, column,
+    /// version, base, the bundle it came in), nil for a table with too many columns for SQLite's 999 arguments.
     let insertCellsSQL: String?
 
     init(name: String, keyColumn: String, columns: [String]) {
@@ -28,9 +28,9 @@ public struct SyncedTable: Sendable, Equatable {
         let names = ([keyColumn] + columns).map(SyncSchema.quoted).joined(separator: ", ")
         let marks = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
         insertSQL = "INSERT OR ROLLBACK INTO \(table) (\(names)) VALUES (\(marks))"
-        insertCellsSQL = columns.count * 7 > 999 ? nil
-            : "INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value) VALUES "
-                + Array(repeating: "(?, ?, ?, ?, ?, ?, ?, 0, NULL)", count: columns.count).joined(separator: ", ")
+        insertCellsSQL = columns.count * 8 > 999 ? nil
+            : "INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value, src) VALUES "
+                + Array(repeating: "(?, ?, ?, ?, ?, ?, ?, 0, NULL, ?)", count: columns.count).joined(separator: ", ")
     }
 
     /// Tables are equal when they sync the same columns by the same key.
@@ -65,6 +65,7 @@ enum SyncSchema {
             base_device TEXT NOT NULL,
             pending INTEGER NOT NULL,
             value,
+            src INTEGER,
             PRIMARY KEY (tbl, key, col)
         ) WITHOUT ROWID;
         CREATE INDEX sync_clock_pending ON sync_clock (pending) WHERE pending = 1;
@@ -86,7 +87,8 @@ enum SyncSchema {
             won_hlc INTEGER NOT NULL,
             won_device TEXT NOT NULL,
             recorded_at INTEGER NOT NULL,
-            restored INTEGER NOT NULL DEFAULT 0
+            restored INTEGER NOT NULL DEFAULT 0,
+            src INTEGER
         );
         """
 

@@ -6,6 +6,7 @@ internal import Foundation
 internal import Keychain
 internal import SecureStore
 internal import SecureStoreCore
+internal import Synchronization
 
 /// A device's Ed25519 private key (its 32-byte seed) in a zeroing buffer, and its public key. Every call into
 /// libcrypto for Ed25519 goes through this type; the seed never leaves it but through the key store.
@@ -85,9 +86,21 @@ enum SyncSignedFile {
         Array("securestore sync signature 1\u{0}generation \(generation)\u{0}".utf8) + inner
     }
 
+    /// Set only by the sync benchmark (``SyncBenchmarkHooks``): envelopes carry a zero signature and every check
+    /// passes, so that the cost of Ed25519 can be measured against the same work without it.
+    static let benchmarkWithoutCrypto = Atomic<Bool>(false)
+    /// Ed25519 signatures made and checked in this process (read by the sync benchmark).
+    static let signatures = Atomic<Int>(0)
+    static let checks = Atomic<Int>(0)
+
     /// `inner` signed by `device` with `key` for `generation`; nil when libcrypto fails.
     static func wrap(_ inner: [UInt8], device: String, key: SyncSigningKey, generation: Int) -> [UInt8]? {
-        guard device.utf8.count == signerSize, let signature = key.sign(message(inner, generation: generation)) else { return nil }
+        guard device.utf8.count == signerSize else { return nil }
+        if benchmarkWithoutCrypto.load(ordering: .relaxed) {
+            return magic + Array(device.utf8) + [UInt8](repeating: 0, count: SyncSigningKey.signatureSize) + inner
+        }
+        guard let signature = key.sign(message(inner, generation: generation)) else { return nil }
+        signatures.add(1, ordering: .relaxed)
         return magic + Array(device.utf8) + signature + inner
     }
 
@@ -103,11 +116,31 @@ enum SyncSignedFile {
         return SyncEngine.isDeviceID(id) ? id : nil
     }
 
+    /// Small files verified before in this process (roster statements, seen vectors, key checks are read at every
+    /// sync and rarely change), by SHA-256 of the public key, the generation and the file: only successes are kept, and
+    /// the same bytes under the same key verify the same way. At most `verifiedLimit`; emptied when full.
+    private static let verified = Mutex<Set<[UInt8]>>([])
+    private static let verifiedLimit = 1_024
+    private static let cachedSize = 16 * 1024
+
     /// Whether `file` is signed by the holder of `publicKey` for `generation`.
     static func verify(_ file: [UInt8], publicKey: [UInt8], generation: Int) -> Bool {
         guard signer(file) != nil else { return false }
+        if benchmarkWithoutCrypto.load(ordering: .relaxed) { return true }
+        let cacheKey = file.count <= cachedSize ? SealedBundle.sha256(publicKey + message(file, generation: generation)) : nil
+        if let cacheKey, verified.withLock({ $0.contains(cacheKey) }) { return true }
         let signature = file[(8 + signerSize)..<prefixSize]
-        return SyncSigningKey.verify(signature, of: message(file[prefixSize...], generation: generation), publicKey: publicKey)
+        checks.add(1, ordering: .relaxed)
+        guard SyncSigningKey.verify(signature, of: message(file[prefixSize...], generation: generation), publicKey: publicKey) else {
+            return false
+        }
+        if let cacheKey {
+            verified.withLock { set in
+                if set.count >= verifiedLimit { set.removeAll(keepingCapacity: true) }
+                set.insert(cacheKey)
+            }
+        }
+        return true
     }
 }
 
@@ -141,5 +174,42 @@ extension SyncEngine {
         }
         try database.keychain.set(secret, service: service, account: device, label: "SecureStore sync signing key of \(database.name)")
         return key
+    }
+}
+
+/// Hooks for the sync benchmark only (`make bench-sync`, Docs/performance.md), not an option of the library or the
+/// tool: a client must import them with `@_spi(Benchmarks) import Sync`.
+@_spi(Benchmarks) public enum SyncBenchmarkHooks {
+    /// Turns Ed25519 signing and checking off (`false`) or on again (`true`, the default) for the whole process:
+    /// off, every file gets a zero signature and every signature check passes (nothing else changes), so that the
+    /// benchmark can measure what signing and checking cost. Never turn it off outside a benchmark: a device without
+    /// it believes anyone who holds the sync key.
+    public static func setSigningAndChecking(_ on: Bool) {
+        SyncSignedFile.benchmarkWithoutCrypto.store(!on, ordering: .relaxed)
+    }
+
+    /// The Ed25519 signatures made and checked in this process so far (checks answered from the cache of small files
+    /// verified before are not counted).
+    public static var counts: (signatures: Int, checks: Int) {
+        (SyncSignedFile.signatures.load(ordering: .relaxed), SyncSignedFile.checks.load(ordering: .relaxed))
+    }
+
+    /// The median time, in microseconds, of one Ed25519 signature and one check of a `bytes`-byte file, each done
+    /// `iterations` times with a fresh key (what the sync does per file, key set-up included).
+    public static func signAndCheckMicroseconds(bytes: Int, iterations: Int) -> (sign: Double, check: Double) {
+        guard let key = SyncSigningKey.random() else { return (0, 0) }
+        let file = [UInt8](repeating: 0x5a, count: bytes)
+        let clock = ContinuousClock()
+        func micro(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12
+        }
+        var signing: [Double] = [], checking: [Double] = []
+        var signature: [UInt8] = []
+        for _ in 0..<max(1, iterations) {
+            signing.append(micro(clock.measure { signature = key.sign(file) ?? [] }))
+            checking.append(micro(clock.measure { _ = SyncSigningKey.verify(signature, of: file, publicKey: key.publicKey) }))
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        return (median(signing), median(checking))
     }
 }

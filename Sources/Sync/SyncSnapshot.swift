@@ -158,9 +158,14 @@ extension SyncEngine {
             return SyncSnapshotFiles.Manifest(vector: vector, parts: parts)
         }
         // The manifest last: a snapshot without one is not complete and is not read.
+        // Signed by this device (the manifest holds every part's hash): a snapshot is believed only when its folder's
+        // device on the roster signed it.
         let sealed = try SyncSnapshotFiles.seal(
             manifest.encoded(), sequence: number, aad: SyncSnapshotFiles.manifestAAD(device), key: key)
-        try SyncLayout.writeAtomically(sealed, root: root, relative: folder + "/" + SyncSnapshotFiles.manifest)
+        guard let signed = SyncSignedFile.wrap(sealed, device: device, key: signingKey, generation: generation) else {
+            throw SyncError(SyncError.Code.remote, "libcrypto could not sign the snapshot's manifest; nothing was published")
+        }
+        try SyncLayout.writeAtomically(signed, root: root, relative: folder + "/" + SyncSnapshotFiles.manifest)
         // This device's older snapshots go (its own files only; in git the history keeps them, sealed).
         for older in SyncSnapshotFiles.numbers(root: root, device: device) where older < number {
             removeDirectoryAndFiles(root + "/" + SyncSnapshotFiles.folder(device: device, number: older))
@@ -184,8 +189,10 @@ extension SyncEngine {
     }
 
     /// The newest complete snapshot of every writer whose manifest opens; each that does not is described in
-    /// `refused`.
-    func snapshotCandidates(refused: inout [String]) -> [SnapshotCandidate] {
+    /// `refused`. One whose manifest opens but is not signed by its folder's device with its key on `roster` (written
+    /// by a holder of the sync key, or by an earlier version, or by a removed device) is skipped and its folder listed
+    /// in `skipped`; nothing of it is read further.
+    func snapshotCandidates(refused: inout [String], skipped: inout [String], roster: SyncRoster) -> [SnapshotCandidate] {
         let root = layoutRoot
         let prefix = generation == 1 ? "" : "generation-\(generation)/"
         var candidates: [SnapshotCandidate] = []
@@ -203,6 +210,10 @@ extension SyncEngine {
                 refused.append(
                     "refused the snapshot '\(prefix)\(folder)': its manifest does not authenticate under the sync key as this "
                         + "snapshot of this device (forged, tampered with, truncated, renamed or replayed); nothing of it was applied")
+                continue
+            }
+            guard roster.accepts(bytes, device: writer, sequence: 0, generation: generation) else {
+                skipped.append(prefix + folder)
                 continue
             }
             candidates.append(SnapshotCandidate(writer: writer, number: number, manifest: manifest, folder: folder, shown: prefix + folder))
@@ -257,7 +268,7 @@ extension SyncEngine {
     /// never forks its chain. A snapshot that does not verify is named in ``SyncReport/refusedSnapshots`` and nothing
     /// of it is applied; the next one, or the bundles, are used instead. A gap that no snapshot holds is reported by
     /// ``missingBundles()``.
-    func startFromSnapshot(_ report: inout SyncReport, skipping planted: Set<String>) throws {
+    func startFromSnapshot(_ report: inout SyncReport, skipping planted: Set<String>, roster: SyncRoster) throws {
         let root = layoutRoot
         let position = try database.read { db in try SyncVector.current(db, device: device, name: "") }
         let gaps = chainGaps(position, skipping: planted)
@@ -277,7 +288,7 @@ extension SyncEngine {
         func holdsGaps(_ candidate: SnapshotCandidate) -> Bool {
             gaps.allSatisfy { candidate.manifest.vector[$0.device] >= Int64($0.resumesAt) - 1 }
         }
-        var candidates = snapshotCandidates(refused: &report.refusedSnapshots)
+        var candidates = snapshotCandidates(refused: &report.refusedSnapshots, skipped: &report.skippedFiles, roster: roster)
         if fresh {
             candidates = candidates.filter { $0.writer != device && $0.manifest.vector[device] == 0 }
             candidates.sort {
@@ -330,7 +341,7 @@ extension SyncEngine {
                     var rows = 0
                     let (changed, conflicts) = try SyncMerge.apply(
                         db, tables: byName, deferringIndexing: true, now: now, merges: merges
-                    ) { () throws -> [SyncRowChange]? in
+                    ) { () throws -> (rows: [SyncRowChange], source: Int64?, sender: String?)? in
                         guard index < candidate.manifest.parts.endIndex, rows == 0
                             || (rows < Self.rowsPerTransaction && clock.now - started < Self.transactionDuration)
                         else { return nil }
@@ -345,7 +356,12 @@ extension SyncEngine {
                         }
                         index += 1
                         rows += payload.rows.count
-                        return payload.rows
+                        // Marked as coming after the writer's own position in it (SyncUndo.swift): a removal of the writer
+                        // that does not name a later bundle undoes what it brought (its snapshot could hold its later edits).
+                        let own = candidate.manifest.vector[candidate.writer]
+                        return (
+                            payload.rows, candidate.writer == device ? nil : try SyncUndo.source(db, device: candidate.writer, sequence: own + 1), nil
+                        )
                     }
                     report.newConflicts += conflicts
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")

@@ -112,11 +112,11 @@ import Tasks
         try a.sync()
         let attacker = try #require(SyncSigningKey.random())
         let entry = SyncRosterEntry(publicKey: attacker.publicKey, firstSigned: 1, removals: [
-            SyncRosterEntry.Removal(device: a.engine.device, lastSequence: 0, lastHash: [UInt8](repeating: 0, count: 32))
+            SyncRosterEntry.Removal(device: a.engine.device, lastSequence: 0, lastHash: [UInt8](repeating: 0, count: 32), generation: 1)
         ])
         let number = (SyncRosterFiles.numbers(root: root, device: b.engine.device).first ?? 0) + 1
         let header = SealedBundle.Header(format: SealedBundle.format, sequence: number, previousHash: [UInt8](repeating: 0, count: 32))
-        let inner = try #require(SealedBundle.seal(entry.encoded(), header: header, device: SyncRosterFiles.aadDevice(b.engine.device), key: a.engine.key))
+        let inner = try #require(SealedBundle.seal(entry.encoded(generation: 1), header: header, device: SyncRosterFiles.aadDevice(b.engine.device), key: a.engine.key))
         let forged = try #require(SyncSignedFile.wrap(inner, device: b.engine.device, key: attacker, generation: 1))
         let relative = SyncRosterFiles.relative(device: b.engine.device, number: number)
         try SyncLayout.writeAtomically(forged, root: root, relative: relative)
@@ -210,4 +210,144 @@ import Tasks
         try a.sync()
         #expect(try a.rows() == d.rows())
     }
+
+    /// A replication engine delivers C's post-removal bundle to an offline device D before the signed removal (in
+    /// generation 1's roster), and — `removalFirst` false — the new generation before that removal too: D applies the
+    /// bundle (it cannot know yet), then, once either the removal or the new generation's roster (which carries it)
+    /// arrives, undoes what it brought — C's new task gone, C's rename of A's task undone, D's own later edit of that
+    /// task kept — and neither D nor A ever holds C's post-removal data in generation 2.
+    @Test(arguments: [true, false]) func aRemovedDevicesBundleDeliveredBeforeTheRemovalIsUndoneAndNeverCarried(removalFirst: Bool) throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        try d.join(.folder(root), code)
+        let shared = try a.tasks.create(title: "A task").id
+        try a.sync()
+        try c.sync()
+        try d.sync()
+        try a.sync()
+        try c.sync()
+        try d.sync()
+        let before = try d.rows()
+        let rosterBefore = Set(SyncRosterFiles.numbers(root: root, device: a.engine.device))
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        // Not delivered yet to D: generation 2, and A's signed removal in generation 1's roster.
+        let removalNumber = try #require(SyncRosterFiles.numbers(root: root, device: a.engine.device).first { !rosterBefore.contains($0) })
+        let removalFile = SyncRosterFiles.relative(device: a.engine.device, number: removalNumber)
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        try FileManager.default.moveItem(atPath: root + "/" + removalFile, toPath: scratch.path + "/removal")
+        // C, removed but still able to write the folder, writes on in generation 1.
+        _ = try c.tasks.create(title: "C after removal")
+        _ = try c.tasks.rename(id: shared, to: "renamed by C after removal")
+        #expect(throws: Never.self) { try c.sync() }
+        // D applies it: nothing it has read says C was removed.
+        try d.sync()
+        #expect(try d.rows().contains { $0.contains("C after removal") })
+        #expect(try d.rows().contains { $0.contains("renamed by C after removal") })
+        _ = try d.tasks.setDone(true, id: shared)
+        _ = try d.tasks.create(title: "D while offline")
+        if removalFirst {
+            try FileManager.default.moveItem(atPath: scratch.path + "/removal", toPath: root + "/" + removalFile)
+            #expect(throws: Never.self) { try d.sync() }
+            let rows = try d.rows()
+            #expect(!rows.contains { $0.contains("C after removal") || $0.contains("renamed by C") }, "\(rows)")
+            #expect(rows.contains { $0.contains("A task 1") }, "D's own done mark stays: \(rows)")
+            #expect(rows.count == before.count + 1, "\(rows)")
+            #expect(try d.engine.devices().first { $0.id == c.engine.device }?.sequence ?? 0 < SyncLayout.bundles(root: root, device: c.engine.device).count)
+        }
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        let rotated = #expect(throws: SyncError.self) { try d.sync() }
+        #expect(rotated?.code == SyncError.Code.keyRotated)
+        try SyncEngine.rekey(database: d.database, pairingCode: newCode)
+        d.engine = try SyncEngine(database: d.database)
+        try a.sync()
+        try d.sync()
+        for device in [a, d] {
+            let rows = try device.rows()
+            #expect(!rows.contains { $0.contains("C after removal") || $0.contains("renamed by C") }, "\(rows)")
+            #expect(rows.contains { $0.contains("A task 1") }, "\(rows)")
+            #expect(rows.contains { $0.contains("D while offline") }, "\(rows)")
+        }
+        #expect(try a.rows() == d.rows())
+        #expect(try d.engine.conflicts().allSatisfy { $0.lostDevice != c.engine.device && $0.wonDevice != c.engine.device })
+        // And the removal, late, changes nothing more.
+        if !removalFirst {
+            try FileManager.default.moveItem(atPath: scratch.path + "/removal", toPath: root + "/" + removalFile)
+            try a.sync()
+            try d.sync()
+            #expect(try a.rows() == d.rows())
+        }
+    }
+
+    /// Issue 32: a snapshot is believed only when its folder's device signed it. A holder of the sync key writes a
+    /// complete, well-sealed snapshot into B's folder (unsigned, or signed with a key that is not B's), claiming to hold
+    /// every bundle and carrying a task nobody made: a device that joins skips it and lists it, applies nothing of it and
+    /// starts from the bundles; `sync clean` does not take it as holding anyone's bundles and removes nothing.
+    @Test(arguments: [false, true]) func aSnapshotWrittenInAnotherDevicesNameIsSkippedAndListed(signedByAnotherKey: Bool) throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        let shared = try a.tasks.create(title: "A task").id
+        try a.sync()
+        try b.join(.folder(root), code)
+        try b.sync()
+        _ = try b.tasks.create(title: "B task")
+        try b.sync()
+        try a.sync()
+        // The forgery: A's row of "A task" under a new key with another title, and A's vector (it holds every bundle).
+        let (vector, row, columns) = try a.database.read { db in
+            let table = try #require(try SyncSchema.tables(db).first { $0.name == "tasks" })
+            var key = [UInt8](repeating: 0, count: 16)
+            withUnsafeBytes(of: shared.uuid) { key = Array($0) }
+            var row = try SyncMerge.outgoing(db, table, key: .blob(Data(key)))
+            row.key = .blob(Data((0..<16).map { UInt8($0 + 1) }))
+            row.cells = row.cells.map { cell in
+                var cell = cell
+                if cell.column == "title" { cell.value = .text("planted by a snapshot") }
+                return cell
+            }
+            return (try SyncVector.current(db, device: a.engine.device, name: "forged"), row, [table.name: table.columns])
+        }
+        let writer = b.engine.device
+        let snapshot = SyncSnapshotFiles.folder(device: writer, number: 1)
+        let part = try SyncSnapshotFiles.seal(
+            try SyncPayload(deviceName: "forged", tables: columns, rows: [row]).encoded(), sequence: 1,
+            aad: SyncSnapshotFiles.partAAD(writer, 1), key: a.engine.key)
+        try SyncLayout.writeAtomically(part, root: root, relative: snapshot + "/" + SyncSnapshotFiles.part(1))
+        var manifest = try SyncSnapshotFiles.seal(
+            SyncSnapshotFiles.Manifest(vector: vector, parts: [(SealedBundle.sha256(part), 1)]).encoded(), sequence: 1,
+            aad: SyncSnapshotFiles.manifestAAD(writer), key: a.engine.key)
+        if signedByAnotherKey {
+            let attacker = try #require(SyncSigningKey.random())
+            manifest = try #require(SyncSignedFile.wrap(manifest, device: writer, key: attacker, generation: 1))
+        }
+        try SyncLayout.writeAtomically(manifest, root: root, relative: snapshot + "/" + SyncSnapshotFiles.manifest)
+
+        try d.join(.folder(root), code)
+        let report = try d.sync()
+        #expect(report.skippedFiles.contains(snapshot), "\(report.skippedFiles)")
+        #expect(report.snapshot == nil)
+        #expect(!(try d.rows()).contains { $0.contains("planted by a snapshot") })
+        #expect(try d.rows() == a.rows())
+        #expect(try d.rows().count == 2)
+        // sync clean: the forged snapshot holds nobody's bundles.
+        let aBundles = SyncLayout.bundles(root: root, device: a.engine.device).count
+        let cleaned = try a.engine.clean()
+        #expect(cleaned.removedBundles == 0)
+        #expect(cleaned.snapshot == nil)
+        #expect(SyncLayout.bundles(root: root, device: a.engine.device).count == aBundles)
+        // A genuine snapshot of B is believed.
+        try b.sync()
+        let info = try b.engine.writeSnapshot()
+        let e = try SyncDevice_()
+        try e.join(.folder(root), code)
+        let joined = try e.sync()
+        #expect(joined.snapshot == info.path)
+        #expect(try e.rows() == a.rows())
+    }
 }
+

@@ -1,0 +1,92 @@
+import EncryptedDatabase
+import Foundation
+import Keychain
+import SecureStore
+import Testing
+import TestSupport
+@testable import Sync
+import Tasks
+
+/// Issue 32, part 3: an edit lost to a concurrent delete is in the conflict log of every device, whatever the order
+/// in which the devices sync (before, it was logged on the editing device only when the delete reached it before its
+/// edit went out, and nowhere otherwise).
+@Suite(.serialized) struct SyncConflictLogTests {
+    /// One run of the same offline edits by A, B and C (renames, done marks, deletes, some of them concurrent), then
+    /// the devices sync in `order`, twice round; returns each device's log, devices named by letter.
+    private func run(order: [Int]) throws -> (logs: [Set<String>], rows: [[String]]) {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path + "/remote")
+        let a = try SyncDevice_(), b = try SyncDevice_(), c = try SyncDevice_()
+        let ids = try (1...6).map { try a.tasks.create(title: "t\($0)").id }
+        let code = try a.initialize(remote)
+        try b.join(remote, code)
+        try c.join(remote, code)
+        try b.sync()
+        try c.sync()
+        try a.sync()
+        // Offline, a few milliseconds apart so that the clocks order them as written:
+        _ = try a.tasks.rename(id: ids[0], to: "t1 renamed by A")       // t1: A renames, B deletes later
+        _ = try c.tasks.setDone(true, id: ids[0])                        //     and C marks it done
+        _ = try a.tasks.rename(id: ids[1], to: "t2 renamed by A")       // t2: A renames twice; C deletes between
+        Thread.sleep(forTimeInterval: 0.005)
+        _ = try c.tasks.delete(id: ids[1])
+        Thread.sleep(forTimeInterval: 0.005)
+        _ = try a.tasks.rename(id: ids[1], to: "t2 renamed again by A")
+        _ = try b.tasks.rename(id: ids[2], to: "t3 renamed by B")       // t3: B renames, C marks it done, A deletes later
+        _ = try c.tasks.setDone(true, id: ids[2])
+        _ = try b.tasks.setDone(true, id: ids[3])                        // t4: B done, C renames: both kept
+        _ = try c.tasks.rename(id: ids[3], to: "t4 renamed by C")
+        _ = try a.tasks.delete(id: ids[4])                               // t5: A deletes, nobody edits: nothing lost
+        _ = try c.tasks.rename(id: ids[5], to: "t6 renamed by C")       // t6: C renames, B deletes later
+        Thread.sleep(forTimeInterval: 0.005)
+        _ = try b.tasks.delete(id: ids[0])
+        _ = try a.tasks.delete(id: ids[2])
+        _ = try b.tasks.delete(id: ids[5])
+        let devices = [a, b, c]
+        for _ in 0..<2 {
+            for index in order { try devices[index].sync() }
+        }
+        let names = [a.engine.device: "A", b.engine.device: "B", c.engine.device: "C"]
+        let titles = Dictionary(uniqueKeysWithValues: ids.enumerated().map { (offset, id) in
+            (withUnsafeBytes(of: id.uuid) { Data($0) }, "t\(offset + 1)")
+        })
+        func described(_ conflict: SyncConflict) -> String {
+            let row: String
+            if case .blob(let key) = conflict.key { row = titles[key] ?? "?" } else { row = "?" }
+            let value: String
+            switch conflict.lostValue {
+            case .text(let text): value = text
+            case .integer(let number): value = String(number)
+            default: value = "\(conflict.lostValue)"
+            }
+            return "\(row) \(conflict.column) '\(value)' by \(names[conflict.lostDevice] ?? "?") lost to \(names[conflict.wonDevice] ?? "?")"
+        }
+        let logs = try devices.map { device in Set(try device.engine.conflicts().map(described)) }
+        let rows = try devices.map { device in
+            try device.database.read { db in try db.fetch("SELECT title, done FROM tasks ORDER BY title") { "\(try $0.string(at: 0)) \(try $0.int(at: 1))" } }
+        }
+        return (logs, rows)
+    }
+
+    @Test func theConflictLogIsTheSameOnEveryDeviceWhateverTheOrder() throws {
+        var results: [[Int]: Set<String>] = [:]
+        for order in permutations([0, 1, 2]) {
+            let (logs, rows) = try run(order: order)
+            #expect(rows[0] == rows[1] && rows[1] == rows[2], "order \(order): rows differ \(rows)")
+            #expect(logs[0] == logs[1], "order \(order): A \(logs[0].sorted()) B \(logs[1].sorted())")
+            #expect(logs[1] == logs[2], "order \(order): B \(logs[1].sorted()) C \(logs[2].sorted())")
+            results[order] = logs[0]
+        }
+        let distinct = Set(results.values)
+        #expect(distinct.count == 1, "\(results.mapValues { $0.sorted() })")
+        let log = try #require(results.values.first)
+        // What a person expects to find: the edits the deletes had not seen, and the concurrent renames' losers.
+        #expect(log.contains("t1 title 't1 renamed by A' by A lost to B"), "\(log.sorted())")
+        #expect(log.contains("t1 done '1' by C lost to B"), "\(log.sorted())")
+        #expect(log.contains("t2 title 't2 renamed again by A' by A lost to C") == false, "an edit after the delete brings t2 back")
+        #expect(log.contains("t6 title 't6 renamed by C' by C lost to B"), "\(log.sorted())")
+        #expect(log.contains("t3 title 't3 renamed by B' by B lost to A"), "\(log.sorted())")
+        #expect(log.contains("t3 done '1' by C lost to A"), "\(log.sorted())")
+        #expect(log.count == 5, "\(log.sorted())")
+    }
+}
