@@ -164,6 +164,10 @@ BASH_COMPLETION := share/bash-completion/completions/securestore
 ZSH_COMPLETION := share/zsh/site-functions/_securestore
 FISH_COMPLETION := share/fish/vendor_completions.d/securestore.fish
 MAN1 := share/man/man1
+# The watcher's systemd user unit (`sync watch`, Docs/sync.md "Syncing by itself"): where the user manager looks under
+# PREFIX (/usr/local/lib/systemd/user, /usr/lib/systemd/user).
+SYSTEMD_USER := lib/systemd/user
+WATCH_UNIT := securestore-sync-watch@.service
 install: deps
 	$(SWIFT) build -c release $(STATIC) --product securestore
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin
@@ -189,11 +193,17 @@ install: deps
 	    $$bin man $$group > "$$file.tmp"; chmod 0644 "$$file.tmp"; mv "$$file.tmp" "$$file"; \
 	    echo "installed: $$file"; \
 	done
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' Tools/systemd/$(WATCH_UNIT).in > $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT).tmp
+	chmod 0644 $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT).tmp
+	mv $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT).tmp $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT)
+	@echo "installed: $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT) (systemctl --user enable --now securestore-sync-watch@tasks)"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
 	rm -f $(DESTDIR)$(PREFIX)/$(BASH_COMPLETION) $(DESTDIR)$(PREFIX)/$(ZSH_COMPLETION) $(DESTDIR)$(PREFIX)/$(FISH_COMPLETION)
 	rm -f $(DESTDIR)$(PREFIX)/$(MAN1)/securestore.1 $(DESTDIR)$(PREFIX)/$(MAN1)/securestore-*.1
+	rm -f $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT)
 
 # Benchmarks, release build, side by side with baselines (plain libsqlite3 in its own process, libsecret's
 # C API, UserDefaults); ends with one "BENCH <workload> project=… baseline=… ratio=…" line per workload.

@@ -63,7 +63,7 @@ private func withEngine(_ invocation: Invocation, _ body: (SyncEngine) throws ->
 }
 
 /// A `SyncError` as the tool reports it: exit statuses from Docs/cli.md, a hint where one helps.
-private func translatingSyncErrors<T>(_ name: String, _ body: () throws -> T) throws -> T {
+func translatingSyncErrors<T>(_ name: String, _ body: () throws -> T) throws -> T {
     do {
         return try body()
     } catch let error as SyncError {
@@ -553,4 +553,5 @@ let syncCommand = Command(
                     return ExitStatus.success
                 }
             }),
+        syncWatchCommand,  // SyncWatchCommand.swift
     ])
