@@ -140,12 +140,13 @@ private final class SyncWatchLoop {
 
     /// The device's clock after this watcher's last sync: a commit to a synced table moves it.
     var clockAfterSync: Int64?
-    var localChanged = false
+    /// Writes to the database's files: a sync when they moved the clock and left rows to send. Their own timer: a
+    /// process reading the database in a loop never delays a sync the folder asked for.
+    var local = Debounce()
     /// A commit came while the last sync ran: sync again (once).
     var syncAgain = false
-    var remoteChanged = false
-    var firstChange: ContinuousClock.Instant?
-    var syncAt: ContinuousClock.Instant?
+    /// Another device's files arrived, or a rescan is needed.
+    var remote = Debounce()
     var nextFetch: ContinuousClock.Instant?
     var failures = 0
     var lastFailure: String?
@@ -172,7 +173,8 @@ private final class SyncWatchLoop {
 
     func run(signals: FileDescriptor?) throws {
         do {
-            databaseWatch = try watch.add(databaseFolder, [.modified, .closedAfterWriting, .movedIn, .created])
+            // Writes only: every process that had the database open closes it opened for writing (IN_CLOSE_WRITE).
+            databaseWatch = try watch.add(databaseFolder, [.modified, .movedIn, .created])
         } catch {
             throw SyncError(SyncError.Code.remote, "cannot watch the database's folder '\(databaseFolder)': \(error)")
         }
@@ -183,7 +185,7 @@ private final class SyncWatchLoop {
         var descriptors = [watch.descriptor, watcher.stopReader.rawValue]
         if let signals { descriptors.append(signals.rawValue) }
         while true {
-            let deadline = [syncAt, retryAt, nextFetch].compactMap { $0 }.min()
+            let deadline = [local.due, remote.due, retryAt, nextFetch].compactMap { $0 }.min()
             let ready = waitForInput(descriptors, timeout: deadline.map { clock.now.duration(to: $0) }.map { max($0, .zero) })
             if ready[1] || (ready.count > 2 && ready[2]) {
                 report(.stopped)
@@ -191,19 +193,16 @@ private final class SyncWatchLoop {
             }
             if ready[0] { take(watch.read()) }
             let now = clock.now
-            if let due = syncAt, due <= now {
-                syncAt = nil
-                firstChange = nil
-                let cause: SyncWatchCause = remoteChanged ? .remoteChange : .localChange
-                let local = localChanged, forced = syncAgain
-                localChanged = false
-                remoteChanged = false
+            let remoteDue = remote.isDue(now), localDue = local.isDue(now)
+            if remoteDue || localDue {
+                let forced = syncAgain
+                if remoteDue { remote = Debounce() }
+                if localDue { local = Debounce() }
                 syncAgain = false
                 // While a failed sync waits for its retry, changes wait with it (the retry takes them).
-                if retryAt == nil
-                    && (cause == .remoteChange || forced || (local && localClock() != clockAfterSync && hasUnsentChanges()))
-                {
-                    syncNow(cause, again: forced)
+                if retryAt == nil && (remoteDue || forced || (localClock() != clockAfterSync && hasUnsentChanges())) {
+                    local = Debounce()
+                    syncNow(remoteDue ? .remoteChange : .localChange, again: forced && !remoteDue)
                 }
             }
             if let due = retryAt, due <= clock.now {
@@ -228,21 +227,17 @@ private final class SyncWatchLoop {
 
     /// Notes what the kernel reported; schedules a sync after the debounce.
     func take(_ events: [FileWatch.Event]) {
-        var changed = false
+        let now = clock.now
         for event in events {
             if event.events.contains(.overflow) {
                 // Events were dropped: look at everything again.
-                localChanged = true
-                remoteChanged = folderRoot != nil
-                changed = true
+                local.note(now, options)
+                if folderRoot != nil { remote.note(now, options) }
                 watchFolder()
                 continue
             }
             if event.watch == databaseWatch {
-                if databaseNames.contains(event.name) {
-                    localChanged = true
-                    changed = true
-                }
+                if databaseNames.contains(event.name) { local.note(now, options) }
                 continue
             }
             guard let relative = folderWatches[event.watch] else { continue }
@@ -255,13 +250,8 @@ private final class SyncWatchLoop {
                 // A new folder (a device's first bundle, a snapshot): watch it and what is in it already.
                 watchFolder(relative.isEmpty ? event.name : relative + "/" + event.name)
             }
-            remoteChanged = true
-            changed = true
+            remote.note(now, options)
         }
-        guard changed else { return }
-        let now = clock.now
-        if firstChange == nil { firstChange = now }
-        syncAt = min(now + options.debounce, firstChange! + options.longestDebounce)
     }
 
     /// Whether a name in the folder remote is another device's file: not a temporary or hidden name (Syncthing's
@@ -287,7 +277,7 @@ private final class SyncWatchLoop {
                 if (try? fileStatus(root + "/" + child, followingLinks: false))?.isDirectory == true {
                     pending.append(child)
                 } else if !relative.isEmpty {
-                    remoteChanged = true
+                    remote.note(clock.now, options)
                 }
             }
         }
@@ -316,7 +306,7 @@ private final class SyncWatchLoop {
             // A commit made while this sync ran (its events are read after it) is not in what it sent.
             if !again && hasUnsentChanges() {
                 syncAgain = true
-                syncAt = clock.now + options.debounce
+                local.note(clock.now, options)
             }
             if failures > 0 {
                 report(.recovered(result, failures: failures))
@@ -357,6 +347,19 @@ private final class SyncWatchLoop {
             report(.failed(error, cause: cause, retryIn: wait))
         }
     }
+}
+
+/// One debounce timer: due `debounce` after the last change, and never later than `longestDebounce` after the first.
+struct Debounce {
+    var first: ContinuousClock.Instant?
+    var due: ContinuousClock.Instant?
+
+    mutating func note(_ now: ContinuousClock.Instant, _ options: SyncWatchOptions) {
+        if first == nil { first = now }
+        due = min(now + options.debounce, first! + options.longestDebounce)
+    }
+
+    func isDue(_ now: ContinuousClock.Instant) -> Bool { due.map { $0 <= now } ?? false }
 }
 
 extension SyncEngine {
