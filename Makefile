@@ -48,7 +48,7 @@ KEEPASSXC_OFF := SECURESTORE_KEEPASSXC_CONFIRM=off SECURESTORE_KEEPASSXC_UNLOCK_
 # provider on the bus), never twice in a row. A real failure fails both runs.
 KEEPASSXC_RETRY := echo "test: the KeePassXC pass failed; running it once more (logs of the failed run kept, see above)" >&2
 
-.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores bench-sync
+.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores bench-sync bench-watch-idle
 
 all: build
 
@@ -264,6 +264,13 @@ bench-sync: deps
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-sync
 	d=$$(mktemp -d) && $(HARNESS) Tests/Benchmarks/.build/release/securestore-bench-sync "$$d" --tasks $(SYNC_TASKS) \
 	    --pairs 15; rc=$$?; rm -rf "$$d"; exit $$rc
+
+# What `sync watch` costs while nothing happens (Docs/performance.md, "Syncing by itself"): a folder watcher and a git
+# watcher left alone WATCH_IDLE_SECONDS (10 minutes), their CPU time from /proc/<pid>/stat; "BENCH watch-idle-… cpu-ms=…".
+WATCH_IDLE_SECONDS ?= 600
+bench-watch-idle: deps
+	$(SWIFT) build -c release --product securestore
+	$(HARNESS) Tests/Benchmarks/measure-watch-idle.sh --tool "$$(pwd)/.build/release/securestore" --seconds $(WATCH_IDLE_SECONDS)
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400
