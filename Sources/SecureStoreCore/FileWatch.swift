@@ -84,14 +84,14 @@ package struct FileWatch: ~Copyable {
 }
 
 /// The signals a long-running command ends on (SIGINT, SIGTERM, SIGHUP), turned into bytes on a pipe that
-/// ``waitForInput(_:timeout:)`` waits on with everything else: the command ends at a point of its choosing (between
+/// `waitForInput(_:timeout:)` waits on with everything else: the command ends at a point of its choosing (between
 /// two syncs), never in the middle of writing a file. One per process.
 package enum SignalPipe {
     /// The pipe's write end, for the handler (-1 until ``install()``).
     nonisolated(unsafe) private static var writeEnd: Int32 = -1
 
     /// From now on SIGINT, SIGTERM and SIGHUP write their number to a pipe instead of ending the process (this
-    /// replaces ``ScratchFiles/removeOnSignals()``'s handlers); returns the pipe's read end, readable once a signal
+    /// replaces `ScratchFiles.removeOnSignals()`'s handlers); returns the pipe's read end, readable once a signal
     /// came. The corresponding C functions are `pipe` and `sigaction`.
     package static func install() throws(Errno) -> FileDescriptor {
         let (readEnd, write) = try FileDescriptor.pipe()
