@@ -98,6 +98,24 @@ private func titles(_ device: SyncCLIDevice) throws -> [String] {
         work = try TemporaryDirectory()
     }
 
+    /// Bad input ends at once with a clear error and changes nothing: an interval of 0 or a debounce out of range is a
+    /// usage error (64) naming the option; a database that does not sync is 66 with the command that sets it up.
+    @Test func badInputIsRefusedAtOnce() throws {
+        let device = SyncCLIDevice("a", under: work.path)
+        try device.ok(["tasks", "add", "Water", "the", "plants"])
+        let before = try device.databaseDigest()
+        for (arguments, option) in [(["--fetch-interval", "0"], "--fetch-interval"), (["--debounce", "-5"], "--debounce"),
+                                    (["--debounce", "999999"], "--debounce"), (["--fetch-interval", "soon"], "--fetch-interval")] {
+            let result = try device.run(["sync", "watch"] + arguments)
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains(option), "\(arguments): \(result.stderr)")
+        }
+        let unsynced = try device.run(["sync", "watch"])
+        #expect(unsynced.status == 66, "\(unsynced.stderr)")
+        #expect(unsynced.stderr.contains("sync init"), "\(unsynced.stderr)")
+        #expect(try device.databaseDigest() == before)
+    }
+
     /// Two devices on one folder, each with a watcher: a task added on A appears on B, a rename on B appears on A, with
     /// no `sync now` anywhere; a change to preferences (no synced table) starts no sync; and once both agree the
     /// watchers stay quiet (no sync feeds another: their own bundles and seen vectors wake nobody up).
