@@ -52,7 +52,7 @@ let syncWatchCommand = Command(
         sync folder receives another device's file, or — for git — whenever the remote moved (asked every
         --fetch-interval seconds). Costs nothing while nothing happens. A remote that cannot be reached is reported
         once and tried again after 2 s, 4 s, … up to 5 min; the watcher never stops by itself. SIGTERM, SIGINT (^C)
-        or SIGHUP end it between two syncs, with status 0. Prints a line when a sync brought or sent something
+        or SIGHUP end it between two syncs, with status 0 (a second signal at once). Prints a line when a sync brought or sent something
         (--json: one line per event). Docs/sync.md, 'Syncing by itself'; the systemd user unit: 'securestore-sync-watch'.
         """,
     options: [fetchIntervalOption, debounceOption, nameOption],

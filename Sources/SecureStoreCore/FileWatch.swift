@@ -89,15 +89,29 @@ package struct FileWatch: ~Copyable {
 package enum SignalPipe {
     /// The pipe's write end, for the handler (-1 until ``install()``).
     nonisolated(unsafe) private static var writeEnd: Int32 = -1
+    /// Signals received so far (only the handler writes it).
+    nonisolated(unsafe) private static var received = 0
 
     /// From now on SIGINT, SIGTERM and SIGHUP write their number to a pipe instead of ending the process (this
     /// replaces `ScratchFiles.removeOnSignals()`'s handlers); returns the pipe's read end, readable once a signal
-    /// came. The corresponding C functions are `pipe` and `sigaction`.
+    /// came. A second signal ends the process at once, by that signal, as a crash would (for a step that does not
+    /// end: a keyring call or a remote that hangs); every step the caller takes must be crash-safe. The
+    /// corresponding C functions are `pipe` and `sigaction`.
     package static func install() throws(Errno) -> FileDescriptor {
         let (readEnd, write) = try FileDescriptor.pipe()
         _ = fcntl(write.rawValue, F_SETFL, O_NONBLOCK)
         writeEnd = write.rawValue
         let handler: @convention(c) (Int32) -> Void = { signal in
+            SignalPipe.received += 1
+            if SignalPipe.received > 1 {
+                Glibc.signal(signal, SIG_DFL)
+                var unblock = sigset_t()
+                sigemptyset(&unblock)
+                sigaddset(&unblock, signal)
+                sigprocmask(SIG_UNBLOCK, &unblock, nil)
+                raise(signal)
+                _exit(128 + signal)
+            }
             var byte = UInt8(truncatingIfNeeded: signal)
             let saved = errno
             _ = Glibc.write(SignalPipe.writeEnd, &byte, 1)

@@ -10,7 +10,7 @@ private final class Watcher {
     let errors: String
     private(set) var ended: Int32?
 
-    init(_ device: SyncCLIDevice, _ arguments: [String] = []) throws {
+    init(_ device: SyncCLIDevice, _ arguments: [String] = [], path: String? = nil) throws {
         let tag = UUID().uuidString.prefix(8)
         output = device.data + "-watch-\(tag).out"
         errors = device.data + "-watch-\(tag).err"
@@ -22,7 +22,9 @@ private final class Watcher {
             script += " --passphrase-fd 3"
         }
         script += " sync watch \"$@\" >'\(output)' 2>'\(errors)'" + (Harness.isKeyFile ? " 3<'\(device.passphrase)'" : "")
-        process = try ChildProcess(["bash", "-c", script, product("securestore")] + arguments, environment: device.environment)
+        var environment = device.environment
+        if let path { environment["PATH"] = path }
+        process = try ChildProcess(["bash", "-c", script, product("securestore")] + arguments, environment: environment)
     }
 
     /// The events printed so far.
@@ -169,6 +171,34 @@ private func titles(_ device: SyncCLIDevice) throws -> [String] {
         try a.ok(["sync", "now"])
         try b.ok(["sync", "now"])
         #expect(try titles(b) == added.sorted())
+    }
+
+    /// A sync that does not end (a git that hangs: here a `git` on PATH that sleeps): the first SIGTERM waits for it —
+    /// the watcher is still running a second later — and a second SIGTERM ends it at once, by the signal. The
+    /// database verifies and the next `sync now` (the real git) exits 0.
+    @Test func aSecondSignalEndsAWatcherWhoseSyncHangs() throws {
+        let a = SyncCLIDevice("a", under: work.path)
+        let bare = work.path + "/remote.git"
+        #expect(try run(["git", "init", "--quiet", "--bare", bare]).status == 0)
+        try a.ok(["tasks", "add", "Water", "the", "plants"])
+        try a.ok(["sync", "init", "--git", bare])
+        let fake = work.path + "/fake-bin", pids = work.path + "/fake-git.pids"
+        try FileManager.default.createDirectory(atPath: fake, withIntermediateDirectories: true)
+        try "#!/bin/sh\necho $$ >> '\(pids)'\nexec sleep 60\n".write(toFile: fake + "/git", atomically: true, encoding: .utf8)
+        #expect(try run(["chmod", "755", fake + "/git"]).status == 0)
+        defer {
+            for pid in ((try? String(contentsOfFile: pids, encoding: .utf8)) ?? "").split(separator: "\n") {
+                if let pid = Int32(pid) { kill(pid, SIGKILL) }
+            }
+        }
+        let watcher = try Watcher(a, path: fake + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"))
+        #expect(waitUntil(seconds: 30) { FileManager.default.fileExists(atPath: pids) }, "\(watcher.stderr)")
+        watcher.process.kill(SIGTERM)
+        #expect(watcher.waitForExit(seconds: 1.5) == nil, "the first signal ended a sync in progress: \(watcher.stderr)")
+        watcher.process.kill(SIGTERM)
+        #expect(watcher.waitForExit(seconds: 10) == 128 + SIGTERM, "\(watcher.stderr)")
+        try a.ok(["db", "verify"])
+        try a.ok(["sync", "now"])
     }
 
     /// A folder remote that is not there (an unmounted disk) when the watcher starts: the failure is said once, the
