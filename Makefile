@@ -51,7 +51,7 @@ KEEPASSXC_OFF := SECURESTORE_KEEPASSXC_CONFIRM=off SECURESTORE_KEEPASSXC_UNLOCK_
 # provider on the bus), never twice in a row. A real failure fails both runs.
 KEEPASSXC_RETRY := echo "test: the KeePassXC pass failed; running it once more (logs of the failed run kept, see above)" >&2
 
-.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores bench-sync
+.PHONY: all deps deps-debian13 build build-tests test test-debian13 demo install uninstall clean fuzz soak bench bench-attachments bench-keystores bench-sync bench-watch-idle
 
 all: build
 
@@ -167,6 +167,10 @@ BASH_COMPLETION := share/bash-completion/completions/securestore
 ZSH_COMPLETION := share/zsh/site-functions/_securestore
 FISH_COMPLETION := share/fish/vendor_completions.d/securestore.fish
 MAN1 := share/man/man1
+# The watcher's systemd user unit (`sync watch`, Docs/sync.md "Syncing by itself"): where the user manager looks under
+# PREFIX (/usr/local/lib/systemd/user, /usr/lib/systemd/user).
+SYSTEMD_USER := lib/systemd/user
+WATCH_UNIT := securestore-sync-watch@.service
 install: deps
 	$(SWIFT) build -c release $(STATIC) --product securestore
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin
@@ -192,11 +196,17 @@ install: deps
 	    $$bin man $$group > "$$file.tmp"; chmod 0644 "$$file.tmp"; mv "$$file.tmp" "$$file"; \
 	    echo "installed: $$file"; \
 	done
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' Sources/SecureStoreTool/$(WATCH_UNIT).in > $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT).tmp
+	chmod 0644 $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT).tmp
+	mv $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT).tmp $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT)
+	@echo "installed: $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT) (systemctl --user enable --now securestore-sync-watch@tasks)"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/securestore $(DESTDIR)$(PREFIX)/bin/git-credential-securestore
 	rm -f $(DESTDIR)$(PREFIX)/$(BASH_COMPLETION) $(DESTDIR)$(PREFIX)/$(ZSH_COMPLETION) $(DESTDIR)$(PREFIX)/$(FISH_COMPLETION)
 	rm -f $(DESTDIR)$(PREFIX)/$(MAN1)/securestore.1 $(DESTDIR)$(PREFIX)/$(MAN1)/securestore-*.1
+	rm -f $(DESTDIR)$(PREFIX)/$(SYSTEMD_USER)/$(WATCH_UNIT)
 
 # Benchmarks, release build, side by side with baselines (plain libsqlite3 in its own process, libsecret's
 # C API, UserDefaults); ends with one "BENCH <workload> project=… baseline=… ratio=…" line per workload.
@@ -258,6 +268,13 @@ bench-sync: deps
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-sync
 	d=$$(mktemp -d) && $(HARNESS) Tests/Benchmarks/.build/release/securestore-bench-sync "$$d" --tasks $(SYNC_TASKS) \
 	    --pairs 15; rc=$$?; rm -rf "$$d"; exit $$rc
+
+# What `sync watch` costs while nothing happens (Docs/performance.md, "Syncing by itself"): a folder watcher and a git
+# watcher left alone WATCH_IDLE_SECONDS (10 minutes), their CPU time from /proc/<pid>/stat; "BENCH watch-idle-… cpu-ms=…".
+WATCH_IDLE_SECONDS ?= 600
+bench-watch-idle: deps
+	$(SWIFT) build -c release --product securestore
+	$(HARNESS) Tests/Benchmarks/measure-watch-idle.sh --tool "$$(pwd)/.build/release/securestore" --seconds $(WATCH_IDLE_SECONDS)
 
 # kill -9 at random moments, hundreds of times, plus concurrent writers; ends with "SOAK kills=N lost=N damaged=N".
 SOAK_KILLS ?= 400

@@ -88,7 +88,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(name: "SecureStoreTool", dependencies: ["SecureStoreCommands"], swiftSettings: swiftSettings),
+        // The systemd user unit `make install` fills in and installs (Docs/sync.md, "Syncing by itself").
+        .executableTarget(
+            name: "SecureStoreTool", dependencies: ["SecureStoreCommands"], exclude: ["securestore-sync-watch@.service.in"],
+            swiftSettings: swiftSettings),
         // Tests: one target per module, plus end-to-end tests of the built tool, and the helpers they share
         // (the keyring harness, running processes, temporary directories).
         .target(name: "TestSupport", dependencies: ["Keychain", "EncryptedDatabase", "Preferences", "Attachments", "Sync"], path: "Tests/TestSupport", swiftSettings: swiftSettings),

@@ -515,4 +515,5 @@ let syncCommand = Command(
                     return ExitStatus.success
                 }
             }),
+        syncWatchCommand,  // SyncWatchCommand.swift
     ])

@@ -163,7 +163,8 @@ public final class SyncEngine: Sendable {
     /// bundles of generation N > 1 live under `generation-N/` of the remote.
     let generation: Int
     let transport: any SyncTransport & Sendable
-    let remote: SyncRemote
+    /// The remote this device syncs through.
+    public let remote: SyncRemote
     /// The file whose `flock` serializes syncs of this database across processes (two at once would number two
     /// different bundles alike): `.<name>.sync-lock` beside the database.
     let lockPath: String

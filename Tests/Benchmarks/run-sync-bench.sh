@@ -6,6 +6,7 @@
 #                  vs `tasks export` of the N tasks + `tasks import` into a new database (the same data moved by hand)
 #   one-change     `tasks add` + `sync now` on one device, then `sync now` on the other (our own time for one change
 #                  end to end; the replication engine's delay is not in it) vs `tasks add` alone
+#   two-sync-processes  the two `sync now` of one change (the `tasks add` before them untimed) vs two `tasks count`
 #   join-snapshot  a new device joins a folder of N tasks holding a snapshot of them (`sync snapshot`: it applies
 #                  the snapshot, then no bundle) vs joining a copy of that folder without the snapshot (every bundle);
 #                  with --edits K every task is first changed K times more (re-imported with new titles and synced),
@@ -55,10 +56,11 @@ one_change() {
 }
 add_only() { "$tool" --app bench-origin tasks add "one more"; }
 
-pair() {  # pair NAME A-FUNCTION B-FUNCTION
-    local name=$1 a=$2 b=$3 i t0 t1
+pair() {  # pair NAME A-FUNCTION B-FUNCTION [PREPARE-FUNCTION, run untimed before each A]
+    local name=$1 a=$2 b=$3 prepare=${4:-true} i t0 t1
     : >"$work/$name.a"; : >"$work/$name.b"
     for i in $(seq 1 "$pairs"); do
+        $prepare >/dev/null 2>&1
         t0=$(now); $a >/dev/null 2>&1; t1=$(now); echo $(( (t1 - t0) / 1000 )) >>"$work/$name.a"
         t0=$(now); $b >/dev/null 2>&1; t1=$(now); echo $(( (t1 - t0) / 1000 )) >>"$work/$name.b"
     done
@@ -74,6 +76,11 @@ echo "# sync bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' 
 echo "BENCH remote-bytes tasks=$tasks bytes=$bytes per-task=$((bytes / tasks))"
 pair "initial-sync-$tasks" join_new export_import
 pair one-change one_change add_only
+# The two `sync now` processes that carry one change (the change made before, untimed) against two `tasks count`
+# processes (issue 35: within 2x; Docs/performance.md, "Where a sync now's time goes").
+two_syncs() { "$tool" --app bench-origin sync now && "$tool" --app bench-peer sync now; }
+two_counts() { "$tool" --app bench-origin tasks count && "$tool" --app bench-peer tasks count; }
+pair two-sync-processes two_syncs two_counts add_only
 
 # Snapshots: the same remote with and without the origin's snapshot (each join adds its own files to its copy).
 for e in $(seq 1 "$edits"); do

@@ -242,6 +242,20 @@ import Testing
         try expectDocument(try ss(["sync", "clean"]), "sync-clean", checked)
         try expectDocument(try ss(["sync", "status"]), "sync-status", checked)
         try expectDocument(try ss(["sync", "devices"]), "sync-devices", checked)
+        // `sync watch`: one document per line (an event each), ended by SIGTERM after its first sync.
+        let watch = try run([
+            "bash", "-c",
+            "\"$0\" --app \"$1\" --json sync watch >\"$2\" 2>/dev/null & pid=$!; for i in $(seq 1 1200); do "
+                + "grep -q '\"synced\"' \"$2\" 2>/dev/null && break; sleep 0.05; done; kill -TERM $pid; wait $pid; s=$?; cat \"$2\"; exit $s",
+            product("securestore"), app, work.path + "/watch.out",
+        ])
+        #expect(watch.status == 0, "sync-watch: \(watch.stderr)")
+        let events = watch.stdout.split(separator: "\n").map(String.init)
+        #expect(events.count == 3, "sync-watch: \(watch.stdout)")  // started, synced, stopped
+        checked.files.insert("sync-watch.schema.json")
+        for line in events {
+            #expect(schemas.validate(try JSONValue.parse(line), against: "sync-watch.schema.json") == [], "sync-watch: \(line)")
+        }
         let conflicts = try expectDocument(try ss(["sync", "conflicts"]), "sync-conflicts", checked)
         guard case .array(let entries) = conflicts, case .object(let conflict)? = entries.first, case .integer(let conflictID)? = conflict["id"]
         else {

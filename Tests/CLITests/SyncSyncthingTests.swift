@@ -2,12 +2,12 @@ import Foundation
 import TestSupport
 import Testing
 
-private let syncthingPath = "/usr/bin/syncthing"
+let syncthingPath = "/usr/bin/syncthing"
 
 /// Real Syncthing instances (two or three), each with its own home and folder, every one sharing the folder with
 /// every other, talking only to each other on 127.0.0.1. An instance can be stopped (its device goes offline) and
 /// started again.
-private final class SyncthingMesh {
+final class SyncthingMesh {
     let root: String
     let count: Int
     private var processes: [Int: ChildProcess] = [:]
