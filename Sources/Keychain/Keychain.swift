@@ -452,19 +452,17 @@ public final class Keychain: Sendable {
 
     /// The secret for `query` read in two round trips — the collection's own search, then the secret — without
     /// reading the collection's `Locked` property first (issue 33 #7). Nothing here can report a locked
-    /// collection as absent: an empty search stands only when the collection then reads unlocked (KeePassXC
-    /// answers a locked database's search with nothing); a locked item (in gnome-keyring's locked collection, or
-    /// one KeePassXC has not approved for this client) gets no secret or fails with "locked", and then, like any
-    /// other doubt, `.unsure` sends the call down the careful path: `Locked` first, the unlock or its prompt,
-    /// the service's search. The collection's search never prompts, where the service's `SearchItems` would
+    /// collection as absent: an empty search is never an answer (KeePassXC answers a locked database's search with
+    /// nothing); a locked item (in gnome-keyring's locked collection, or one KeePassXC has not approved for this
+    /// client) gets no secret or fails with "locked"; each, like any other doubt, is `.unsure`, which sends the
+    /// call down the careful path: `Locked` first, the unlock or its prompt, the service's search. The collection's search never prompts, where the service's `SearchItems` would
     /// (KeePassXC with "unlock before search" and no database unlocked holds it for an unlock dialog).
     private func quickSecret(
         _ query: [(String, String)], in collection: String, _ connection: SecretServiceConnection, _ deadline: Deadline
     ) throws(KeychainError) -> QuickRead<Secret?> {
         let paths = try connection.search(in: collection, query, deadline: deadline).filter { Self.isInCollection($0, collection) }
-        guard var path = paths.first else {
-            return try connection.isCollectionLocked(collection, deadline: deadline) ? .unsure : .known(nil)
-        }
+        // Nothing found is never trusted here: the careful path reads `Locked` and asks the service's search.
+        guard var path = paths.first else { return .unsure }
         if paths.count > 1 {
             // Ours first, then a plain item, then another application's (each kept by set).
             var ranked: [(Int, String)] = []
@@ -487,17 +485,15 @@ public final class Keychain: Sendable {
 
     /// The unlocked items of the collection that a `set` for `query` would replace, with their properties, in
     /// one search and one properties read per item, without reading `Locked` first (issue 33 #7). It stands only
-    /// when every item found reads unlocked for this client (its own `Locked` property), or, when none is found,
-    /// when the collection then reads unlocked: a `set` never creates a second item beside a locked one, and
+    /// when something is found and every item found reads unlocked for this client (its own `Locked` property): a
+    /// `set` never creates an item on an empty answer that may mean "locked", nor a second item beside a locked one, and
     /// never changes an item it may not read (KeePassXC checks the approval on `SetSecret`, not on `Attributes`
     /// or `Label`). Anything else is `.unsure`: the careful path.
     private func quickExisting(
         _ query: [(String, String)], in collection: String, _ connection: SecretServiceConnection, _ deadline: Deadline
     ) throws(KeychainError) -> QuickRead<[(path: String, properties: ItemProperties)]> {
         let paths = try connection.search(in: collection, query, deadline: deadline).filter { Self.isInCollection($0, collection) }
-        if paths.isEmpty {
-            return try connection.isCollectionLocked(collection, deadline: deadline) ? .unsure : .known([])
-        }
+        if paths.isEmpty { return .unsure }
         var items: [(path: String, properties: ItemProperties)] = []
         for path in paths {
             let properties = try connection.properties(at: path, deadline: deadline)
