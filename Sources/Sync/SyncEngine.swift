@@ -223,6 +223,8 @@ public final class SyncEngine: Sendable {
         database: any DatabaseWriter, key: SyncKey, generation: Int = 1, clone: String,
         signingKey: (_ device: String) throws -> SyncSigningKey
     ) throws {
+        // A database synced by an earlier version: its clock becomes one entry a row (one transaction).
+        if try database.read({ try SyncClock.needsUpgrade($0) }) { try database.write { try SyncClock.upgrade($0) } }
         self.copiedFromDevice = try Self.adoptMachine(database)
         let state = try database.read { db -> (String, String, String)? in
             guard try db.tableExists("sync_state") else { return nil }
@@ -415,6 +417,9 @@ public final class SyncEngine: Sendable {
             INSERT INTO sync_state (singleton, device, hlc, applying, remote_kind, remote_location, sequence, last_hash)
             VALUES (0, ?, 0, 0, ?, ?, 0, ?)
             """, [hexString(KeyFile.randomBytes(16)), kind, location, Data(count: 32)])
+        let numbers = try SyncDeviceNumbers(db)
+        let device = try db.scalar("SELECT device FROM sync_state WHERE singleton = 0", as: String.self) ?? ""
+        try db.execute("UPDATE sync_state SET device_number = ? WHERE singleton = 0", [try numbers.number(device)])
         for table in tables { _ = try SyncSchema.add(db, table: table) }
     }
 
@@ -755,9 +760,10 @@ public final class SyncEngine: Sendable {
                 // In the order of the pending index (table, then key): the bundle then holds every pending row up to
                 // its last one, which is what lets the write below mark them sent by range.
                 let keys = try db.fetch(
-                    "SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1 ORDER BY tbl, key LIMIT \(Self.rowsPerBundle)"
+                    "SELECT tbl, key FROM sync_rows WHERE pending <> 0 ORDER BY tbl, key LIMIT \(Self.rowsPerBundle)"
                 ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
-                let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1) }
+                let numbers = try SyncDeviceNumbers(db)
+                let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1, numbers: numbers) }
                 let clock = try db.scalar("SELECT hlc FROM sync_state", as: Int64.self) ?? 0
                 return (
                     SyncPayload(deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows),
@@ -787,14 +793,16 @@ public final class SyncEngine: Sendable {
                 // statement a table, rather than one a row (a 200 000-task `sync init` spent 1.9 s of its 4.8 s
                 // marking rows one by one). A change made since has a later clock and stays pending.
                 if let (lastTable, lastKey) = keys.last {
-                    for table in Set(keys.map(\.0)) where table != lastTable {
-                        try db.execute(
-                            "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE pending = 1 AND tbl = ? AND hlc <= ?",
-                            [table, clock])
+                    let byName = Dictionary(uniqueKeysWithValues: try SyncSchema.tables(db).map { ($0.name, $0) })
+                    // Sent: the row's unsent mark and its packed cells' marks (SyncClock.swift) are cleared.
+                    func sent(_ table: String) -> String {
+                        "UPDATE OR ROLLBACK sync_rows SET pending = 0, cells = CASE WHEN cells IS NULL THEN NULL ELSE "
+                            + (byName[table]?.clearPendingSQL ?? "cells") + " END WHERE pending <> 0 AND tbl = ? AND pending <= ?"
                     }
-                    try db.execute(
-                        "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE pending = 1 AND tbl = ? AND key <= ? AND hlc <= ?",
-                        [lastTable, lastKey.databaseValue, clock])
+                    for table in Set(keys.map(\.0)) where table != lastTable {
+                        try db.execute(sent(table), [table, clock])
+                    }
+                    try db.execute(sent(lastTable) + " AND key <= ?", [lastTable, clock, lastKey.databaseValue])
                 }
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
@@ -877,7 +885,7 @@ public final class SyncEngine: Sendable {
             try db.execute("DELETE FROM sync_devices")
             try db.execute(Self.headsSQL)
             try db.execute("DELETE FROM sync_heads")
-            try db.execute("UPDATE sync_clock SET pending = 1")
+            try db.execute("UPDATE sync_rows SET pending = max(1, (SELECT hlc FROM sync_state WHERE singleton = 0))")
         }
         return ignored
     }
@@ -976,7 +984,7 @@ public final class SyncEngine: Sendable {
             }!
             return SyncStatus(
                 device: device, remote: remote,
-                unsentRows: try db.scalar("SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1)", as: Int.self) ?? 0,
+                unsentRows: try db.scalar("SELECT count(*) FROM sync_rows WHERE pending <> 0", as: Int.self) ?? 0,
                 lastSync: state.1.map(dateFromMicroseconds), sequence: state.0,
                 tables: try SyncSchema.tables(db).map(\.name),
                 conflicts: try db.scalar("SELECT count(*) FROM sync_conflicts WHERE restored = 0", as: Int.self) ?? 0)

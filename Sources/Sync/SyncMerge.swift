@@ -34,38 +34,34 @@ struct LocalCell {
 }
 
 enum SyncMerge {
-    /// What this device knows of one row: its cells (values from the table when the row is alive, from the
-    /// clock when it is deleted) and its tombstone.
-    static func localRow(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> (alive: Bool, cells: [String: LocalCell], tombstone: SyncVersion?) {
+    /// What this device knows of one row: its cells (values from the table when the row is alive, from
+    /// `sync_values` when it is deleted), its tombstone and its clock entry (nil: none).
+    static func localRow(
+        _ db: Database, _ table: SyncedTable, key: SyncValue, numbers: SyncDeviceNumbers? = nil
+    ) throws -> (alive: Bool, cells: [String: LocalCell], tombstone: SyncVersion?, entry: SyncClock.Entry?) {
+        let numbers = try numbers ?? SyncDeviceNumbers(db)
+        // A row this device never heard of has no entry: no need to look for it in the table.
+        guard let entry = try SyncClock.read(db, table, key: key.databaseValue, numbers: numbers) else { return (false, [:], nil, nil) }
         var cells: [String: LocalCell] = [:]
-        var tombstone: SyncVersion?
-        try db.forEachRow(
-            "SELECT col, hlc, device, base_hlc, base_device, pending, value FROM sync_clock WHERE tbl = ? AND key = ?",
-            [table.name, key.databaseValue]
-        ) { row in
-            let column = try row.string(at: 0)
-            let version = SyncVersion(hlc: try row.int64(at: 1), device: try row.string(at: 2))
-            if column.isEmpty {
-                tombstone = version
-            } else {
-                cells[column] = LocalCell(
-                    version: version, base: SyncVersion(hlc: try row.int64(at: 3), device: try row.string(at: 4)),
-                    pending: try row.int(at: 5) == 1, value: SyncValue(try row.value(at: 6)))
-            }
-        }
-        // A row this device never heard of has no cells and no tombstone: no need to look for it in the table.
-        if cells.isEmpty && tombstone == nil { return (false, cells, nil) }
+        for (index, column) in table.columns.enumerated() { if let cell = entry.cells[index] { cells[column] = cell } }
+        if cells.isEmpty { return (false, cells, entry.tombstone, entry) }
         let values = try db.fetchOne(table.selectSQL, [key.databaseValue]
         ) { row in try (0..<table.columns.count).map { SyncValue(try row.value(at: $0)) } }
         if let values {
             for (index, column) in table.columns.enumerated() { cells[column]?.value = values[index] }
+        } else {
+            try db.cachedStatement("SELECT col, value FROM sync_values WHERE tbl = ? AND key = ?").fetch(
+                StatementArguments([DatabaseValue.text(table.name), key.databaseValue])
+            ) { row in (try row.int(at: 0), SyncValue(try row.value(at: 1))) }.forEach { index, value in
+                if index < table.columns.count { cells[table.columns[index]]?.value = value }
+            }
         }
-        return (values != nil, cells, tombstone)
+        return (values != nil, cells, entry.tombstone, entry)
     }
 
     /// Everything this device knows of the row, as a change to send.
-    static func outgoing(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> SyncRowChange {
-        let local = try localRow(db, table, key: key)
+    static func outgoing(_ db: Database, _ table: SyncedTable, key: SyncValue, numbers: SyncDeviceNumbers? = nil) throws -> SyncRowChange {
+        let local = try localRow(db, table, key: key, numbers: numbers)
         let cells = table.columns.compactMap { column in
             local.cells[column].map { SyncCell(column: column, value: $0.value, version: $0.version, base: $0.base) }
         }
@@ -79,10 +75,12 @@ enum SyncMerge {
     /// later by version, the same order on every device); a merged value other than the later one becomes a new
     /// pending edit of this device (a new clock tick, based on the later edit), and nothing is logged.
     static func apply(
-        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil
+        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil,
+        numbers: SyncDeviceNumbers? = nil
     ) throws -> (changed: Bool, conflicts: Int) {
-        let local = try localRow(db, table, key: change.key)
-        if local.cells.isEmpty, local.tombstone == nil, try insertNew(db, table, change) { return (true, 0) }
+        let numbers = try numbers ?? SyncDeviceNumbers(db)
+        let local = try localRow(db, table, key: change.key, numbers: numbers)
+        if local.entry == nil, try insertNew(db, table, change, numbers: numbers) { return (true, 0) }
         var cells = local.cells
         var changedColumns: [String] = []
         var conflicts = 0
@@ -180,40 +178,30 @@ enum SyncMerge {
             try db.execute("DELETE FROM \(quotedTable) WHERE \(keyColumn) = ?", [change.key.databaseValue])
             rowChanged = true
         }
-        // The clock: cells keep their values only while the row is deleted (the table holds them otherwise).
-        // Every statement here is OR ROLLBACK and touches one row: SQLite then keeps no statement journal, whose
-        // pages SQLCipher would encrypt (a constraint failure rolls the whole bundle back, which is what we want).
-        for (column, cell) in cells where changedColumns.contains(column) || local.alive != alive {
-            let arguments: StatementArguments = [
-                cell.version.hlc, cell.version.device, cell.base.hlc, cell.base.device, cell.pending ? 1 : 0,
-                alive ? DatabaseValue.null : cell.value.databaseValue, table.name, change.key.databaseValue, column,
-            ]
-            if local.cells[column] != nil {
-                try db.execute(
-                    """
-                    UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, base_hlc = ?, base_device = ?, pending = ?, value = ?
-                    WHERE tbl = ? AND key = ? AND col = ?
-                    """, arguments)
-            } else {
-                try db.execute(
-                    """
-                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, base_hlc, base_device, pending, value, tbl, key, col)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments)
+        // The clock: one entry a row; the cells' values are kept (in `sync_values`) only while the row is deleted
+        // (the table holds them otherwise). Every statement here is OR ROLLBACK and touches one row: SQLite then
+        // keeps no statement journal, whose pages SQLCipher would encrypt (a constraint failure rolls the whole
+        // bundle back, which is what we want).
+        let tombstoneChanged = tombstone != local.tombstone
+        if !changedColumns.isEmpty || local.alive != alive || tombstoneChanged {
+            // Unsent here: a cell still pending, or this device's own tombstone that no later one replaced.
+            let me = try numbers.device(numbers.me)
+            let tombstonePending = !tombstoneChanged && (local.entry?.pending ?? 0) != 0 && tombstone?.device == me
+            let pendingCells = table.columns.compactMap { cells[$0] }.filter(\.pending)
+            var pending: Int64 = 0
+            if tombstonePending || !pendingCells.isEmpty {
+                pending = max(local.entry?.pending ?? 0, pendingCells.map(\.version.hlc).max() ?? 0, 1)
             }
-        }
-        if let tombstone, tombstone != local.tombstone {
-            let arguments: StatementArguments = [tombstone.hlc, tombstone.device, table.name, change.key.databaseValue]
-            if local.tombstone != nil {
-                try db.execute(
-                    "UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, pending = 0 WHERE tbl = ? AND key = ? AND col = ''",
-                    arguments)
-            } else {
-                try db.execute(
-                    """
-                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, tbl, key, col, base_hlc, base_device, pending, value)
-                    VALUES (?, ?, ?, ?, '', 0, '', 0, NULL)
-                    """, arguments)
+            let entry = SyncClock.Entry(cells: table.columns.map { cells[$0] }, tombstone: tombstone, pending: pending)
+            try SyncClock.write(db, table, key: change.key.databaseValue, entry, exists: local.entry != nil, numbers: numbers)
+            if !alive {
+                for (index, column) in table.columns.enumerated() where changedColumns.contains(column) || local.alive {
+                    guard let cell = cells[column] else { continue }
+                    try db.cachedStatement("INSERT OR REPLACE INTO sync_values (tbl, key, col, value) VALUES (?, ?, ?, ?)")
+                        .execute(StatementArguments([DatabaseValue.text(table.name), change.key.databaseValue, .integer(Int64(index)), cell.value.databaseValue]))
+                }
+            } else if !local.alive && local.entry != nil {
+                try db.execute("DELETE FROM sync_values WHERE tbl = ? AND key = ?", [table.name, change.key.databaseValue])
             }
         }
         return (rowChanged, conflicts)
@@ -224,9 +212,8 @@ enum SyncMerge {
     /// bookkeeping (the whole of a new device's first sync). The result is the one the general path gives — the
     /// row, and one clock entry a column with the sender's version and base, not pending. Returns false, having
     /// written nothing, for any other change (a tombstone, a column missing or twice), which the general path takes.
-    private static func insertNew(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange) throws -> Bool {
-        guard change.tombstone == nil, let insertCellsSQL = table.insertCellsSQL, change.cells.count == table.columns.count
-        else { return false }
+    private static func insertNew(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange, numbers: SyncDeviceNumbers) throws -> Bool {
+        guard change.tombstone == nil, change.cells.count == table.columns.count else { return false }
         var ordered: [SyncCell] = []
         ordered.reserveCapacity(table.columns.count)
         for column in table.columns {
@@ -235,21 +222,12 @@ enum SyncMerge {
         }
         let key = change.key.databaseValue
         var values: [DatabaseValue] = [key]
-        values.reserveCapacity(table.columns.count * 7 + 1)
+        values.reserveCapacity(table.columns.count + 1)
         for cell in ordered { values.append(cell.value.databaseValue) }
         try db.cachedStatement(table.insertSQL).execute(StatementArguments(values))
-        values.removeAll(keepingCapacity: true)
-        let tableName = DatabaseValue.text(table.name)
-        for cell in ordered {
-            values.append(tableName)
-            values.append(key)
-            values.append(.text(cell.column))
-            values.append(.integer(cell.version.hlc))
-            values.append(.text(cell.version.device))
-            values.append(.integer(cell.base.hlc))
-            values.append(.text(cell.base.device))
-        }
-        try db.cachedStatement(insertCellsSQL).execute(StatementArguments(values))
+        let entry = SyncClock.Entry(
+            cells: ordered.map { LocalCell(version: $0.version, base: $0.base, pending: false, value: .null) }, tombstone: nil, pending: 0)
+        try SyncClock.write(db, table, key: key, entry, exists: false, numbers: numbers)
         return true
     }
 
@@ -279,11 +257,13 @@ enum SyncMerge {
         return try db.deferringFullTextIndexing(of: indexes) {
             var changed = 0
             var conflicts = 0
+            let numbers = try SyncDeviceNumbers(db)
             while let rows = try next() {
                 let newest = rows.lazy.flatMap { row in row.cells.lazy.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 try db.execute("UPDATE sync_state SET hlc = max(hlc, ?) WHERE singleton = 0", [newest])
                 for row in rows {
-                    let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table))
+                    let result = try apply(
+                        db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table), numbers: numbers)
                     if result.changed { changed += 1 }
                     conflicts += result.conflicts
                 }
