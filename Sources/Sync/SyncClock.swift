@@ -193,7 +193,7 @@ enum SyncClock {
                 pending INTEGER NOT NULL,
                 PRIMARY KEY (tbl, key)
             ) WITHOUT ROWID;
-            CREATE INDEX sync_rows_pending ON sync_rows (tbl, key) WHERE pending <> 0;
+            CREATE INDEX sync_rows_pending ON sync_rows (pending, tbl, key) WHERE pending <> 0;
             CREATE TABLE sync_values (tbl TEXT NOT NULL, key NOT NULL, col INTEGER NOT NULL, value, PRIMARY KEY (tbl, key, col)) WITHOUT ROWID;
             CREATE TABLE sync_device_numbers (number INTEGER PRIMARY KEY, device TEXT NOT NULL UNIQUE);
             INSERT INTO sync_device_numbers (number, device) VALUES (0, '');

@@ -754,20 +754,22 @@ public final class SyncEngine: Sendable {
         let host = Self.hostName
         var written: [String] = []
         while true {
-            let (payload, keys, clock) = try database.read { db -> (SyncPayload, [(String, SyncValue)], Int64) in
+            let (payload, keys) = try database.read { db -> (SyncPayload, [(String, SyncValue, Int64)]) in
                 let tables = try SyncSchema.tables(db)
                 let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
-                // In the order of the pending index (table, then key): the bundle then holds every pending row up to
-                // its last one, which is what lets the write below mark them sent by range.
+                // In the order of the unsent rows' index (the clock of their change, table, key): the bundle then holds
+                // every unsent row up to its last one, which is what lets the write below mark them sent by range.
                 let keys = try db.fetch(
-                    "SELECT tbl, key FROM sync_rows WHERE pending <> 0 ORDER BY tbl, key LIMIT \(Self.rowsPerBundle)"
-                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
+                    """
+                    SELECT tbl, key, pending FROM sync_rows INDEXED BY sync_rows_pending WHERE pending <> 0
+                    ORDER BY pending, tbl, key LIMIT \(Self.rowsPerBundle)
+                    """
+                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1)), try $0.int64(at: 2)) }
                 let numbers = try SyncDeviceNumbers(db)
                 let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1, numbers: numbers) }
-                let clock = try db.scalar("SELECT hlc FROM sync_state", as: Int64.self) ?? 0
                 return (
                     SyncPayload(deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows),
-                    keys, clock)
+                    keys)
             }
             // A device that has never sent anything (in this key generation) still sends one empty bundle: the
             // others then know it (`sync devices`, `remove-device`).
@@ -788,21 +790,30 @@ public final class SyncEngine: Sendable {
             sequence += 1
             lastHash = SealedBundle.sha256(sealed)
             try database.write { db in
-                // The bundle holds every row that was pending, in index order, up to its last (table, key): those
-                // cells not changed since (their clock is not past the one read with them) are sent. By range, one
-                // statement a table, rather than one a row (a 200 000-task `sync init` spent 1.9 s of its 4.8 s
-                // marking rows one by one). A change made since has a later clock and stays pending.
-                if let (lastTable, lastKey) = keys.last {
+                // The bundle holds every row that was unsent, in index order, up to its last (clock, table, key): those
+                // are marked sent. By range, one statement a table, rather than one a row (a 200 000-task `sync init`
+                // spent 1.9 s of its 4.8 s marking rows one by one). A row changed since has a later clock (every
+                // change ticks past the clock read with the bundle) and stays unsent.
+                if let (lastTable, lastKey, lastClock) = keys.last {
                     let byName = Dictionary(uniqueKeysWithValues: try SyncSchema.tables(db).map { ($0.name, $0) })
-                    // Sent: the row's unsent mark and its packed cells' marks (SyncClock.swift) are cleared.
-                    func sent(_ table: String) -> String {
-                        "UPDATE OR ROLLBACK sync_rows SET pending = 0, cells = CASE WHEN cells IS NULL THEN NULL ELSE "
-                            + (byName[table]?.clearPendingSQL ?? "cells") + " END WHERE pending <> 0 AND tbl = ? AND pending <= ?"
+                    // Sent: the row's unsent mark and its packed cells' marks (SyncClock.swift) are cleared. By the
+                    // unsent rows' index: SQLite 3.15's planner would take the primary key and walk every row.
+                    func sent(_ table: String, _ range: String) -> String {
+                        "UPDATE OR ROLLBACK sync_rows INDEXED BY sync_rows_pending SET pending = 0, cells = CASE WHEN cells IS NULL THEN NULL ELSE "
+                            + (byName[table]?.clearPendingSQL ?? "cells") + " END WHERE pending <> 0 AND tbl = ? AND " + range
                     }
-                    for table in Set(keys.map(\.0)) where table != lastTable {
-                        try db.execute(sent(table), [table, clock])
+                    for table in Set(keys.map(\.0)).sorted() {
+                        if table < lastTable {
+                            try db.execute(sent(table, "pending <= ?"), [table, lastClock])
+                        } else if table > lastTable {
+                            try db.execute(sent(table, "pending < ?"), [table, lastClock])
+                        } else {
+                            // No OR here: SQLite would answer each side by the primary key.
+                            try db.execute(
+                                sent(table, "pending <= ? AND NOT (pending = ? AND key > ?)"),
+                                [table, lastClock, lastClock, lastKey.databaseValue])
+                        }
                     }
-                    try db.execute(sent(lastTable) + " AND key <= ?", [lastTable, clock, lastKey.databaseValue])
                 }
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])

@@ -263,7 +263,7 @@ enum SyncPruning {
             try db.execute(
                 """
                 INSERT OR IGNORE INTO sync_prune_marks (tbl, key, epoch)
-                SELECT c.tbl, c.key, ? FROM sync_rows c
+                SELECT c.tbl, c.key, ? FROM sync_rows c INDEXED BY sync_rows_tombstones
                 WHERE c.tomb_hlc IS NOT NULL AND c.tbl = ? AND c.pending = 0
                   AND NOT EXISTS (SELECT 1 FROM \(SyncSchema.quoted(table.name)) t WHERE t.\(SyncSchema.quoted(table.keyColumn)) = c.key)
                 """, [epoch, table.name])

@@ -67,7 +67,7 @@ enum SyncSchema {
             pending INTEGER NOT NULL,
             PRIMARY KEY (tbl, key)
         ) WITHOUT ROWID;
-        CREATE INDEX sync_rows_pending ON sync_rows (tbl, key) WHERE pending <> 0;
+        CREATE INDEX sync_rows_pending ON sync_rows (pending, tbl, key) WHERE pending <> 0;
         CREATE TABLE sync_values (tbl TEXT NOT NULL, key NOT NULL, col INTEGER NOT NULL, value, PRIMARY KEY (tbl, key, col)) WITHOUT ROWID;
         CREATE TABLE sync_device_numbers (number INTEGER PRIMARY KEY, device TEXT NOT NULL UNIQUE);
         INSERT INTO sync_device_numbers (number, device) VALUES (0, '');
@@ -235,7 +235,8 @@ enum SyncSchema {
             """
     }
 
-    /// Records every existing row of `table` as changed now by this device (its first bundle carries them).
+    /// Records every existing row of `table` as changed now by this device (its first bundle carries them), in key
+    /// order: the clock entries then fill their pages (random keys inserted in any order leave them a third empty).
     static func captureExisting(_ db: Database, _ table: SyncedTable, rowFilter: String? = nil) throws {
         try db.execute(tickSQL)
         let filter = rowFilter.map { " AND (" + $0.replacingOccurrences(of: "ROW.", with: "t.") + ")" } ?? ""
@@ -243,7 +244,7 @@ enum SyncSchema {
             """
             INSERT OR ROLLBACK INTO sync_rows (tbl, key, hlc, device, base_hlc, base_device, cells, tomb_hlc, tomb_device, pending)
             SELECT ?, t.\(quoted(table.keyColumn)), s.hlc, s.device_number, 0, 0, NULL, NULL, NULL, s.hlc
-            FROM \(quoted(table.name)) t, sync_state s WHERE s.singleton = 0\(filter)
+            FROM \(quoted(table.name)) t, sync_state s WHERE s.singleton = 0\(filter) ORDER BY t.\(quoted(table.keyColumn))
             """, [table.name])
     }
 
