@@ -288,6 +288,10 @@ final class SyncDeviceNumbers {
     func number(_ device: String) throws -> Int64 {
         if let number = numbers[device] { return number }
         let number = (ids.keys.max() ?? 0) + 1
+        // A packed record holds a device number in 4 hex digits (and the triggers print it so).
+        guard number <= 0xFFFF else {
+            throw SyncError(SyncError.Code.invalidArgument, "this database has met 65 535 sync devices, the most its clock can number")
+        }
         try db.execute("INSERT OR ROLLBACK INTO sync_device_numbers (number, device) VALUES (?, ?)", [number, device])
         ids[number] = device
         numbers[device] = number
