@@ -802,16 +802,16 @@ public final class SyncEngine: Sendable {
                         "UPDATE OR ROLLBACK sync_rows INDEXED BY sync_rows_pending SET pending = 0, cells = CASE WHEN cells IS NULL THEN NULL ELSE "
                             + (byName[table]?.clearPendingSQL ?? "cells") + " END WHERE pending <> 0 AND tbl = ? AND " + range
                     }
+                    // Two ranges of the index a table: the rows of an earlier clock (all in this bundle), then those of
+                    // the last row's clock up to the last row. One range with a filter (or an OR) would walk every unsent
+                    // row with that clock, and `sync init` gives all of a table's rows one clock: a million-task init
+                    // walked the rest of the index once per bundle.
                     for table in Set(keys.map(\.0)).sorted() {
+                        try db.execute(sent(table, "pending < ?"), [table, lastClock])
                         if table < lastTable {
-                            try db.execute(sent(table, "pending <= ?"), [table, lastClock])
-                        } else if table > lastTable {
-                            try db.execute(sent(table, "pending < ?"), [table, lastClock])
-                        } else {
-                            // No OR here: SQLite would answer each side by the primary key.
-                            try db.execute(
-                                sent(table, "pending <= ? AND NOT (pending = ? AND key > ?)"),
-                                [table, lastClock, lastClock, lastKey.databaseValue])
+                            try db.execute(sent(table, "pending = ?"), [table, lastClock])
+                        } else if table == lastTable {
+                            try db.execute(sent(table, "pending = ? AND key <= ?"), [table, lastClock, lastKey.databaseValue])
                         }
                     }
                 }
