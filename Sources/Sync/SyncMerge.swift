@@ -44,12 +44,13 @@ enum SyncMerge {
         guard let entry = try SyncClock.read(db, table, key: key.databaseValue, numbers: numbers) else { return (false, [:], nil, nil) }
         var cells: [String: LocalCell] = [:]
         for (index, column) in table.columns.enumerated() { if let cell = entry.cells[index] { cells[column] = cell } }
-        if cells.isEmpty { return (false, cells, entry.tombstone, entry) }
+        // (A row with no cells — a tombstone of a row never seen, or a row of a table of a key alone — is looked for
+        // in the table too: a tombstone must delete what is there.)
         let values = try db.fetchOne(table.selectSQL, [key.databaseValue]
         ) { row in try (0..<table.columns.count).map { SyncValue(try row.value(at: $0)) } }
         if let values {
             for (index, column) in table.columns.enumerated() { cells[column]?.value = values[index] }
-        } else {
+        } else if !cells.isEmpty {
             try db.cachedStatement("SELECT col, value FROM sync_values WHERE tbl = ? AND key = ?").fetch(
                 StatementArguments([DatabaseValue.text(table.name), key.databaseValue])
             ) { row in (try row.int(at: 0), SyncValue(try row.value(at: 1))) }.forEach { index, value in

@@ -23,11 +23,11 @@ public struct SyncedTable: Sendable, Equatable {
         self.keyColumn = keyColumn
         self.columns = columns
         let table = SyncSchema.quoted(name), key = SyncSchema.quoted(keyColumn)
-        selectSQL = "SELECT \(columns.map(SyncSchema.quoted).joined(separator: ", ")) FROM \(table) WHERE \(key) = ?"
+        selectSQL = "SELECT \(columns.isEmpty ? "1" : columns.map(SyncSchema.quoted).joined(separator: ", ")) FROM \(table) WHERE \(key) = ?"
         let names = ([keyColumn] + columns).map(SyncSchema.quoted).joined(separator: ", ")
         let marks = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
         insertSQL = "INSERT OR ROLLBACK INTO \(table) (\(names)) VALUES (\(marks))"
-        clearPendingSQL = columns.indices.map { "substr(cells, \($0 * SyncClock.recordWidth + 1), \(SyncClock.recordWidth - 1)) || '0'" }
+        clearPendingSQL = columns.isEmpty ? "''" : columns.indices.map { "substr(cells, \($0 * SyncClock.recordWidth + 1), \(SyncClock.recordWidth - 1)) || '0'" }
             .joined(separator: " || ")
     }
 
@@ -184,13 +184,14 @@ enum SyncSchema {
                 + "THEN substr(\(record(i)), 21, 20) ELSE substr(\(record(i)), 1, 20) END) || '1'"
         }
         let indices = table.columns.indices
-        let anyChanged = indices.map { "NEW.\(quoted(table.columns[$0])) IS NOT OLD.\(quoted(table.columns[$0]))" }
+        // (A table of a key alone has no cells: its packed form is empty and an update changes nothing.)
+        let anyChanged = indices.isEmpty ? "0" : indices.map { "NEW.\(quoted(table.columns[$0])) IS NOT OLD.\(quoted(table.columns[$0]))" }
             .joined(separator: " OR ")
-        let updatedCells = indices.map {
+        let updatedCells = indices.isEmpty ? "''" : indices.map {
             "(CASE WHEN NEW.\(quoted(table.columns[$0])) IS NOT OLD.\(quoted(table.columns[$0])) THEN \(changed($0)) ELSE \(record($0)) END)"
         }.joined(separator: " || ")
-        let allChanged = indices.map(changed).joined(separator: " || ")
-        let packed = indices.map { record($0, "r.") }.joined(separator: " || ")
+        let allChanged = indices.isEmpty ? "''" : indices.map(changed).joined(separator: " || ")
+        let packed = indices.isEmpty ? "''" : indices.map { record($0, "r.") }.joined(separator: " || ")
         let values = indices.map { "(\(name), OLD.\(key), \($0), OLD.\(quoted(table.columns[$0])))" }.joined(separator: ", ")
         // No INSERT OR REPLACE in the insert and update triggers: the conflict clause of the statement that fires a
         // trigger overrides the trigger's own (the task list writes with OR ROLLBACK), so the row is updated in
@@ -230,7 +231,7 @@ enum SyncSchema {
                     CASE WHEN r.cells IS NULL AND coalesce(r.hlc, 0) <> 0 THEN \(packed) ELSE r.cells END,
                     s.hlc, s.device_number, s.hlc
                 FROM sync_state s LEFT JOIN sync_rows r ON r.tbl = \(name) AND r.key = OLD.\(key) WHERE s.singleton = 0;
-            INSERT OR REPLACE INTO sync_values (tbl, key, col, value) VALUES \(values);
+            \(values.isEmpty ? "" : "INSERT OR REPLACE INTO sync_values (tbl, key, col, value) VALUES \(values);")
             END;
             """
     }
