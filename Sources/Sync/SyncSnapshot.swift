@@ -142,13 +142,14 @@ extension SyncEngine {
                 while true {
                     let keys = try db.fetch(
                         last == nil
-                            ? "SELECT DISTINCT key FROM sync_clock WHERE tbl = ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)"
-                            : "SELECT DISTINCT key FROM sync_clock WHERE tbl = ? AND key > ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)",
+                            ? "SELECT key FROM sync_rows WHERE tbl = ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)"
+                            : "SELECT key FROM sync_rows WHERE tbl = ? AND key > ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)",
                         last == nil ? [table.name] : [table.name, last!]
                     ) { try $0.value(at: 0) }
                     guard let final = keys.last else { break }
+                    let numbers = try SyncDeviceNumbers(db)
                     for key in keys {
-                        rows.append(try SyncMerge.outgoing(db, table, key: SyncValue(key)))
+                        rows.append(try SyncMerge.outgoing(db, table, key: SyncValue(key), numbers: numbers))
                         if rows.count == Self.rowsPerSnapshotPart { try flush() }
                     }
                     last = final
@@ -409,10 +410,9 @@ extension SyncEngine {
             guard let table = tables[name] else { continue }
             let keys = try db.fetch(
                 """
-                SELECT DISTINCT c.key FROM sync_clock c
-                WHERE c.tbl = ?
+                SELECT c.key FROM sync_rows c
+                WHERE c.tbl = ? AND c.pending = 0
                   AND NOT EXISTS (SELECT 1 FROM sync_gap_keys g WHERE g.tbl = c.tbl AND g.key = c.key)
-                  AND NOT EXISTS (SELECT 1 FROM sync_clock p WHERE p.tbl = c.tbl AND p.key = c.key AND p.pending = 1)
                 """, [name]
             ) { SyncValue(try $0.value(at: 0)) }
             for key in keys {
@@ -421,7 +421,7 @@ extension SyncEngine {
                 let tombstone = SyncVersion(hlc: newest.hlc + 1, device: newest.device)
                 _ = try SyncMerge.apply(
                     db, [SyncRowChange(table: name, key: key, tombstone: tombstone, cells: [])], tables: tables, now: now, merges: merges)
-                try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [name, key.databaseValue])
+                try SyncClock.forget(db, table: name, key: key.databaseValue)
                 if hasMarks { try db.execute("DELETE FROM sync_prune_marks WHERE tbl = ? AND key = ?", [name, key.databaseValue]) }
                 if local.alive { removed += 1 }
             }

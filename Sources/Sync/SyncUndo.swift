@@ -7,9 +7,14 @@ internal import Foundation
 
 enum SyncUndo {
     /// The bookkeeping: each applied bundle of another device of this generation (`sync_sources`), the versions those
-    /// bundles replaced (`sync_preimages`, one row per cell or tombstone, keyed by the bundle that replaced it).
-    /// `sync_clock.src` and `sync_conflicts.src` name the bundle a version or a log entry came with. Emptied when the
-    /// device enters a new key generation (nothing of an older generation can be removed any more).
+    /// bundles replaced (`sync_preimages`, one row per cell or tombstone, keyed by the bundle that replaced it), and
+    /// the bundle each version of a row came in (`sync_row_sources`, one entry per row; `cells` the sources of its
+    /// columns in the order of `sync_tables`, comma-separated, empty for none; `tomb_src` its tombstone's).
+    /// `sync_conflicts.src` names the bundle a log entry came with. The clock itself (`sync_rows`) holds no source:
+    /// a row enters `sync_row_sources` when another device's bundle sets a version of it and leaves it when every
+    /// bundle it names is settled (``SyncEngine/settleSources(_:)``) — so it is empty but for the rows of bundles
+    /// that a removal could still undo, and the clock of the common case costs nothing more. Emptied when the device
+    /// enters a new key generation (nothing of an older generation can be removed any more).
     static let createSQL = """
         CREATE TABLE IF NOT EXISTS sync_sources (
             id INTEGER PRIMARY KEY AUTOINCREMENT, device TEXT NOT NULL, sequence INTEGER NOT NULL, UNIQUE (device, sequence));
@@ -17,14 +22,90 @@ enum SyncUndo {
             src INTEGER NOT NULL, tbl TEXT NOT NULL, key NOT NULL, col TEXT NOT NULL, hlc INTEGER NOT NULL,
             device TEXT NOT NULL, base_hlc INTEGER NOT NULL, base_device TEXT NOT NULL, pending INTEGER NOT NULL, value,
             prev_src INTEGER, PRIMARY KEY (src, tbl, key, col)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS sync_row_sources (
+            tbl TEXT NOT NULL, key NOT NULL, cells TEXT NOT NULL, tomb_src INTEGER, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
         """
 
-    /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction).
+    /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction). (A clock
+    /// of the version before `sync_rows` had the sources in its own `src` column: SyncClock.upgrade moves them.)
     static func upgrade(_ db: Database) throws {
         try db.executeScript(createSQL)
-        for table in ["sync_clock", "sync_conflicts"] {
-            let columns = try db.fetch("PRAGMA table_info(\(table))") { try $0.string(at: 1) }
-            if !columns.contains("src") { try db.execute("ALTER TABLE \(table) ADD COLUMN src INTEGER") }
+        let columns = try db.fetch("PRAGMA table_info(sync_conflicts)") { try $0.string(at: 1) }
+        if !columns.contains("src") { try db.execute("ALTER TABLE sync_conflicts ADD COLUMN src INTEGER") }
+    }
+
+    /// The sources of one row's versions: one per column (nil: none, or settled), and its tombstone's.
+    struct RowSources: Equatable {
+        var cells: [Int64?]
+        var tombstone: Int64?
+        var isEmpty: Bool { tombstone == nil && cells.allSatisfy { $0 == nil } }
+        var all: Set<Int64> { Set(cells.compactMap { $0 } + [tombstone].compactMap { $0 }) }
+
+        init(cells: [Int64?], tombstone: Int64?) {
+            self.cells = cells
+            self.tombstone = tombstone
+        }
+
+        /// From the stored text; `count` columns (nil: as many as the text names).
+        init(text: String, tombstone: Int64?, count: Int?) {
+            var cells = text.split(separator: ",", omittingEmptySubsequences: false).map { Int64($0) }
+            if let count {
+                if cells.count < count { cells += Array(repeating: nil, count: count - cells.count) }
+                cells = Array(cells.prefix(count))
+            }
+            self.cells = cells
+            self.tombstone = tombstone
+        }
+
+        var text: String { cells.map { $0.map(String.init) ?? "" }.joined(separator: ",") }
+    }
+
+    /// The sources of the versions of `key` in `table`, nil when none is kept (the common case: one lookup in an
+    /// empty or small table).
+    static func sources(_ db: Database, _ table: SyncedTable, key: DatabaseValue) throws -> RowSources? {
+        try db.cachedStatement("SELECT cells, tomb_src FROM sync_row_sources WHERE tbl = ? AND key = ?").fetch(
+            StatementArguments([DatabaseValue.text(table.name), key])
+        ) { row in
+            RowSources(text: try row.string(at: 0), tombstone: try row.isNull(at: 1) ? nil : try row.int64(at: 1), count: table.columns.count)
+        }.first
+    }
+
+    /// Records the sources of the versions of `key` in `table` (none: the entry goes).
+    static func setSources(_ db: Database, _ table: SyncedTable, key: DatabaseValue, cells: [Int64?], tombstone: Int64?) throws {
+        let sources = RowSources(cells: cells, tombstone: tombstone)
+        if sources.isEmpty {
+            try db.cachedStatement("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?").execute(
+                StatementArguments([DatabaseValue.text(table.name), key]))
+        } else {
+            try db.cachedStatement("INSERT OR REPLACE INTO sync_row_sources (tbl, key, cells, tomb_src) VALUES (?, ?, ?, ?)").execute(
+                StatementArguments([
+                    DatabaseValue.text(table.name), key, .text(sources.text), tombstone.map { DatabaseValue.integer($0) } ?? .null,
+                ]))
+        }
+    }
+
+    /// Drops from `sync_row_sources` every source no longer in `sync_sources` (settled or undone), and the entries left
+    /// with none. Everything at once when no source is left (the usual case after a sync).
+    static func dropSettledSources(_ db: Database) throws {
+        let live = Set(try db.fetch("SELECT id FROM sync_sources") { try $0.int64(at: 0) })
+        if live.isEmpty {
+            try db.execute("DELETE FROM sync_row_sources")
+            return
+        }
+        let rows = try db.fetch("SELECT tbl, key, cells, tomb_src FROM sync_row_sources") { row in
+            (try row.value(at: 0), try row.value(at: 1), try row.string(at: 2), try row.isNull(at: 3) ? nil : try row.int64(at: 3))
+        }
+        for (table, key, text, tombstone) in rows {
+            let old = RowSources(text: text, tombstone: tombstone, count: nil)
+            let new = RowSources(cells: old.cells.map { $0.flatMap { live.contains($0) ? $0 : nil } }, tombstone: old.tombstone.flatMap { live.contains($0) ? $0 : nil })
+            if new == old { continue }
+            if new.isEmpty {
+                try db.execute("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?", [table, key])
+            } else {
+                try db.execute(
+                    "UPDATE sync_row_sources SET cells = ?, tomb_src = ? WHERE tbl = ? AND key = ?",
+                    [new.text, new.tombstone.map { DatabaseValue.integer($0) } ?? .null, table, key])
+            }
         }
     }
 
@@ -50,7 +131,7 @@ enum SyncUndo {
     static func forgetAll(_ db: Database) throws {
         try db.execute("DELETE FROM sync_preimages")
         try db.execute("DELETE FROM sync_sources")
-        try db.execute("UPDATE sync_clock SET src = NULL WHERE src IS NOT NULL")
+        try db.execute("DELETE FROM sync_row_sources")
         try db.execute("UPDATE sync_conflicts SET src = NULL WHERE src IS NOT NULL")
     }
 
@@ -60,9 +141,9 @@ enum SyncUndo {
     /// for every column did not exist before them and is gone (its tombstone, if one was there before, stays).
     /// This device's own versions are never undone. Returns whether the row changed. Capture is off (the caller's).
     static func restore(
-        _ db: Database, _ table: SyncedTable, key: SyncValue, tainted: Set<Int64>, thisDevice: String
+        _ db: Database, _ table: SyncedTable, key: SyncValue, tainted: Set<Int64>, thisDevice: String, numbers: SyncDeviceNumbers
     ) throws -> Bool {
-        let local = try SyncMerge.localRow(db, table, key: key)
+        let local = try SyncMerge.localRow(db, table, key: key, numbers: numbers)
         func back(_ cell: LocalCell?, column: String) throws -> LocalCell? {
             var cell = cell
             while let current = cell, let source = current.source, tainted.contains(source), current.version.device != thisDevice {
@@ -108,18 +189,27 @@ enum SyncUndo {
         } else if local.alive {
             try db.execute("DELETE FROM \(quotedTable) WHERE \(keyColumn) = ?", [key.databaseValue])
         }
-        try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [table.name, key.databaseValue])
-        func insert(_ column: String, _ cell: LocalCell, value: DatabaseValue) throws {
-            try db.execute(
-                """
-                INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value, src)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [table.name, key.databaseValue, column, cell.version.hlc, cell.version.device, cell.base.hlc, cell.base.device,
-                 cell.pending ? 1 : 0, value, cell.source.map { DatabaseValue.integer($0) } ?? .null])
+        // The clock entry as it was (SyncClock.swift): unsent where a restored cell is an unsent edit of this device;
+        // the cells' values kept in `sync_values` while the row is deleted.
+        let ordered = table.columns.map { cells[$0] }
+        guard !cells.isEmpty || tombstone != nil else {
+            try SyncClock.forget(db, table: table.name, key: key.databaseValue)
+            return true
         }
-        for (column, cell) in cells { try insert(column, cell, value: alive ? .null : cell.value.databaseValue) }
-        if let tombstone { try insert("", LocalCell(version: tombstone.version, base: .zero, pending: false, value: .null, source: tombstone.source), value: .null) }
+        let pendingCells = ordered.compactMap { $0 }.filter(\.pending)
+        let pending: Int64 = pendingCells.isEmpty ? 0 : max(pendingCells.map(\.version.hlc).max() ?? 0, 1)
+        let entry = SyncClock.Entry(cells: ordered, tombstone: tombstone?.version, pending: pending)
+        try SyncClock.write(db, table, key: key.databaseValue, entry, exists: local.entry != nil, numbers: numbers)
+        try db.execute("DELETE FROM sync_values WHERE tbl = ? AND key = ?", [table.name, key.databaseValue])
+        if !alive {
+            for (index, cell) in ordered.enumerated() {
+                guard let cell else { continue }
+                try db.execute(
+                    "INSERT OR ROLLBACK INTO sync_values (tbl, key, col, value) VALUES (?, ?, ?, ?)",
+                    [table.name, key.databaseValue, index, cell.value.databaseValue])
+            }
+        }
+        try setSources(db, table, key: key.databaseValue, cells: ordered.map { $0?.source }, tombstone: tombstone?.source)
         return true
     }
 }
@@ -149,21 +239,24 @@ extension SyncEngine {
                     try db.fetch("SELECT id FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last]) { try $0.int64(at: 0) })
                 let byName = Dictionary(uniqueKeysWithValues: try SyncSchema.tables(db).map { ($0.name, $0) })
                 try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
-                let keys = try db.fetch(
-                    """
-                    SELECT DISTINCT tbl, key FROM sync_clock
-                    WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence > ?)
-                    """, [removed, last]
-                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
+                // The rows a version of which one of them set (sync_row_sources holds only unsettled bundles' rows).
+                var keys: [(String, SyncValue)] = []
+                try db.forEachRow("SELECT tbl, key, cells, tomb_src FROM sync_row_sources") { row in
+                    let sources = SyncUndo.RowSources(
+                        text: try row.string(at: 2), tombstone: try row.isNull(at: 3) ? nil : try row.int64(at: 3), count: nil)
+                    if !sources.all.isDisjoint(with: tainted) { keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
+                }
+                let numbers = try SyncDeviceNumbers(db)
                 var rows = 0
                 for (name, key) in keys {
                     guard let table = byName[name] else { continue }
-                    if try SyncUndo.restore(db, table, key: key, tainted: tainted, thisDevice: device) { rows += 1 }
+                    if try SyncUndo.restore(db, table, key: key, tainted: tainted, thisDevice: device, numbers: numbers) { rows += 1 }
                 }
                 let sources = "(SELECT id FROM sync_sources WHERE device = ? AND sequence > ?)"
                 try db.execute("DELETE FROM sync_conflicts WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_preimages WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last])
+                try SyncUndo.dropSettledSources(db)
                 try db.execute(
                     "UPDATE sync_devices SET sequence = ?, last_hash = ? WHERE device = ? AND sequence > ?",
                     [last, Data(lastHash), removed, last])
@@ -206,6 +299,7 @@ extension SyncEngine {
                     [chain, through])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ?", [chain, through])
             }
+            try SyncUndo.dropSettledSources(db)
         }
     }
 }
