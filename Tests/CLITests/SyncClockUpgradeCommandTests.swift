@@ -5,11 +5,13 @@ import TestSupport
 /// Issue 35 part 1: a database synced by the version before one clock entry per row (one `sync_clock` row per cell)
 /// upgrades at its first sync command — killed at any moment, it still opens, syncs and loses nothing.
 ///
-/// The fixture (Keys/fixtures/sync-clock-v1.tar.gz, made by `make-sync-clock-v1.sh` with that version's tool) holds
-/// two devices synced through a folder, a conflict logged on A, and unsent edits on both: on A a new task, a rename and
-/// a delete; on B a done mark. Its key file is sealed under a public test passphrase.
+/// Each fixture (Keys/fixtures/<name>.tar.gz, made by `make-sync-clock-v1.sh` with that version's tool) holds two
+/// devices synced through a folder, a conflict logged on A, and unsent edits on both: on A a new task, a rename and a
+/// delete; on B a done mark. Its key file is sealed under a public test passphrase. `sync-clock-v1` was made by the
+/// tool before issue 32; `sync-clock-v1-trust32` by the tool of issue 32 (its `sync_clock` keeps the bundle each
+/// version came in, beside sync_sources, sync_preimages and sync_delete_views).
 @Suite(.serialized) struct SyncClockUpgradeCommandTests {
-    static let root = "/tmp/securestore-sync-clock-v1"
+    static let fixtures = ["sync-clock-v1", "sync-clock-v1-trust32"]
 
     /// What both devices hold once the unsent edits of both have crossed: the same three tasks.
     static let expected = [
@@ -18,99 +20,107 @@ import TestSupport
         "write the report, unsent rename|true",
     ]
 
-    /// Unpacks a fresh copy of the fixture where it was made (the databases record the folder's absolute path).
-    func unpack() throws {
-        try? FileManager.default.removeItem(atPath: Self.root)
-        let archive = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Keys/fixtures/sync-clock-v1.tar.gz").path
-        let result = try run(["/bin/tar", "-xzf", archive, "-C", "/tmp"])
-        try #require(result.status == 0, "\(result.stderr)")
-    }
+    /// One fixture, unpacked at `/tmp/securestore-<name>`.
+    struct Fixture {
+        let name: String
+        var root: String { "/tmp/securestore-" + name }
 
-    /// The tool on one of the fixture's devices, its key file unsealed with the passphrase given on a descriptor.
-    func command(_ device: String, _ arguments: [String]) -> [String] {
-        ["/bin/sh", "-c", "exec \"$0\" --keystore file --passphrase-fd 3 \"$@\" 3<\(Self.root)/passphrase", product("securestore"),
-         "--app", "fixture-\(device)"] + arguments
-    }
-
-    var environment: [String: String] {
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_DATA_HOME"] = Self.root + "/data"
-        environment["SECURESTORE_PROMPT"] = "never"
-        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
-        return environment
-    }
-
-    func tool(_ device: String, _ arguments: [String]) throws -> ProcessResult {
-        try run(command(device, arguments), environment: environment)
-    }
-
-    /// The device's tasks as "title|done", sorted.
-    func tasks(_ device: String) throws -> [String] {
-        let result = try tool(device, ["--json", "tasks", "list", "--limit", "none"])
-        try #require(result.status == 0, "\(result.stderr)")
-        let list = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]] ?? []
-        return list.map { "\($0["title"] as? String ?? "?")|\(($0["done"] as? Bool) == true)" }.sorted()
-    }
-
-    /// Syncs A, B, A (each sends its unsent edits; the last brings B's to A) and checks what both devices hold.
-    func syncAndCheck(_ note: String) throws {
-        for device in ["a", "b", "a"] {
-            let result = try tool(device, ["sync", "now"])
-            #expect(result.status == 0, "\(note): sync now on \(device): \(result.stderr)")
+        /// Unpacks a fresh copy of the fixture where it was made (the databases record the folder's absolute path).
+        func unpack() throws {
+            try? FileManager.default.removeItem(atPath: root)
+            let archive = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Keys/fixtures/\(name).tar.gz").path
+            let result = try run(["/bin/tar", "-xzf", archive, "-C", "/tmp"])
+            try #require(result.status == 0, "\(result.stderr)")
         }
-        #expect(try tasks("a") == Self.expected, "\(note)")
-        #expect(try tasks("b") == Self.expected, "\(note)")
-        // The conflict the earlier version logged is still there, restorable.
-        let conflicts = try tool("a", ["sync", "conflicts"])
-        #expect(conflicts.status == 0 && conflicts.stdout.contains("water the plants (A)"), "\(note): \(conflicts.stdout)")
+
+        /// The tool on one of the fixture's devices, its key file unsealed with the passphrase given on a descriptor.
+        func command(_ device: String, _ arguments: [String]) -> [String] {
+            ["/bin/sh", "-c", "exec \"$0\" --keystore file --passphrase-fd 3 \"$@\" 3<\(root)/passphrase", product("securestore"),
+             "--app", "fixture-\(device)"] + arguments
+        }
+
+        var environment: [String: String] {
+            var environment = ProcessInfo.processInfo.environment
+            environment["XDG_DATA_HOME"] = root + "/data"
+            environment["SECURESTORE_PROMPT"] = "never"
+            environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+            return environment
+        }
+
+        func tool(_ device: String, _ arguments: [String]) throws -> ProcessResult {
+            try run(command(device, arguments), environment: environment)
+        }
+
+        /// The device's tasks as "title|done", sorted.
+        func tasks(_ device: String) throws -> [String] {
+            let result = try tool(device, ["--json", "tasks", "list", "--limit", "none"])
+            try #require(result.status == 0, "\(result.stderr)")
+            let list = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]] ?? []
+            return list.map { "\($0["title"] as? String ?? "?")|\(($0["done"] as? Bool) == true)" }.sorted()
+        }
+
+        /// Syncs A, B, A (each sends its unsent edits; the last brings B's to A) and checks what both devices hold.
+        func syncAndCheck(_ note: String) throws {
+            for device in ["a", "b", "a"] {
+                let result = try tool(device, ["sync", "now"])
+                #expect(result.status == 0, "\(note): sync now on \(device): \(result.stderr)")
+            }
+            #expect(try tasks("a") == SyncClockUpgradeCommandTests.expected, "\(note)")
+            #expect(try tasks("b") == SyncClockUpgradeCommandTests.expected, "\(note)")
+            // The conflict the earlier version logged is still there, restorable.
+            let conflicts = try tool("a", ["sync", "conflicts"])
+            #expect(conflicts.status == 0 && conflicts.stdout.contains("water the plants (A)"), "\(note): \(conflicts.stdout)")
+        }
     }
 
     /// Unkilled: the upgrade keeps every task, every unsent edit and the conflict log, and the devices converge.
-    @Test func aDatabaseSyncedByTheEarlierVersionUpgradesAndSyncs() throws {
+    @Test(arguments: fixtures) func aDatabaseSyncedByTheEarlierVersionUpgradesAndSyncs(_ fixture: String) throws {
         try Harness.require()
-        try unpack()
-        defer { try? FileManager.default.removeItem(atPath: Self.root) }
+        let f = Fixture(name: fixture)
+        try f.unpack()
+        defer { try? FileManager.default.removeItem(atPath: f.root) }
         // Before anything syncs: the tasks as the earlier version left them, unsent counted per row.
-        #expect(try tasks("a") == ["made on A, unsent|false", "water the plants (B)|false", "write the report, unsent rename|true"])
-        let status = try tool("a", ["--json", "sync", "status"])
+        #expect(try f.tasks("a") == ["made on A, unsent|false", "water the plants (B)|false", "write the report, unsent rename|true"])
+        let status = try f.tool("a", ["--json", "sync", "status"])
         #expect(status.status == 0, "\(status.stderr)")
         // A's unsent rows: the new task, the renamed one and the deleted one.
         let unsent = (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])?["unsentRows"] as? Int
         #expect(unsent == 3, "\(status.stdout)")
-        try syncAndCheck("upgraded unkilled")
+        try f.syncAndCheck("upgraded unkilled")
         // A new device joining after the upgrade gets the same tasks.
-        let code = try String(contentsOfFile: Self.root + "/pairing-code", encoding: .utf8)
+        let code = try String(contentsOfFile: f.root + "/pairing-code", encoding: .utf8)
             .split(separator: "\n").first.map(String.init) ?? ""
         let join = try run(
-            command("c", ["sync", "join", "--folder", Self.root + "/remote"]), input: Data((code + "\n").utf8), environment: environment)
+            f.command("c", ["sync", "join", "--folder", f.root + "/remote"]), input: Data((code + "\n").utf8), environment: f.environment)
         #expect(join.status == 0, "\(join.stderr)")
-        #expect(try tasks("c") == Self.expected)
+        #expect(try f.tasks("c") == Self.expected)
     }
 
     /// The upgrade runs in one transaction: `sync status` (which upgrades) killed with SIGKILL at moments from its
     /// start to its end leaves a database that opens, syncs and loses nothing, on both devices.
-    @Test func killedAtAnyMomentOfTheUpgradeNothingIsLost() throws {
+    @Test(arguments: fixtures) func killedAtAnyMomentOfTheUpgradeNothingIsLost(_ fixture: String) throws {
         try Harness.require()
-        defer { try? FileManager.default.removeItem(atPath: Self.root) }
+        let f = Fixture(name: fixture)
+        defer { try? FileManager.default.removeItem(atPath: f.root) }
         // How long an unkilled upgrade takes here, to spread the kills over it.
-        try unpack()
+        try f.unpack()
         let start = Date()
-        #expect(try tool("a", ["sync", "status"]).status == 0)
+        #expect(try f.tool("a", ["sync", "status"]).status == 0)
         let whole = Date().timeIntervalSince(start)
         var killedRunning = 0
         for step in 0..<12 {
-            try unpack()
+            try f.unpack()
             let delay = whole * Double(step) / 11
             for device in ["a", "b"] {
-                let child = try ChildProcess(command(device, ["sync", "status"]), environment: environment)
+                let child = try ChildProcess(f.command(device, ["sync", "status"]), environment: f.environment)
                 usleep(UInt32(delay * 1_000_000))
                 child.kill(SIGKILL)
                 if child.wait() == .signaled(SIGKILL) { killedRunning += 1 }
             }
             // Whatever state the kill left, the next commands open the database and finish the upgrade.
-            #expect(try tool("a", ["sync", "status"]).status == 0, "killed after \(Int(delay * 1000)) ms")
-            try syncAndCheck("killed after \(Int(delay * 1000)) ms")
+            #expect(try f.tool("a", ["sync", "status"]).status == 0, "killed after \(Int(delay * 1000)) ms")
+            try f.syncAndCheck("killed after \(Int(delay * 1000)) ms")
         }
         #expect(killedRunning >= 6, "the upgrades were killed while running, not after they ended")
     }
