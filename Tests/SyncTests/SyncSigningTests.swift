@@ -286,6 +286,40 @@ import Tasks
     /// complete, well-sealed snapshot into B's folder (unsigned, or signed with a key that is not B's), claiming to hold
     /// every bundle and carrying a task nobody made: a device that joins skips it and lists it, applies nothing of it and
     /// starts from the bundles; `sync clean` does not take it as holding anyone's bundles and removes nothing.
+    /// The undo bookkeeping beside the packed clock (`sync_row_sources`, `sync_preimages`: SyncUndo.swift) is kept only
+    /// while a removal could still undo a bundle: in a group of two it is gone after every sync; in a group of three, a
+    /// row another device's bundle set stays listed until the third device has applied that bundle too, then goes.
+    @Test func theUndoBookkeepingIsKeptOnlyWhileARemovalCouldUndoIt() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        func kept(_ device: SyncDevice_) throws -> (rows: Int, preimages: Int) {
+            try device.database.read { db in
+                (try db.scalar("SELECT count(*) FROM sync_row_sources", as: Int.self) ?? -1,
+                 try db.scalar("SELECT count(*) FROM sync_preimages", as: Int.self) ?? -1)
+            }
+        }
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        let first = try a.tasks.create(title: "seen by two").id
+        try a.sync()
+        try c.sync()
+        #expect(try kept(c) == (0, 0), "two devices: nothing can remove A but C, which applied it")
+        try d.join(.folder(root), code)
+        try c.sync()
+        try a.sync()
+        _ = try a.tasks.rename(id: first, to: "renamed, seen by three")
+        _ = try a.tasks.create(title: "new, seen by three")
+        try a.sync()
+        try d.sync()
+        let unsettled = try kept(d)
+        #expect(unsettled.rows == 2 && unsettled.preimages >= 1, "C has not applied A's bundle yet: \(unsettled)")
+        try c.sync()
+        try d.sync()
+        #expect(try kept(d) == (0, 0), "C applied it and said so: nothing left to undo")
+        #expect(try d.rows() == a.rows())
+    }
+
     @Test(arguments: [false, true]) func aSnapshotWrittenInAnotherDevicesNameIsSkippedAndListed(signedByAnotherKey: Bool) throws {
         let folder = try TemporaryDirectory()
         let root = folder.path + "/remote"
