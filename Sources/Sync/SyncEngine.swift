@@ -572,6 +572,7 @@ public final class SyncEngine: Sendable {
     }
 
     private func applyIncoming(_ report: inout SyncReport, skipping planted: Set<String>, roster: SyncRoster) throws -> [SyncError] {
+        let horizon = settledHorizon(roster)
         var refusals: [SyncError] = []
         let root = layoutRoot
         let known = try database.read { db in
@@ -707,10 +708,12 @@ public final class SyncEngine: Sendable {
                         bundles += 1
                         rows += bundle.rows.count
                         last = VerifiedBundle(rows: [], deviceName: bundle.deviceName, sequence: bundle.sequence, hash: bundle.hash)
-                        // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift); this
-                        // device's own bundles applied again are its own edits.
+                        // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift) unless
+                        // already settled; this device's own bundles applied again are its own edits.
                         return (
-                            bundle.rows, isThisDevice ? nil : try SyncUndo.source(db, device: device, sequence: bundle.sequence), device
+                            bundle.rows,
+                            try Self.undoSource(db, writer: device, sequence: bundle.sequence, thisDevice: self.device, horizon: horizon),
+                            device
                         )
                     }
                     if isThisDevice {

@@ -322,6 +322,7 @@ extension SyncEngine {
                 continue
             }
             let now = microsecondsSince1970(Date())
+            let horizon = settledHorizon(roster)
             // In the gap case the snapshot's keys are noted, to find the rows it no longer holds.
             if !fresh {
                 try database.write { db in
@@ -361,7 +362,8 @@ extension SyncEngine {
                         // that does not name a later bundle undoes what it brought (its snapshot could hold its later edits).
                         let own = candidate.manifest.vector[candidate.writer]
                         return (
-                            payload.rows, candidate.writer == device ? nil : try SyncUndo.source(db, device: candidate.writer, sequence: own + 1), nil
+                            payload.rows,
+                            try Self.undoSource(db, writer: candidate.writer, sequence: own + 1, thisDevice: device, horizon: horizon), nil
                         )
                     }
                     report.newConflicts += conflicts

@@ -268,27 +268,55 @@ extension SyncEngine {
     }
 }
 
+/// How far each device's chain is settled (``SyncEngine/settleSources(_:)``): the last of its bundles that every
+/// other device on the roster that could remove it has applied, by its signed seen vector; every bundle when there is
+/// no such device. Read once a sync round (the folder does not change during it).
+struct SyncSettledHorizon {
+    let removers: [String]
+    let vectors: [String: SyncVector]
+
+    /// Bundles of `chain` up to this sequence are settled (0: none).
+    func through(_ chain: String) -> Int64 {
+        let counts = removers.filter { $0 != chain }.map { vectors[$0]?.entries[chain]?.sequence ?? 0 }
+        return counts.min() ?? Int64.max  // no other device: only this one could remove it
+    }
+}
+
 extension SyncEngine {
-    /// Drops what is kept for undoing bundles that can no longer be undone: a bundle of X is settled once every other
-    /// device on the roster that could remove X (not removed, not X, not this device) has applied it by its signed seen
-    /// vector — any of them that removes X names at least that bundle — and at once when no such device exists (only
-    /// this one could remove X, and it has applied it). Called after applying, so that a sync that applied a settled
-    /// bundle leaves nothing behind for the next one to remove.
-    func settleSources(_ roster: SyncRoster) throws {
-        let removers = roster.members.keys.filter { $0 != device && roster.removed[$0] == nil }
+    /// The settled horizon of every chain by `roster` (``SyncSettledHorizon``).
+    func settledHorizon(_ roster: SyncRoster) -> SyncSettledHorizon {
+        let removers = roster.members.keys.filter { $0 != device && roster.removed[$0] == nil }.sorted()
         var vectors: [String: SyncVector] = [:]
         for writer in removers {
             vectors[writer] = SyncSeenFiles.newest(root: layoutRoot, device: writer, key: key, accept: { bytes in
                 roster.accepts(bytes, device: writer, sequence: 0, generation: self.generation)
             })?.vector
         }
+        return SyncSettledHorizon(removers: removers, vectors: vectors)
+    }
+
+    /// The source to mark what `writer`'s bundle `sequence` sets with (SyncUndo.swift), or nil when nothing of it need
+    /// be kept: this device's own bundle, or one already settled by `horizon` — every device that could remove its
+    /// writer has applied it, so no removal can undo it (the bookkeeping would be dropped right after applying). A
+    /// new device's first sync and every sync of a group of two keep nothing.
+    static func undoSource(_ db: Database, writer: String, sequence: Int64, thisDevice: String, horizon: SyncSettledHorizon) throws -> Int64? {
+        if writer == thisDevice || sequence <= horizon.through(writer) { return nil }
+        return try SyncUndo.source(db, device: writer, sequence: sequence)
+    }
+
+    /// Drops what is kept for undoing bundles that can no longer be undone: a bundle of X is settled once every other
+    /// device on the roster that could remove X (not removed, not X, not this device) has applied it by its signed seen
+    /// vector — any of them that removes X names at least that bundle — and at once when no such device exists (only
+    /// this one could remove X, and it has applied it). Called after applying, so that a sync that applied a settled
+    /// bundle leaves nothing behind for the next one to remove.
+    func settleSources(_ roster: SyncRoster) throws {
+        let horizon = settledHorizon(roster)
         let chains = try database.read { db in
             try db.fetch("SELECT device, max(sequence) FROM sync_sources GROUP BY device") { (try $0.string(at: 0), try $0.int64(at: 1)) }
         }
         var settled: [(String, Int64)] = []
         for (chain, _) in chains {
-            let counts = removers.filter { $0 != chain }.map { vectors[$0]?.entries[chain]?.sequence ?? 0 }
-            let least = counts.min() ?? Int64.max  // no other device: only this one could remove it
+            let least = horizon.through(chain)
             if least > 0 { settled.append((chain, least)) }
         }
         guard !settled.isEmpty else { return }
