@@ -8,8 +8,9 @@ internal import Foundation
 enum SyncUndo {
     /// The bookkeeping: each applied bundle of another device of this generation (`sync_sources`), the versions those
     /// bundles replaced (`sync_preimages`, one row per cell or tombstone, keyed by the bundle that replaced it), and
-    /// the bundle each version of a row came in (`sync_row_sources`, one entry per row; `cells` the sources of its
-    /// columns in the order of `sync_tables`, comma-separated, empty for none; `tomb_src` its tombstone's).
+    /// the bundle each version of a row came in (`sync_row_sources`, one entry per row: `src` the source of every
+    /// column when they share one, else `cells` the sources of its columns in the order of `sync_tables`,
+    /// comma-separated, empty for none; `tomb_src` its tombstone's).
     /// `sync_conflicts.src` names the bundle a log entry came with. The clock itself (`sync_rows`) holds no source:
     /// a row enters `sync_row_sources` when another device's bundle sets a version of it and leaves it when every
     /// bundle it names is settled (``SyncEngine/settleSources(_:)``) — so it is empty but for the rows of bundles
@@ -23,7 +24,7 @@ enum SyncUndo {
             device TEXT NOT NULL, base_hlc INTEGER NOT NULL, base_device TEXT NOT NULL, pending INTEGER NOT NULL, value,
             prev_src INTEGER, PRIMARY KEY (src, tbl, key, col)) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS sync_row_sources (
-            tbl TEXT NOT NULL, key NOT NULL, cells TEXT NOT NULL, tomb_src INTEGER, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
+            tbl TEXT NOT NULL, key NOT NULL, src INTEGER, cells TEXT, tomb_src INTEGER, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
         """
 
     /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction). (A clock
@@ -46,7 +47,18 @@ enum SyncUndo {
             self.tombstone = tombstone
         }
 
-        /// From the stored text; `count` columns (nil: as many as the text names).
+        /// From the stored columns (`src`, `cells`, `tomb_src`); `count` columns (nil: as many as the text names).
+        init(_ row: Row, from index: Int, count: Int?) throws {
+            let tombstone = try row.isNull(at: index + 2) ? nil : try row.int64(at: index + 2)
+            if try row.isNull(at: index + 1) {
+                let source = try row.isNull(at: index) ? nil : try row.int64(at: index)
+                self.init(cells: Array(repeating: source, count: count ?? 1), tombstone: tombstone)
+            } else {
+                self.init(text: try row.string(at: index + 1), tombstone: tombstone, count: count)
+            }
+        }
+
+        /// From the text of `cells`; `count` columns (nil: as many as the text names).
         init(text: String, tombstone: Int64?, count: Int?) {
             var cells = text.split(separator: ",", omittingEmptySubsequences: false).map { Int64($0) }
             if let count {
@@ -63,11 +75,9 @@ enum SyncUndo {
     /// The sources of the versions of `key` in `table`, nil when none is kept (the common case: one lookup in an
     /// empty or small table).
     static func sources(_ db: Database, _ table: SyncedTable, key: DatabaseValue) throws -> RowSources? {
-        try db.cachedStatement("SELECT cells, tomb_src FROM sync_row_sources WHERE tbl = ? AND key = ?").fetch(
+        try db.cachedStatement("SELECT src, cells, tomb_src FROM sync_row_sources WHERE tbl = ? AND key = ?").fetch(
             StatementArguments([DatabaseValue.text(table.name), key])
-        ) { row in
-            RowSources(text: try row.string(at: 0), tombstone: try row.isNull(at: 1) ? nil : try row.int64(at: 1), count: table.columns.count)
-        }.first
+        ) { row in try RowSources(row, from: 0, count: table.columns.count) }.first
     }
 
     /// Records the sources of the versions of `key` in `table` (none: the entry goes).
@@ -77,9 +87,12 @@ enum SyncUndo {
             try db.cachedStatement("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?").execute(
                 StatementArguments([DatabaseValue.text(table.name), key]))
         } else {
-            try db.cachedStatement("INSERT OR REPLACE INTO sync_row_sources (tbl, key, cells, tomb_src) VALUES (?, ?, ?, ?)").execute(
+            // One source for every column (a row a bundle inserted: most of them) in `src`, else the list.
+            let uniform = cells.allSatisfy { $0 == cells.first ?? nil }
+            try db.cachedStatement("INSERT OR REPLACE INTO sync_row_sources (tbl, key, src, cells, tomb_src) VALUES (?, ?, ?, ?, ?)").execute(
                 StatementArguments([
-                    DatabaseValue.text(table.name), key, .text(sources.text), tombstone.map { DatabaseValue.integer($0) } ?? .null,
+                    DatabaseValue.text(table.name), key, uniform ? (cells.first ?? nil).map { DatabaseValue.integer($0) } ?? .null : .null,
+                    uniform ? .null : .text(sources.text), tombstone.map { DatabaseValue.integer($0) } ?? .null,
                 ]))
         }
     }
@@ -92,7 +105,12 @@ enum SyncUndo {
             try db.execute("DELETE FROM sync_row_sources")
             return
         }
-        let rows = try db.fetch("SELECT tbl, key, cells, tomb_src FROM sync_row_sources") { row in
+        // Uniform entries in SQL (every row a bundle inserted), listed ones one by one (rows edited by several bundles).
+        let dead = "NOT IN (SELECT id FROM sync_sources)"
+        try db.execute("UPDATE sync_row_sources SET src = NULL WHERE src IS NOT NULL AND src \(dead)")
+        try db.execute("UPDATE sync_row_sources SET tomb_src = NULL WHERE tomb_src IS NOT NULL AND tomb_src \(dead)")
+        try db.execute("DELETE FROM sync_row_sources WHERE src IS NULL AND cells IS NULL AND tomb_src IS NULL")
+        let rows = try db.fetch("SELECT tbl, key, cells, tomb_src FROM sync_row_sources WHERE cells IS NOT NULL") { row in
             (try row.value(at: 0), try row.value(at: 1), try row.string(at: 2), try row.isNull(at: 3) ? nil : try row.int64(at: 3))
         }
         for (table, key, text, tombstone) in rows {
@@ -103,7 +121,7 @@ enum SyncUndo {
                 try db.execute("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?", [table, key])
             } else {
                 try db.execute(
-                    "UPDATE sync_row_sources SET cells = ?, tomb_src = ? WHERE tbl = ? AND key = ?",
+                    "UPDATE sync_row_sources SET src = NULL, cells = ?, tomb_src = ? WHERE tbl = ? AND key = ?",
                     [new.text, new.tombstone.map { DatabaseValue.integer($0) } ?? .null, table, key])
             }
         }
@@ -241,9 +259,8 @@ extension SyncEngine {
                 try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
                 // The rows a version of which one of them set (sync_row_sources holds only unsettled bundles' rows).
                 var keys: [(String, SyncValue)] = []
-                try db.forEachRow("SELECT tbl, key, cells, tomb_src FROM sync_row_sources") { row in
-                    let sources = SyncUndo.RowSources(
-                        text: try row.string(at: 2), tombstone: try row.isNull(at: 3) ? nil : try row.int64(at: 3), count: nil)
+                try db.forEachRow("SELECT tbl, key, src, cells, tomb_src FROM sync_row_sources") { row in
+                    let sources = try SyncUndo.RowSources(row, from: 2, count: nil)
                     if !sources.all.isDisjoint(with: tainted) { keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
                 }
                 let numbers = try SyncDeviceNumbers(db)
@@ -321,13 +338,15 @@ extension SyncEngine {
         }
         guard !settled.isEmpty else { return }
         try database.write { db in
+            var dropped = 0
             for (chain, through) in settled {
                 try db.execute(
                     "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ?)",
                     [chain, through])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ?", [chain, through])
+                dropped += db.changes
             }
-            try SyncUndo.dropSettledSources(db)
+            if dropped > 0 { try SyncUndo.dropSettledSources(db) }
         }
     }
 }
