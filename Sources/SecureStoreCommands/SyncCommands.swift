@@ -52,13 +52,18 @@ private func withEngine(_ invocation: Invocation, _ body: (SyncEngine) throws ->
     let context = try Context(invocation)
     let database = try openDatabase(invocation, context)
     defer { try? database.close() }
+    return try body(try syncEngine(database))
+}
+
+/// The sync engine of `database`, saying once when the database was copied from another machine (`sync watch` too).
+func syncEngine(_ database: KeyedDatabase) throws -> SyncEngine {
     let engine = try SyncEngine(database: database)
     if let original = engine.copiedFromDevice {
         Console.err(
             "this database was copied from another machine, where it syncs as device \(original.prefix(8)); here it is a new "
                 + "device, \(engine.device.prefix(8)), so the two never write one chain of bundles\n")
     }
-    return try body(engine)
+    return engine
 }
 
 /// `sync now`, `sync join`: what a round did.

@@ -72,12 +72,7 @@ let syncWatchCommand = Command(
         let database = try openDatabase(invocation, context)
         defer { try? database.close() }
         // A SyncError becomes an exit status where every library error does (Console.swift's report).
-        let engine = try SyncEngine(database: database)
-        if let original = engine.copiedFromDevice {
-            Console.err(
-                "this database was copied from another machine, where it syncs as device \(original.prefix(8)); here it is a new "
-                    + "device, \(engine.device.prefix(8)), so the two never write one chain of bundles\n")
-        }
+        let engine = try syncEngine(database)
         let watcher = try SyncWatcher(engine: engine, options: options, reopen: { try SyncEngine(database: database) })
         let remote = escapedForTerminal(engine.remote.description)
         let isGit = engine.remote.description.hasPrefix("git")
