@@ -104,11 +104,14 @@ enum SyncMerge {
     /// undone; nil for a snapshot's rows.
     static func apply(
         _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil,
-        source: Int64? = nil, sender: String? = nil, numbers: SyncDeviceNumbers? = nil
+        source: Int64? = nil, sender: String? = nil, numbers: SyncDeviceNumbers? = nil, snapshotMark: Int64?? = nil
     ) throws -> (changed: Bool, conflicts: Int) {
         let numbers = try numbers ?? SyncDeviceNumbers(db)
         let local = try localRow(db, table, key: change.key, numbers: numbers)
-        if local.entry == nil, try insertNew(db, table, change, source: source, numbers: numbers) { return (true, 0) }
+        if local.entry == nil {
+            let mark = try snapshotMark ?? SyncUndo.snapshotSource(db)
+            if try insertNew(db, table, change, source: source, snapshotMark: mark, numbers: numbers) { return (true, 0) }
+        }
         // This device's unsent delete of the row: what it had seen is kept before anything merges into it.
         if !local.alive, local.tombstone != nil, try tombstoneUnsent(local.entry, numbers: numbers) {
             try SyncDeleteLog.keepOwnView(db, table, key: change.key, local: (local.cells, local.tombstone))
@@ -267,7 +270,7 @@ enum SyncMerge {
     /// row, and one clock entry a column with the sender's version and base, not pending. Returns false, having
     /// written nothing, for any other change (a tombstone, a column missing or twice), which the general path takes.
     private static func insertNew(
-        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, source: Int64?, numbers: SyncDeviceNumbers
+        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, source: Int64?, snapshotMark: Int64?, numbers: SyncDeviceNumbers
     ) throws -> Bool {
         guard change.tombstone == nil, change.cells.count == table.columns.count else { return false }
         var ordered: [SyncCell] = []
@@ -284,8 +287,11 @@ enum SyncMerge {
         let entry = SyncClock.Entry(
             cells: ordered.map { LocalCell(version: $0.version, base: $0.base, pending: false, value: .null) }, tombstone: nil, pending: 0)
         try SyncClock.write(db, table, key: key, entry, exists: false, numbers: numbers)
-        if let source {
-            try SyncUndo.setSources(db, table, key: key, cells: Array(repeating: source, count: table.columns.count), tombstone: nil)
+        // Nothing to record when the snapshot's mark already says it (a new device joining through a snapshot), or
+        // when there is no source and no mark.
+        if source != snapshotMark {
+            try SyncUndo.setSources(
+                db, table, key: key, cells: Array(repeating: source, count: table.columns.count), tombstone: nil)
         }
         return true
     }
@@ -319,12 +325,13 @@ enum SyncMerge {
             var conflicts = 0
             let numbers = try SyncDeviceNumbers(db)
             while let (rows, source, sender) = try next() {
+                let mark = try SyncUndo.snapshotSource(db)
                 let newest = rows.lazy.flatMap { row in row.cells.lazy.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 try db.execute("UPDATE sync_state SET hlc = max(hlc, ?) WHERE singleton = 0", [newest])
                 for row in rows {
                     let result = try apply(
                         db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table), source: source, sender: sender,
-                        numbers: numbers)
+                        numbers: numbers, snapshotMark: .some(mark))
                     if result.changed { changed += 1 }
                     conflicts += result.conflicts
                 }

@@ -360,11 +360,11 @@ extension SyncEngine {
                         rows += payload.rows.count
                         // Marked as coming after the writer's own position in it (SyncUndo.swift): a removal of the writer
                         // that does not name a later bundle undoes what it brought (its snapshot could hold its later edits).
+                        // A new device marks them all at once (SyncUndo.createSQL).
                         let own = candidate.manifest.vector[candidate.writer]
-                        return (
-                            payload.rows,
-                            try Self.undoSource(db, writer: candidate.writer, sequence: own + 1, thisDevice: device, horizon: horizon), nil
-                        )
+                        let source = try Self.undoSource(db, writer: candidate.writer, sequence: own + 1, thisDevice: device, horizon: horizon)
+                        if fresh, let source, try SyncUndo.snapshotSource(db) != source { try SyncUndo.markSnapshot(db, source: source) }
+                        return (payload.rows, source, nil)
                     }
                     report.newConflicts += conflicts
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")

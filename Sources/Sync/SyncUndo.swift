@@ -16,6 +16,12 @@ enum SyncUndo {
     /// bundle it names is settled (``SyncEngine/settleSources(_:)``) — so it is empty but for the rows of bundles
     /// that a removal could still undo, and the clock of the common case costs nothing more. Emptied when the device
     /// enters a new key generation (nothing of an older generation can be removed any more).
+    ///
+    /// A new device that joins through a snapshot marks what the snapshot brought with one entry, not one a row:
+    /// `sync_snapshot_source` names the source, and while it is there every row of `sync_rows` without an entry in
+    /// `sync_row_sources` came with it (each column; no tombstone). A row set later by a bundle that keeps no source
+    /// then gets an entry that says so (`cells` empty, every source NULL), so that it is not taken for one of the
+    /// snapshot's; those entries go with the mark.
     static let createSQL = """
         CREATE TABLE IF NOT EXISTS sync_sources (
             id INTEGER PRIMARY KEY AUTOINCREMENT, device TEXT NOT NULL, sequence INTEGER NOT NULL, UNIQUE (device, sequence));
@@ -25,6 +31,7 @@ enum SyncUndo {
             prev_src INTEGER, PRIMARY KEY (src, tbl, key, col)) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS sync_row_sources (
             tbl TEXT NOT NULL, key NOT NULL, src INTEGER, cells TEXT, tomb_src INTEGER, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS sync_snapshot_source (singleton INTEGER PRIMARY KEY CHECK (singleton = 0), src INTEGER NOT NULL);
         """
 
     /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction). (A clock
@@ -74,16 +81,42 @@ enum SyncUndo {
 
     /// The sources of the versions of `key` in `table`, nil when none is kept (the common case: one lookup in an
     /// empty or small table).
+    /// Call only for a row that has a clock entry: without an entry of its own, such a row came with the snapshot a
+    /// new device joined through while that snapshot's mark is kept.
     static func sources(_ db: Database, _ table: SyncedTable, key: DatabaseValue) throws -> RowSources? {
-        try db.cachedStatement("SELECT src, cells, tomb_src FROM sync_row_sources WHERE tbl = ? AND key = ?").fetch(
+        let entry = try db.cachedStatement("SELECT src, cells, tomb_src FROM sync_row_sources WHERE tbl = ? AND key = ?").fetch(
             StatementArguments([DatabaseValue.text(table.name), key])
         ) { row in try RowSources(row, from: 0, count: table.columns.count) }.first
+        if let entry { return entry }
+        return try snapshotSource(db).map { RowSources(cells: Array(repeating: $0, count: table.columns.count), tombstone: nil) }
+    }
+
+    /// The source of the snapshot a new device joined through, while a removal could still undo it (nil: none).
+    static func snapshotSource(_ db: Database) throws -> Int64? {
+        try db.cachedStatement("SELECT src FROM sync_snapshot_source WHERE singleton = 0").fetch(StatementArguments([DatabaseValue]())) {
+            try $0.int64(at: 0)
+        }.first
+    }
+
+    /// Marks every row a new device's join through a snapshot brings with `source` at once (in the caller's
+    /// transaction, before the first row is applied).
+    static func markSnapshot(_ db: Database, source: Int64) throws {
+        try db.execute("INSERT OR REPLACE INTO sync_snapshot_source (singleton, src) VALUES (0, ?)", [source])
     }
 
     /// Records the sources of the versions of `key` in `table` (none: the entry goes).
     static func setSources(_ db: Database, _ table: SyncedTable, key: DatabaseValue, cells: [Int64?], tombstone: Int64?) throws {
         let sources = RowSources(cells: cells, tombstone: tombstone)
-        if sources.isEmpty {
+        let snapshot = try snapshotSource(db)
+        if let snapshot, sources == RowSources(cells: Array(repeating: snapshot, count: cells.count), tombstone: nil) {
+            // What the snapshot's mark says of a row without an entry.
+            try db.cachedStatement("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?").execute(
+                StatementArguments([DatabaseValue.text(table.name), key]))
+        } else if sources.isEmpty, snapshot != nil {
+            // No source, said explicitly: the row is not one of the snapshot's.
+            try db.cachedStatement("INSERT OR REPLACE INTO sync_row_sources (tbl, key, src, cells, tomb_src) VALUES (?, ?, NULL, '', NULL)")
+                .execute(StatementArguments([DatabaseValue.text(table.name), key]))
+        } else if sources.isEmpty {
             try db.cachedStatement("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?").execute(
                 StatementArguments([DatabaseValue.text(table.name), key]))
         } else {
@@ -101,28 +134,36 @@ enum SyncUndo {
     /// with none. Everything at once when no source is left (the usual case after a sync).
     static func dropSettledSources(_ db: Database) throws {
         let live = Set(try db.fetch("SELECT id FROM sync_sources") { try $0.int64(at: 0) })
+        if let snapshot = try snapshotSource(db), !live.contains(snapshot) { try db.execute("DELETE FROM sync_snapshot_source") }
+        let snapshotMarked = try snapshotSource(db) != nil
         if live.isEmpty {
             try db.execute("DELETE FROM sync_row_sources")
             return
         }
         // Uniform entries in SQL (every row a bundle inserted), listed ones one by one (rows edited by several bundles).
+        // An entry left with no source goes, or while the snapshot's mark is kept says so (`cells` empty).
         let dead = "NOT IN (SELECT id FROM sync_sources)"
         try db.execute("UPDATE sync_row_sources SET src = NULL WHERE src IS NOT NULL AND src \(dead)")
         try db.execute("UPDATE sync_row_sources SET tomb_src = NULL WHERE tomb_src IS NOT NULL AND tomb_src \(dead)")
-        try db.execute("DELETE FROM sync_row_sources WHERE src IS NULL AND cells IS NULL AND tomb_src IS NULL")
-        let rows = try db.fetch("SELECT tbl, key, cells, tomb_src FROM sync_row_sources WHERE cells IS NOT NULL") { row in
+        if snapshotMarked {
+            try db.execute("UPDATE sync_row_sources SET cells = '' WHERE src IS NULL AND cells IS NULL AND tomb_src IS NULL")
+        } else {
+            try db.execute(
+                "DELETE FROM sync_row_sources WHERE src IS NULL AND (cells IS NULL OR cells NOT GLOB '*[0-9]*') AND tomb_src IS NULL")
+        }
+        let rows = try db.fetch("SELECT tbl, key, cells, tomb_src FROM sync_row_sources WHERE cells IS NOT NULL AND cells <> ''") { row in
             (try row.value(at: 0), try row.value(at: 1), try row.string(at: 2), try row.isNull(at: 3) ? nil : try row.int64(at: 3))
         }
         for (table, key, text, tombstone) in rows {
             let old = RowSources(text: text, tombstone: tombstone, count: nil)
             let new = RowSources(cells: old.cells.map { $0.flatMap { live.contains($0) ? $0 : nil } }, tombstone: old.tombstone.flatMap { live.contains($0) ? $0 : nil })
             if new == old { continue }
-            if new.isEmpty {
+            if new.isEmpty && !snapshotMarked {
                 try db.execute("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?", [table, key])
             } else {
                 try db.execute(
                     "UPDATE sync_row_sources SET src = NULL, cells = ?, tomb_src = ? WHERE tbl = ? AND key = ?",
-                    [new.text, new.tombstone.map { DatabaseValue.integer($0) } ?? .null, table, key])
+                    [new.isEmpty ? "" : new.text, new.tombstone.map { DatabaseValue.integer($0) } ?? .null, table, key])
             }
         }
     }
@@ -150,6 +191,7 @@ enum SyncUndo {
         try db.execute("DELETE FROM sync_preimages")
         try db.execute("DELETE FROM sync_sources")
         try db.execute("DELETE FROM sync_row_sources")
+        try db.execute("DELETE FROM sync_snapshot_source")
         try db.execute("UPDATE sync_conflicts SET src = NULL WHERE src IS NOT NULL")
     }
 
@@ -263,6 +305,19 @@ extension SyncEngine {
                     let sources = try SyncUndo.RowSources(row, from: 2, count: nil)
                     if !sources.all.isDisjoint(with: tainted) { keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
                 }
+                // The rows the snapshot this device joined through brought, when it is undone: the snapshot's writer is
+                // removed at a bundle before the snapshot. Everything the snapshot brought goes (this device's own
+                // edits stay), and so do the positions it gave: the next sync takes every other device's changes again,
+                // from their bundles or from another snapshot, so that nothing another device wrote is lost with it.
+                let snapshotUndone = try SyncUndo.snapshotSource(db).map { tainted.contains($0) } ?? false
+                if snapshotUndone {
+                    try db.forEachRow(
+                        """
+                        SELECT r.tbl, r.key FROM sync_rows r
+                        WHERE NOT EXISTS (SELECT 1 FROM sync_row_sources s WHERE s.tbl = r.tbl AND s.key = r.key)
+                        """
+                    ) { row in keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
+                }
                 let numbers = try SyncDeviceNumbers(db)
                 var rows = 0
                 for (name, key) in keys {
@@ -274,6 +329,7 @@ extension SyncEngine {
                 try db.execute("DELETE FROM sync_preimages WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last])
                 try SyncUndo.dropSettledSources(db)
+                if snapshotUndone { try db.execute("DELETE FROM sync_devices") }
                 try db.execute(
                     "UPDATE sync_devices SET sequence = ?, last_hash = ? WHERE device = ? AND sequence > ?",
                     [last, Data(lastHash), removed, last])
