@@ -124,4 +124,46 @@ import TestSupport
         }
         #expect(killedRunning >= 6, "the upgrades were killed while running, not after they ended")
     }
+
+    /// A group of three (`sync-clock-v1-three`, made by `make-sync-clock-v1-three.sh` with main's tool at 20a3991): B
+    /// has applied A's last bundle, C has not, so B keeps the bundle those versions came in. After B's upgrade, C
+    /// (which never saw that bundle) removes A: B, reading the removal, undoes A's last bundle — the kept source
+    /// survived the upgrade — keeps everything else, and B and C converge in the new generation.
+    @Test func aSourceKeptBeforeTheUpgradeIsStillUndoneByALaterRemoval() throws {
+        try Harness.require()
+        let f = Fixture(name: "sync-clock-v1-three")
+        try f.unpack()
+        let scratch = try TemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: f.root) }
+        let remote = f.root + "/remote"
+        let status = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: f.root + "/a-status.json"))) as? [String: Any]
+        let deviceA = try #require(status?["device"] as? String)
+        #expect(try f.tasks("b") == ["A's last, applied by B only|false", "on every device|false"])
+        // B upgrades first (any sync command does), with A's bundle hidden from C for the removal.
+        let upgraded = try f.tool("b", ["sync", "status"])
+        #expect(upgraded.status == 0, "\(upgraded.stderr)")
+        let bundles = try FileManager.default.contentsOfDirectory(atPath: remote + "/devices/" + deviceA).sorted()
+        let last = try #require(bundles.last)
+        #expect(bundles.count == 2, "\(bundles)")
+        try FileManager.default.moveItem(atPath: remote + "/devices/\(deviceA)/" + last, toPath: scratch.path + "/bundle")
+        let removal = try f.tool("c", ["--json", "sync", "remove-device", deviceA])
+        #expect(removal.status == 0, "\(removal.stderr)")
+        let newCode = try #require(
+            (try JSONSerialization.jsonObject(with: Data(removal.stdout.utf8)) as? [String: Any])?["pairingCode"] as? String)
+        try FileManager.default.moveItem(atPath: scratch.path + "/bundle", toPath: remote + "/devices/\(deviceA)/" + last)
+        // B reads the removal before it sees the new generation.
+        try FileManager.default.moveItem(atPath: remote + "/generation-2", toPath: scratch.path + "/generation-2")
+        let sync = try f.tool("b", ["sync", "now"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try f.tasks("b") == ["on every device|false"], "A's bundle after the one C accepted is undone on B")
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: remote + "/generation-2")
+        let rekey = try run(f.command("b", ["sync", "rekey"]), input: Data((newCode + "\n").utf8), environment: f.environment)
+        #expect(rekey.status == 0, "\(rekey.stderr)")
+        for device in ["c", "b", "c"] {
+            let result = try f.tool(device, ["sync", "now"])
+            #expect(result.status == 0, "sync now on \(device): \(result.stderr)")
+        }
+        #expect(try f.tasks("b") == ["on every device|false"])
+        #expect(try f.tasks("c") == ["on every device|false"])
+    }
 }
