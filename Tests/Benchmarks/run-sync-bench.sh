@@ -13,7 +13,8 @@
 #                  so that the bundles hold K+1 versions of each task and the snapshot one
 # Interleaved pairs (A B A B …); prints each side's median in ms and the median of the per-pair ratios, as
 #   BENCH <workload> project=<ms>ms baseline=<ms>ms ratio=<median of project/baseline>
-# and the bytes on the remote per task.
+# and the bytes on the remote per task. SYNC_SNAPSHOT_ONLY=1: the join-snapshot pair alone (with --edits, the
+# five-versions line of `make bench-sync`); SYNC_CLOCK_ONLY=1: the bookkeeping pairs alone.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -74,13 +75,13 @@ pair() {  # pair NAME A-FUNCTION B-FUNCTION [PREPARE-FUNCTION, run untimed befor
 
 echo "# sync bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $tasks tasks, $pairs pairs"
 echo "BENCH remote-bytes tasks=$tasks bytes=$bytes per-task=$((bytes / tasks))"
-[ -n "${SYNC_CLOCK_ONLY:-}" ] || pair "initial-sync-$tasks" join_new export_import
-[ -n "${SYNC_CLOCK_ONLY:-}" ] || pair one-change one_change add_only
+[ -n "${SYNC_CLOCK_ONLY:-}${SYNC_SNAPSHOT_ONLY:-}" ] || pair "initial-sync-$tasks" join_new export_import
+[ -n "${SYNC_CLOCK_ONLY:-}${SYNC_SNAPSHOT_ONLY:-}" ] || pair one-change one_change add_only
 # The two `sync now` processes that carry one change (the change made before, untimed) against two `tasks count`
 # processes (issue 35: within 2x; Docs/performance.md, "Where a sync now's time goes").
 two_syncs() { "$tool" --app bench-origin sync now && "$tool" --app bench-peer sync now; }
 two_counts() { "$tool" --app bench-origin tasks count && "$tool" --app bench-peer tasks count; }
-[ -n "${SYNC_CLOCK_ONLY:-}" ] || pair two-sync-processes two_syncs two_counts add_only
+[ -n "${SYNC_CLOCK_ONLY:-}${SYNC_SNAPSHOT_ONLY:-}" ] || pair two-sync-processes two_syncs two_counts add_only
 
 # Snapshots: the same remote with and without the origin's snapshot (each join adds its own files to its copy).
 for e in $(seq 1 "$edits"); do
@@ -95,6 +96,7 @@ join_snapshot() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --
 join_plain() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --folder "$work/remote-plain" <"$work/code"; }
 echo "BENCH snapshot-bytes tasks=$tasks edits=$edits bytes=$(du -sb "$work/remote/snapshots" | cut -f1) bundles-bytes=$(du -sb "$work/remote/devices" | cut -f1)"
 pair "join-snapshot-$tasks-edits-$edits" join_snapshot join_plain
+[ -z "${SYNC_SNAPSHOT_ONLY:-}" ] || exit 0
 
 # The sync bookkeeping (issue 35 part 1), each pair on fresh databases, A then B:
 #   synced-size    the database files (tasks.db and its -wal) after `tasks import` of N tasks and `sync init` (every row
