@@ -12,7 +12,7 @@ struct KeyedDatabaseLock: ~Copyable, Sendable {
         /// The lock file, open (and `flock`ed) through this descriptor.
         case file(FileLock)
         /// No lock file: on a read-only file system where none exists (no process can write there, so there is
-        /// nothing to lock against), or, for ``lockIfPresent()``, another database that has none.
+        /// nothing to lock against), or, for ``KeyedDatabaseFiles/lockIfPresent()``, another database that has none.
         case noLockFile
     }
 
