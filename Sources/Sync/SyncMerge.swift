@@ -108,10 +108,10 @@ enum SyncMerge {
     ) throws -> (changed: Bool, conflicts: Int) {
         let numbers = try numbers ?? SyncDeviceNumbers(db)
         let local = try localRow(db, table, key: change.key, numbers: numbers)
-        if local.entry == nil {
-            let mark = try snapshotMark ?? SyncUndo.snapshotSource(db)
-            if try insertNew(db, table, change, source: source, snapshotMark: mark, numbers: numbers) { return (true, 0) }
-        }
+        // The mark of a snapshot this device joined through (SyncUndo.createSQL), looked at for a new row only: an
+        // entry of its own says a new row did not come with it.
+        let mark: Int64? = local.entry == nil ? try snapshotMark ?? SyncUndo.snapshotSource(db) : nil
+        if local.entry == nil, try insertNew(db, table, change, source: source, snapshotMark: mark, numbers: numbers) { return (true, 0) }
         // This device's unsent delete of the row: what it had seen is kept before anything merges into it.
         if !local.alive, local.tombstone != nil, try tombstoneUnsent(local.entry, numbers: numbers) {
             try SyncDeleteLog.keepOwnView(db, table, key: change.key, local: (local.cells, local.tombstone))
@@ -246,7 +246,7 @@ enum SyncMerge {
                 }
             }
             let tombstoneSource = tombstoneChanged ? source : local.tombstoneSource
-            if source != nil || local.tombstoneSource != nil || local.cells.values.contains(where: { $0.source != nil }) {
+            if source != nil || mark != nil || local.tombstoneSource != nil || local.cells.values.contains(where: { $0.source != nil }) {
                 try SyncUndo.setSources(
                     db, table, key: change.key.databaseValue, cells: table.columns.map { cells[$0]?.source },
                     tombstone: tombstone == nil ? nil : tombstoneSource)

@@ -217,6 +217,17 @@ extension SyncEngine {
                 skipped.append(prefix + folder)
                 continue
             }
+            // A snapshot that holds a removed device's bundles past the last one accepted (written before its writer
+            // read the removal) would bring back what the removal undoes: refused. (A removed device's own snapshot is
+            // not accepted above.)
+            if let (removed, removal) = roster.removed.sorted(by: { $0.key < $1.key }).first(where: { device, removal in
+                removal.generation == generation && manifest.vector[device] > removal.lastSequence
+            }) {
+                refused.append(
+                    "refused the snapshot '\(prefix)\(folder)': it holds bundle \(manifest.vector[removed]) of device "
+                        + "\(removed.prefix(8)), which was removed after its bundle \(removal.lastSequence); nothing of it was applied")
+                continue
+            }
             candidates.append(SnapshotCandidate(writer: writer, number: number, manifest: manifest, folder: folder, shown: prefix + folder))
         }
         return candidates

@@ -100,7 +100,17 @@ enum SyncUndo {
 
     /// Marks every row a new device's join through a snapshot brings with `source` at once (in the caller's
     /// transaction, before the first row is applied).
+    /// A mark of another snapshot still there (a join killed between parts, resumed from another device's snapshot)
+    /// is first written out as an entry for each row it covers, so that those rows keep their own source.
     static func markSnapshot(_ db: Database, source: Int64) throws {
+        if let earlier = try snapshotSource(db), earlier != source {
+            try db.execute(
+                """
+                INSERT INTO sync_row_sources (tbl, key, src, cells, tomb_src)
+                SELECT r.tbl, r.key, ?, NULL, NULL FROM sync_rows r
+                WHERE NOT EXISTS (SELECT 1 FROM sync_row_sources s WHERE s.tbl = r.tbl AND s.key = r.key)
+                """, [earlier])
+        }
         try db.execute("INSERT OR REPLACE INTO sync_snapshot_source (singleton, src) VALUES (0, ?)", [source])
     }
 
@@ -200,8 +210,13 @@ enum SyncUndo {
     /// further back while that one came with another of them), or goes when it had none; a row left without a value
     /// for every column did not exist before them and is gone (its tombstone, if one was there before, stays).
     /// This device's own versions are never undone. Returns whether the row changed. Capture is off (the caller's).
+    ///
+    /// With `keepingRowsThisDeviceEdited` (undoing a snapshot this device joined through), a row that would be left
+    /// incomplete while one of its columns holds this device's own edit is kept whole instead: the edit is the user's,
+    /// and the snapshot's other columns come again with the other devices' bundles.
     static func restore(
-        _ db: Database, _ table: SyncedTable, key: SyncValue, tainted: Set<Int64>, thisDevice: String, numbers: SyncDeviceNumbers
+        _ db: Database, _ table: SyncedTable, key: SyncValue, tainted: Set<Int64>, thisDevice: String, numbers: SyncDeviceNumbers,
+        keepingRowsThisDeviceEdited: Bool = false
     ) throws -> Bool {
         let local = try SyncMerge.localRow(db, table, key: key, numbers: numbers)
         func back(_ cell: LocalCell?, column: String) throws -> LocalCell? {
@@ -229,6 +244,9 @@ enum SyncUndo {
             local.tombstone.map { LocalCell(version: $0, base: .zero, pending: false, value: .null, source: local.tombstoneSource) },
             column: "")
         let complete = table.columns.allSatisfy { cells[$0] != nil }
+        if !complete && keepingRowsThisDeviceEdited && local.cells.values.contains(where: { $0.version.device == thisDevice }) {
+            return false
+        }
         if !complete { cells = [:] }
         let newest = cells.values.map(\.version).max()
         let alive = complete && newest.map { version in tombstone.map { $0.version < version } ?? true } ?? false
@@ -306,8 +324,8 @@ extension SyncEngine {
                     if !sources.all.isDisjoint(with: tainted) { keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
                 }
                 // The rows the snapshot this device joined through brought, when it is undone: the snapshot's writer is
-                // removed at a bundle before the snapshot. Everything the snapshot brought goes (this device's own
-                // edits stay), and so do the positions it gave: the next sync takes every other device's changes again,
+                // removed at a bundle before the snapshot. Everything the snapshot brought goes (a row this device
+                // edited stays whole), and so do the positions it gave: the next sync takes every other device's changes again,
                 // from their bundles or from another snapshot, so that nothing another device wrote is lost with it.
                 let snapshotUndone = try SyncUndo.snapshotSource(db).map { tainted.contains($0) } ?? false
                 if snapshotUndone {
@@ -322,7 +340,10 @@ extension SyncEngine {
                 var rows = 0
                 for (name, key) in keys {
                     guard let table = byName[name] else { continue }
-                    if try SyncUndo.restore(db, table, key: key, tainted: tainted, thisDevice: device, numbers: numbers) { rows += 1 }
+                    if try SyncUndo.restore(
+                        db, table, key: key, tainted: tainted, thisDevice: device, numbers: numbers,
+                        keepingRowsThisDeviceEdited: snapshotUndone)
+                    { rows += 1 }
                 }
                 let sources = "(SELECT id FROM sync_sources WHERE device = ? AND sequence > ?)"
                 try db.execute("DELETE FROM sync_conflicts WHERE src IN \(sources)", [removed, last])
