@@ -413,7 +413,7 @@ public struct Query<Record>: Sendable {
             }
         }
         return try fetchRows(db, single: single) { row in
-            try T(from: RowDecoder(row: row, lookup: row.statement.lookup))
+            try T(from: RowDecoder(row: row))
         }
     }
 

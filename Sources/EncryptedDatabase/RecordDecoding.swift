@@ -20,7 +20,7 @@ extension FetchableRecord where Self: Decodable {
 extension Row {
     /// The decoder of a record from this row, by column name.
     @usableFromInline
-    var recordDecoder: any Decoder { RowDecoder(row: self, lookup: statement.lookup) }
+    var recordDecoder: any Decoder { RowDecoder(row: self) }
 }
 
 /// Thrown inside a column's decoder when the value asks for a keyed or unkeyed container: the column holds JSON.
@@ -29,15 +29,34 @@ private struct ColumnHoldsJSON: Error {}
 /// The decoder of one row: a keyed container whose keys are column names.
 struct RowDecoder: Decoder {
     let row: Row
-    /// The columns by name; in a request with associations, also the row's associated records.
-    let lookup: ColumnLookup
+    /// The lookup of a request with associations (the columns of one of its tables by name, and the row's
+    /// associated records); `nil` for the statement's own lookup, reached through the statement: one counted
+    /// reference fewer to copy into the `any Decoder` of every row.
+    private let scopeLookup: ColumnLookup?
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
+    /// The decoder of a record of the statement's own columns.
+    init(row: Row) {
+        self.row = row
+        scopeLookup = nil
+    }
+
+    /// The decoder of a record whose columns are found through `lookup`.
+    init(row: Row, lookup: ColumnLookup) {
+        self.row = row
+        scopeLookup = lookup === row.statement.columnLookup ? nil : lookup
+    }
+
+    /// The columns by name; in a request with associations, also the row's associated records.
+    var lookup: ColumnLookup { scopeLookup ?? row.statement.lookup }
+
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        // A record of the statement's own columns reuses the statement's container (see ColumnLookup.container).
-        if lookup === row.statement.columnLookup { return lookup.container(keyedBy: type, row: row) }
-        return KeyedDecodingContainer(RowContainer<Key>(cursor: RowCursor(row: row, lookup: lookup)))
+        guard let scopeLookup else {
+            // A record of the statement's own columns reuses the statement's container (ColumnLookup.container).
+            return row.statement.unretainedLookup._withUnsafeGuaranteedRef { $0.container(keyedBy: type, row: row) }
+        }
+        return KeyedDecodingContainer(RowContainer<Key>(cursor: RowCursor(row: row, lookup: scopeLookup)))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
