@@ -264,6 +264,9 @@ SYNC_PAIRS ?= 5
 bench-sync: deps
 	$(SWIFT) build -c release --product securestore
 	$(HARNESS) Tests/Benchmarks/run-sync-bench.sh --tool "$$(pwd)/.build/release/securestore" --tasks $(SYNC_TASKS) --pairs $(SYNC_PAIRS)
+	@# A join through a snapshot where every task has five versions (issue 35 part 4: goal <= 0.5x every bundle).
+	SYNC_SNAPSHOT_ONLY=1 $(HARNESS) Tests/Benchmarks/run-sync-bench.sh --tool "$$(pwd)/.build/release/securestore" \
+	    --tasks $(SYNC_TASKS) --pairs 3 --edits 4
 	@# One change end to end in one process: the engine's own time, without process starts (Docs/performance.md).
 	$(SWIFT) build $(BENCHMARKS) -c release --product securestore-bench-sync
 	d=$$(mktemp -d) && $(HARNESS) Tests/Benchmarks/.build/release/securestore-bench-sync "$$d" --tasks $(SYNC_TASKS) \

@@ -413,7 +413,7 @@ public struct Query<Record>: Sendable {
             }
         }
         return try fetchRows(db, single: single) { row in
-            try T(from: RowDecoder(row: row, lookup: row.statement.lookup))
+            try T(from: RowDecoder(row: row))
         }
     }
 
@@ -428,11 +428,38 @@ public struct Query<Record>: Sendable {
     }
 }
 
+extension Query {
+    /// The SQL and arguments of every row, for a fetch through `init(row:)`; throws for a request with
+    /// associations, which only `Decodable` decodes.
+    // The fetch that calls this is inlinable, so that it is specialized for the app's record type: the array of
+    // records and the call of `init(row:)` are then the app's own code, as in a fetch written by hand, instead of
+    // generic code that looks up the array's type on every row (Docs/records.md, issue 34).
+    @usableFromInline
+    func recordsSQL(_ db: Database) throws -> (String, StatementArguments) {
+        try checkNoAssociations(Record.self)
+        return try sql(db)
+    }
+
+    /// ``recordsSQL(_:)`` for a `Decodable` record: `nil` when the request has associations or annotations, which
+    /// ``fetchAssociatedRecords(_:)`` reads.
+    @usableFromInline
+    func decodableRecordsSQL(_ db: Database) throws -> (String, StatementArguments)? {
+        if decodesRecordAsProperty { return nil }
+        return try sql(db)
+    }
+}
+
+extension Query where Record: Decodable {
+    /// Every record of a request with associations or annotations.
+    @usableFromInline
+    func fetchAssociatedRecords(_ db: Database) throws -> [Record] { try fetchAssociated(db, single: false) }
+}
+
 extension Query where Record: FetchableRecord {
     /// Every record the query selects.
+    @inlinable
     public func fetchAll(_ db: Database) throws -> [Record] {
-        try checkNoAssociations(Record.self)
-        let (sql, arguments) = try self.sql(db)
+        let (sql, arguments) = try recordsSQL(db)
         return try db.fetch(sql, arguments) { row in try Record(row: row) }
     }
 
@@ -453,9 +480,9 @@ extension Query where Record: FetchableRecord {
 
 extension Query where Record: FetchableRecord & Decodable {
     /// Every record the query selects (through `init(row:)`; with associations, through `Decodable`).
+    @inlinable
     public func fetchAll(_ db: Database) throws -> [Record] {
-        if decodesRecordAsProperty { return try fetchAssociated(db, single: false) }
-        let (sql, arguments) = try self.sql(db)
+        guard let (sql, arguments) = try decodableRecordsSQL(db) else { return try fetchAssociatedRecords(db) }
         return try db.fetch(sql, arguments) { row in try Record(row: row) }
     }
 

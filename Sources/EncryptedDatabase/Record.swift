@@ -85,6 +85,7 @@ extension FetchableRecord {
     /// ```swift
     /// let best = try Player.fetchAll(db, sql: "SELECT * FROM player WHERE score > ?", arguments: [100])
     /// ```
+    @inlinable
     public static func fetchAll(_ db: Database, sql: String, arguments: StatementArguments = .none) throws -> [Self] {
         try db.fetch(sql, arguments) { row in try Self(row: row) }
     }
@@ -97,6 +98,7 @@ extension FetchableRecord {
 
 extension FetchableRecord where Self: TableRecord {
     /// Every record of the table, in the table's order (for a defined order use `order(_:)`).
+    @inlinable
     public static func fetchAll(_ db: Database) throws -> [Self] { try all().fetchAll(db) }
 
     /// The record whose primary key is `id`, or `nil`.

@@ -11,9 +11,16 @@ extension FetchableRecord where Self: Decodable {
     /// dictionary) reads the column as JSON text, the way ``PersistableRecord`` stores it.
     ///
     /// Column names are looked up once per statement, not per row.
+    @inlinable
     public init(row: Row) throws {
-        try self.init(from: RowDecoder(row: row, lookup: row.statement.lookup))
+        try self.init(from: row.recordDecoder)
     }
+}
+
+extension Row {
+    /// The decoder of a record from this row, by column name.
+    @usableFromInline
+    var recordDecoder: any Decoder { RowDecoder(row: self) }
 }
 
 /// Thrown inside a column's decoder when the value asks for a keyed or unkeyed container: the column holds JSON.
@@ -22,13 +29,34 @@ private struct ColumnHoldsJSON: Error {}
 /// The decoder of one row: a keyed container whose keys are column names.
 struct RowDecoder: Decoder {
     let row: Row
-    /// The columns by name; in a request with associations, also the row's associated records.
-    let lookup: ColumnLookup
+    /// The lookup of a request with associations (the columns of one of its tables by name, and the row's
+    /// associated records); `nil` for the statement's own lookup, reached through the statement: one counted
+    /// reference fewer to copy into the `any Decoder` of every row.
+    private let scopeLookup: ColumnLookup?
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
+    /// The decoder of a record of the statement's own columns.
+    init(row: Row) {
+        self.row = row
+        scopeLookup = nil
+    }
+
+    /// The decoder of a record whose columns are found through `lookup`.
+    init(row: Row, lookup: ColumnLookup) {
+        self.row = row
+        scopeLookup = lookup === row.statement.columnLookup ? nil : lookup
+    }
+
+    /// The columns by name; in a request with associations, also the row's associated records.
+    var lookup: ColumnLookup { scopeLookup ?? row.statement.lookup }
+
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(RowContainer<Key>(row: row, lookup: lookup))
+        guard let scopeLookup else {
+            // A record of the statement's own columns reuses the statement's container (ColumnLookup.container).
+            return row.statement.unretainedLookup._withUnsafeGuaranteedRef { $0.container(keyedBy: type, row: row) }
+        }
+        return KeyedDecodingContainer(RowContainer<Key>(cursor: RowCursor(row: row, lookup: scopeLookup)))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -45,9 +73,32 @@ struct RowDecoder: Decoder {
     }
 }
 
-private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let row: Row
+/// The row a keyed container reads: the row it was made for, and the statement's columns by name. A container the
+/// statement reuses from row to row (``ColumnLookup/container(keyedBy:row:)``) moves its cursor to each new row, and
+/// only while no one else holds the container: one kept past its row keeps its row, and throws `misuse`.
+final class RowCursor {
+    let statement: Statement
+    // Confined to the statement's connection, like the statement: no run-time exclusivity checks.
+    @exclusivity(unchecked) var generation: UInt64
     let lookup: ColumnLookup
+
+    init(row: Row, lookup: ColumnLookup) {
+        statement = row.statement
+        generation = row.generation
+        self.lookup = lookup
+    }
+
+    var row: Row {
+        @inline(__always) get { Row(statement: statement, generation: generation) }
+    }
+}
+
+struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    /// The only stored reference: the standard library's box copies the container on every `decode` call, a
+    /// retain and a release per reference in it.
+    let cursor: RowCursor
+    var row: Row { @inline(__always) get { cursor.row } }
+    var lookup: ColumnLookup { @inline(__always) get { cursor.lookup } }
     var codingPath: [any CodingKey] { [] }
     var allKeys: [Key] { row.statement.lookup.index.keys.compactMap { Key(stringValue: $0) } }
 

@@ -138,6 +138,7 @@ public final class Statement {
             sqlite3_clear_bindings(handle)
             generation &+= 1
             isBusy = false
+            columnLookup?.endRun()
         }
         try bind(handle)
         while true {
@@ -521,7 +522,10 @@ public struct Row {
     /// The index of the result column named `name` (the first one, when several have that name).
     public func index(of name: String) throws -> Int {
         _ = try handle(0)
-        guard let column = statement.lookup.column(named: name, row: generation) else {
+        // The lookup is reached without a retain and a release (the statement keeps it, and keeps it as long as
+        // itself): `init(row:)` by name calls this once per property per row (Docs/records.md, issue 34).
+        let column = statement.unretainedLookup._withUnsafeGuaranteedRef { $0.column(named: name, row: generation) }
+        guard let column else {
             throw DatabaseError(.misuse, "the statement has no column named '\(name)'", sql: statement.sql)
         }
         return column
@@ -547,6 +551,15 @@ final class ColumnLookup {
     /// The records of the current row's associations, by key, in a request that includes some (set per row by
     /// the request; `nil` for a statement's own lookup).
     @exclusivity(unchecked) var associated: AssociatedValues?
+
+    /// The keyed container of the last record decoded from the statement's rows (a `KeyedDecodingContainer`, one
+    /// reference to the standard library's box), the type of its keys and its cursor: a `Decodable` record asks
+    /// for a container on every row, and the standard library allocates a box for each new one and looks up two
+    /// generic types. Dropped when the statement is reset (``endRun()``), which also breaks the reference cycle
+    /// statement → lookup → container → cursor → statement.
+    @exclusivity(unchecked) private var cachedContainer: AnyObject?
+    @exclusivity(unchecked) private var cachedKeys: ObjectIdentifier?
+    @exclusivity(unchecked) private var cachedCursor: RowCursor?
 
     init(names: [String]) {
         var index: [String: Int] = [:]
@@ -583,6 +596,37 @@ final class ColumnLookup {
     }
 }
 
+extension ColumnLookup {
+    /// A keyed container of `row`: the one of the last row when no one else holds it any more (it is moved to
+    /// `row`), otherwise a new one. A container kept past its row (stored by an `init(from:)`) is never moved: it
+    /// still reads its own row, and throws `misuse` once the statement has moved on, as a new one would.
+    func container<Key: CodingKey>(keyedBy type: Key.Type, row: Row) -> KeyedDecodingContainer<Key> {
+        if cachedKeys == ObjectIdentifier(Key.self), let cursor = cachedCursor, cursor.statement === row.statement,
+            isKnownUniquelyReferenced(&cachedContainer)
+        {
+            cursor.generation = row.generation
+            // The stored value is a KeyedDecodingContainer<Key> (checked by the key type above).
+            return unsafeBitCast(cachedContainer.unsafelyUnwrapped, to: KeyedDecodingContainer<Key>.self)
+        }
+        let cursor = RowCursor(row: row, lookup: self)
+        let container = KeyedDecodingContainer(RowContainer<Key>(cursor: cursor))
+        cachedContainer = unsafeBitCast(container, to: AnyObject.self)
+        cachedKeys = ObjectIdentifier(Key.self)
+        cachedCursor = cursor
+        return container
+    }
+
+    /// Drops the kept container: called when the statement is reset.
+    @inline(__always)
+    func endRun() {
+        if cachedCursor != nil {
+            cachedContainer = nil
+            cachedKeys = nil
+            cachedCursor = nil
+        }
+    }
+}
+
 extension Statement {
     /// The statement's columns by name, built on first use.
     var lookup: ColumnLookup {
@@ -590,5 +634,13 @@ extension Statement {
         let lookup = ColumnLookup(names: columnNames)
         columnLookup = lookup
         return lookup
+    }
+
+    /// ``lookup``, unretained: the statement holds the lookup from its first use to its end, and never replaces it.
+    var unretainedLookup: Unmanaged<ColumnLookup> {
+        @inline(__always) get {
+            if let columnLookup { return Unmanaged.passUnretained(columnLookup) }
+            return Unmanaged.passUnretained(lookup)
+        }
     }
 }

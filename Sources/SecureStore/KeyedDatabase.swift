@@ -39,10 +39,12 @@ internal import Synchronization
 /// shared while open, and creation, recovery of an interrupted rotation and rotation take it
 /// exclusively. A handle is `Sendable`: reads, writes and rotations of one handle are serialized.
 public final class KeyedDatabase: Sendable {
+    /// The database as it is on disk and in the keyring: its files, its key items and its options.
+    let store: KeyedStore
     /// The application's paths.
-    public let paths: AppPaths
+    public var paths: AppPaths { store.paths }
     /// The database's name (the file is `<name>.db`).
-    public let name: String
+    public var name: String { store.name }
     /// The database's id: 32 random hexadecimal digits kept inside the encrypted file and in the account
     /// of its key items (`<id>@<path>`, `<id>.pending`, `<id>.retired.<date>`).
     ///
@@ -52,9 +54,9 @@ public final class KeyedDatabase: Sendable {
     /// The current database id (see ``databaseID``), in a lock of its own so that reading it never waits for a read.
     let identity: Mutex<String>
     /// The keychain that holds the key.
-    public let keychain: Keychain
+    public var keychain: Keychain { store.keychain }
     /// The options the database is opened with.
-    public let configuration: DatabaseConfiguration
+    public var configuration: DatabaseConfiguration { store.configuration }
     /// How many reading connections the handle keeps beside its writing one (`readerCount:` of
     /// ``init(paths:name:keychain:configuration:createIfMissing:readerCount:)``); 0: reads use the writing connection.
     public var readerCount: Int { readers?.count ?? 0 }
@@ -63,27 +65,30 @@ public final class KeyedDatabase: Sendable {
     /// The online backups copying now (``backup(to:pagesPerStep:progress:)``).
     let backups = KeyedDatabaseBackups()
 
-    let files: KeyedDatabaseFiles
-    let items: KeyedDatabaseKeyItems
+    var files: KeyedDatabaseFiles { store.files }
+    var items: KeyedDatabaseKeyItems { store.items }
 
-    struct State: Sendable {
-        /// The lock file descriptor, or -1 once closed.
-        var lock: Int32
+    /// What reads, writes, rotations, restores, deletions and ``close()`` of this handle take in turn.
+    struct State: ~Copyable, Sendable {
+        /// The lock file, held shared while the handle is open (exclusively during a rotation, a restore or a
+        /// deletion); nil once the handle is closed, which released it.
+        var lock: KeyedDatabaseLock?
+        /// The open connection, replaced by a rotation or a restore (through ``KeyedDatabase/install(_:in:)``).
+        var queue: DatabaseQueue
+
+        /// Whether the handle is closed (its lock released).
+        var isClosed: Bool { lock == nil }
     }
 
     let state: Mutex<State>
+    /// `state.queue` as lent to the two callers that may not take `state`: the thread that holds it (inside read,
+    /// write or rotateKey of this handle) and a thread inside a read of the reading connections (a rotation waits for
+    /// those reads to end before it replaces the queue). Set only with `state.queue`, by ``install(_:in:)``.
+    private let lentQueue: Mutex<DatabaseQueue>
     /// Where the `async` forms run (``read(_:)``, ``write(_:)``, ``rotateKey()``).
     private let asyncQueue = DispatchQueue(label: "securestore.keyed-database")
     /// Where `async` reads run when the handle has reading connections: concurrently, so that they use them all.
     private let asyncReadQueue = DispatchQueue(label: "securestore.keyed-database.read", attributes: .concurrent)
-    /// The open connection, replaced by a rotation. Guarded by `state`: read and written only while it is
-    /// held (by the thread in `owner`, or in `deinit`). `nonisolated(unsafe)` so that the thread that holds
-    /// the lock can hand it out without taking the lock again (see ``queue``), as `DatabaseQueue` lends its
-    /// connection.
-    nonisolated(unsafe) var currentQueue: DatabaseQueue {
-        // The observers of this handle hear the commits of whichever queue is open now.
-        didSet { currentQueue.changeCenter.forward(to: changeCenter) }
-    }
     /// Announces the commits of this handle's current queue to its observers: each queue forwards to it, so an
     /// observation started before a key rotation keeps seeing this handle's writes after it.
     package let changeCenter = DatabaseChangeCenter()
@@ -105,14 +110,22 @@ public final class KeyedDatabase: Sendable {
         // The thread inside read, write or rotateKey of this handle already holds the lock. A thread inside a read
         // of the reading connections needs no lock: the connection is replaced only after every such read ended.
         if owner.load(ordering: .acquiring) == UInt(pthread_self()) || readers?.isReadingOnThisThread == true {
-            return currentQueue
+            return lentQueue.withLock { $0 }
         }
-        return state.withLock { _ in currentQueue }
+        return state.withLock { $0.queue }
+    }
+
+    /// Makes `queue` this handle's connection (the caller holds `state`): ``queue`` lends it from now on, and the
+    /// observers of this handle hear its commits.
+    func install(_ queue: DatabaseQueue, in state: inout State) {
+        state.queue = queue
+        lentQueue.withLock { $0 = queue }
+        queue.changeCenter.forward(to: changeCenter)
     }
 
     /// Runs `body` with the queue while no rotation of this handle can run.
     func withQueue<R>(_ body: (DatabaseQueue) throws -> R) throws -> R {
-        try withState("read or write") { _ in try body(currentQueue) }
+        try withState("read or write") { state in try body(state.queue) }
     }
 
     /// Runs `body` with the state locked, after refusing a nested call from the thread that holds it (`what`
@@ -177,100 +190,34 @@ public final class KeyedDatabase: Sendable {
         paths: AppPaths, name: String, keychain: Keychain,
         configuration: DatabaseConfiguration = DatabaseConfiguration(), createIfMissing: Bool = true, readerCount: Int = 0
     ) throws {
-        try Self.validate(name: name, keychain: keychain)
+        let store = try KeyedStore.validated(paths: paths, name: name, keychain: keychain, configuration: configuration)
         guard (0...64).contains(readerCount) else {
             throw SecureStoreError(SecureStoreError.Code.invalidArgument, "readerCount must be 0 to 64 (it is \(readerCount))")
         }
-        let files = KeyedDatabaseFiles(paths: paths, name: name)
-        if !createIfMissing, !KeyedDatabaseFiles.exists(files.path), !KeyedDatabaseFiles.exists(files.restoreCommitPath) {
-            throw Self.noDatabaseError(name: name, files: files)
-        }
-        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
-        if !KeyedDatabaseFiles.exists(files.path), !KeyedDatabaseFiles.exists(files.restoreCommitPath),
-            keychain.configuration.store.isReadOnly
-        {
-            // Its key could never be stored: refused before anything exists on disk.
-            throw KeychainError(
-                KeychainError.Code.readOnlyStore,
-                "there is no database '\(name)' at \(files.path), and \(keychain.configuration.store.description) are "
-                    + "read-only: its key cannot be stored there. Make the database where keys can be stored, then give "
-                    + "its key to the service as a credential ('securestore keystore credential --database \(name)', "
-                    + "Docs/keystores.md)")
-        }
-        if !KeyedDatabaseFiles.exists(files.path) {
-            // A database about to be made: the key store must answer before anything exists on disk (no folder, no
-            // lock file), so a missing or locked keyring leaves nothing behind.
-            _ = try items.catalogue()
-        }
-        try KeyedDatabaseFiles.makeDirectories(files.directory)
-        let lock = try files.lock(exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
-        let opened = try Self.releasingOnError(lock) { () throws -> (DatabaseQueue, String) in
-            if let settled = try Self.openSettled(
-                files: files, items: items, configuration: configuration, hint: KeyedDatabaseFiles.readIDHint(lock))
-            {
-                return settled
-            }
-            try KeyedDatabaseFiles.relock(
-                lock, exclusive: true, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
-            let opened = try Self.openResolving(
-                files: files, items: items, configuration: configuration, create: createIfMissing)
-            try Self.shareLock(lock, id: opened.1, files: files, configuration: configuration)
-            return opened
-        }
+        let opened = try store.open(createIfMissing: createIfMissing)
         var readers: KeyedDatabaseReaders?
         if readerCount > 0 {
             do {
-                let key = try Self.readerKey(files: files, items: items, id: opened.1, configuration: configuration)
+                let key = try store.readerKey(id: opened.id)
                 readers = KeyedDatabaseReaders(
-                    try KeyedDatabaseReaders.open(count: readerCount, path: files.path, key: key, configuration: configuration),
-                    path: files.path)
+                    try KeyedDatabaseReaders.open(count: readerCount, path: store.files.path, key: key, configuration: configuration),
+                    path: store.files.path)
             } catch {
-                try? opened.0.close()
-                KeyedDatabaseFiles.unlock(lock)
-                throw error
+                try? opened.queue.close()
+                throw error  // drops `opened`, which releases its lock
             }
         }
-        self.init(paths: paths, name: name, keychain: keychain, configuration: configuration,
-                  files: files, items: items, queue: opened.0, databaseID: opened.1, lock: lock, readers: readers)
+        self.init(store: store, opened: opened, readers: readers)
     }
 
-    /// Runs `body`, an open holding `lock`, and releases the lock when it throws: an open that fails holds
-    /// nothing.
-    static func releasingOnError<R>(_ lock: Int32, _ body: () throws -> R) throws -> R {
-        do {
-            return try body()
-        } catch {
-            KeyedDatabaseFiles.unlock(lock)
-            throw error
-        }
-    }
-
-    /// The last step of every open that took the lock exclusively (a creation, a recovery, an import, an
-    /// interrupted rotation settled): records the database id in the lock file, for the next open's fast path,
-    /// and turns the lock back to shared, as every open handle holds it.
-    static func shareLock(
-        _ lock: Int32, id: String, files: KeyedDatabaseFiles, configuration: DatabaseConfiguration
-    ) throws {
-        KeyedDatabaseFiles.writeIDHint(id, to: lock)
-        try KeyedDatabaseFiles.relock(
-            lock, exclusive: false, timeoutMilliseconds: configuration.busyTimeoutMilliseconds, path: files.path)
-    }
-
-    init(
-        paths: AppPaths, name: String, keychain: Keychain, configuration: DatabaseConfiguration,
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, queue: DatabaseQueue, databaseID: String, lock: Int32,
-        readers: KeyedDatabaseReaders? = nil
-    ) {
+    /// A handle over `opened`, which it owns from now on (its lock is released when the handle closes).
+    init(store: KeyedStore, opened: consuming KeyedStore.Opened, readers: KeyedDatabaseReaders? = nil) {
         self.readers = readers
-        self.paths = paths
-        self.name = name
-        self.keychain = keychain
-        self.configuration = configuration
-        self.files = files
-        self.items = items
-        identity = Mutex(databaseID)
-        currentQueue = queue
-        state = Mutex(State(lock: lock))
+        self.store = store
+        let queue = opened.queue
+        identity = Mutex(opened.id)
+        lentQueue = Mutex(queue)
+        state = Mutex(State(lock: opened.lock, queue: queue))
         queue.changeCenter.forward(to: changeCenter)
     }
 
@@ -280,9 +227,8 @@ public final class KeyedDatabase: Sendable {
     deinit {
         readers?.close(reason: Self.closedHandleReason)
         state.withLock { state in
-            try? currentQueue.close(reason: Self.closedHandleReason)
-            KeyedDatabaseFiles.unlock(state.lock)
-            state.lock = -1
+            try? state.queue.close(reason: Self.closedHandleReason)
+            state.lock = nil
         }
     }
 
@@ -292,11 +238,8 @@ public final class KeyedDatabase: Sendable {
         try withState("close") { state in
             try backups.waitUntilNoneRuns("close", path: files.path)
             readers?.close(reason: Self.closedHandleReason)
-            defer {
-                KeyedDatabaseFiles.unlock(state.lock)
-                state.lock = -1
-            }
-            try currentQueue.close(reason: Self.closedHandleReason)
+            defer { state.lock = nil }
+            try state.queue.close(reason: Self.closedHandleReason)
         }
     }
 }

@@ -50,7 +50,7 @@ extension KeyedDatabase {
     /// The attachments listed in the database backup at `backup` whose chunks are not all in `attachments`.
     private func missingChunks(backup: String, attachments: String, store: AttachmentStore) throws -> [String] {
         guard let recordKey = try items.key(account: items.currentAccount(id: databaseID)) else {
-            throw Self.missingKeyError(files: files, items: items)
+            throw self.store.missingKeyError()
         }
         var readOnly = DatabaseConfiguration()
         readOnly.readOnly = true

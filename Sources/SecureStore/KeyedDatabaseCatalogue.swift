@@ -87,7 +87,7 @@ extension KeyedDatabase {
             return retired < date
         }
         guard !doomed.isEmpty else { return [] }
-        try refuseKeysOpeningOtherDatabases(doomed, items: items, catalogue: catalogue, except: nil, noun: "retired key")
+        try items.refuseKeysOpeningOtherDatabases(doomed, catalogue: catalogue, except: nil, noun: "retired key")
         for item in doomed { try items.delete(account: item.account) }
         return doomed.map(\.account)
     }

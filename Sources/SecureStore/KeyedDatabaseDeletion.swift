@@ -68,23 +68,7 @@ extension KeyedDatabase {
         paths: AppPaths, name: String, keychain: Keychain, keys: KeyDisposal = .retire,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
     ) throws -> KeyedDatabaseDeletion {
-        try validate(name: name, keychain: keychain)
-        let files = KeyedDatabaseFiles(paths: paths, name: name)
-        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
-        let exists = { KeyedDatabaseFiles.exists(files.path) || KeyedDatabaseFiles.exists(files.restoreCommitPath) }
-        guard exists() || KeyedDatabaseFiles.exists(files.deletionMarkerPath) else {
-            throw noDatabaseError(name: name, files: files)
-        }
-        let lock = try files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
-        defer { KeyedDatabaseFiles.unlock(lock) }
-        let finished = try files.finishInterruptedDeletion(items: items)
-        guard exists() else {
-            KeyedDatabaseFiles.clearIDHint(lock)
-            if let finished { return finished }
-            throw noDatabaseError(name: name, files: files)
-        }
-        let (queue, id) = try openResolving(files: files, items: items, configuration: configuration, create: false)
-        return try deleteLocked(queue: queue, id: id, keys: keys, files: files, items: items, lock: lock)
+        try KeyedStore.validated(paths: paths, name: name, keychain: keychain, configuration: configuration).delete(keys: keys)
     }
 
     /// Deletes this database and its keys as ``delete(paths:name:keychain:keys:configuration:)`` does, and closes
@@ -96,21 +80,18 @@ extension KeyedDatabase {
     @discardableResult
     public func delete(keys: KeyDisposal = .retire) throws -> KeyedDatabaseDeletion {
         try withState("delete") { state in
-            let lock = state.lock
-            return try exclusively(&state, readOnly: "a deletion", changing: "changing (rotating or deleting)") {
-                try closeConnections(reason: Self.deletedHandleReason)
+            try exclusively(&state, readOnly: "a deletion", changing: "changing (rotating or deleting)") { state in
+                try closeConnections(&state, reason: Self.deletedHandleReason)
                 do {
-                    let report = try Self.deleteLocked(
-                        queue: nil, id: databaseID, keys: keys, files: files, items: items, lock: lock)
+                    let report = try store.deleteLocked(queue: nil, id: databaseID, keys: keys, lock: state.lock)
                     readers?.close(reason: Self.deletedHandleReason)
                     return report
                 } catch {
                     // Refused before its commit point: the database is as it was; this handle keeps working.
                     if !KeyedDatabaseFiles.exists(files.deletionMarkerPath), KeyedDatabaseFiles.exists(files.path),
-                        let (queue, _) = try? Self.openResolving(
-                            files: files, items: items, configuration: configuration, create: false)
+                        let (queue, _) = try? store.openResolving(create: false)
                     {
-                        currentQueue = queue
+                        install(queue, in: &state)
                         resumeReaders()
                     } else {
                         readers?.close(reason: Self.deletedHandleReason)
@@ -119,23 +100,22 @@ extension KeyedDatabase {
                 }
             }
         } then: { state in
-            KeyedDatabaseFiles.unlock(state.lock)
-            state.lock = -1
+            state.lock = nil
         }
     }
 
     /// Closes this handle's connections before its file is replaced or removed (the caller holds the state and the
     /// exclusive lock): the reading ones once their reads ended, then the writing one, checkpointed first. When the
     /// checkpoint fails, nothing is closed.
-    func closeConnections(reason: String) throws {
+    func closeConnections(_ state: inout State, reason: String) throws {
         readers?.pause()
         do {
-            try currentQueue.checkpoint()
+            try state.queue.checkpoint()
         } catch {
             resumeReaders()
             throw error
         }
-        try currentQueue.close(reason: reason)
+        try state.queue.close(reason: reason)
     }
 
     /// Why the queue of this handle is closed after ``delete(keys:)``.
@@ -145,38 +125,33 @@ extension KeyedDatabase {
     /// it throw ``SecureStoreError/Code/inUse`` before `body` runs), then makes the lock shared again. `readOnly` names
     /// the change in the error on a read-only file system, `changing` what another handle doing the same is doing.
     func exclusively<R>(
-        _ state: inout State, readOnly: String = "it", changing: String = "changing", _ body: () throws -> R
+        _ state: inout State, readOnly: String = "it", changing: String = "changing", _ body: (inout State) throws -> R
     ) throws -> R {
-        if state.lock == KeyedDatabaseFiles.noLockFile || isOnReadOnlyFileSystem(files.path) {
+        if state.lock?.isNoLockFile == true || isOnReadOnlyFileSystem(files.path) {
             throw DatabaseError(.readOnly, "'\(files.path)' is on a read-only file system; \(readOnly) rewrites it, so nothing was changed")
         }
-        guard state.lock >= 0 else {
+        guard !state.isClosed else {
             throw SecureStoreError(SecureStoreError.Code.invalidArgument, "the database '\(files.path)' is closed")
         }
         // An online backup reads the file through a connection of its own: it ends before the file is replaced.
         try backups.waitUntilNoneRuns(readOnly, path: files.path)
         // The mark keeps a rotation (or a deletion) from slipping into the gap of flock's conversion.
-        guard try KeyedDatabaseFiles.beginRotation(state.lock, path: files.path) else {
-            throw SecureStoreError(
+        guard try state.lock?.beginRotation() == true else {
+            throw store.failure(
                 SecureStoreError.Code.inUse,
-                "another SecureStore process (or handle) is \(changing) '\(files.path)'; nothing was changed; wait for it to finish",
-                databaseName: items.databaseName, path: files.path)
+                "another SecureStore process (or handle) is \(changing) '\(files.path)'; nothing was changed; wait for it to finish")
         }
-        defer { KeyedDatabaseFiles.endRotation(state.lock) }
-        let lock = state.lock
-        let relockShared = {
-            try? KeyedDatabaseFiles.relock(
-                lock, exclusive: false, timeoutMilliseconds: self.configuration.busyTimeoutMilliseconds, path: self.files.path)
-        }
+        defer { state.lock?.endRotation() }
+        let sharedTimeout = configuration.busyTimeoutMilliseconds
         do {
-            try KeyedDatabaseFiles.relock(
-                lock, exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds), path: files.path)
+            try state.lock?.relock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
         } catch {
-            relockShared()  // a failed conversion drops the shared lock; take it back
+            // A failed conversion drops the shared lock: take it back.
+            try? state.lock?.relock(exclusive: false, timeoutMilliseconds: sharedTimeout)
             throw error
         }
-        defer { relockShared() }
-        return try body()
+        defer { try? state.lock?.relock(exclusive: false, timeoutMilliseconds: sharedTimeout) }
+        return try body(&state)
     }
 
     /// Runs ``withState(_:_:)`` with `body`, then `after` on the state when `body` returned (not when it threw).
@@ -187,13 +162,33 @@ extension KeyedDatabase {
             return result
         }
     }
+}
+
+extension KeyedStore {
+    /// Deletes the database and its keys: see ``KeyedDatabase/delete(paths:name:keychain:keys:configuration:)``.
+    func delete(keys: KeyedDatabase.KeyDisposal) throws -> KeyedDatabaseDeletion {
+        let exists = { KeyedDatabaseFiles.exists(files.path) || KeyedDatabaseFiles.exists(files.restoreCommitPath) }
+        guard exists() || KeyedDatabaseFiles.exists(files.deletionMarkerPath) else {
+            throw noDatabaseError()
+        }
+        // Held until the end: the deletion's steps run under it.
+        let lock: KeyedDatabaseLock? =
+            try files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
+        let finished = try files.finishInterruptedDeletion(items: items)
+        guard exists() else {
+            lock?.clearIDHint()
+            if let finished { return finished }
+            throw noDatabaseError()
+        }
+        let (queue, id) = try openResolving(create: false)
+        return try deleteLocked(queue: queue, id: id, keys: keys, lock: lock)
+    }
 
     /// The deletion proper, under the exclusive lock `lock`: `queue` (the database open with its key, or nil when the
     /// caller closed its own) is checkpointed and closed; the keys are retired (or checked, to be deleted); the
     /// marker is written; then files, key items and the marker go.
-    static func deleteLocked(
-        queue: DatabaseQueue?, id: String, keys: KeyDisposal, files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems,
-        lock: Int32
+    func deleteLocked(
+        queue: DatabaseQueue?, id: String, keys: KeyedDatabase.KeyDisposal, lock: borrowing KeyedDatabaseLock?
     ) throws -> KeyedDatabaseDeletion {
         if let queue {
             do {
@@ -206,11 +201,10 @@ extension KeyedDatabase {
         }
         // The last connection closed deletes the -wal: one that remains is another program's open connection.
         if KeyedDatabaseFiles.exists(files.walPath) {
-            throw SecureStoreError(
+            throw failure(
                 SecureStoreError.Code.inUse,
                 "the database '\(files.path)' is open in another program (its -wal remains after closing); close it "
-                    + "there and delete again; nothing was deleted",
-                databaseName: items.databaseName, path: files.path)
+                    + "there and delete again; nothing was deleted")
         }
         var catalogue = try items.catalogue()
         let own = catalogue.filter { $0.databaseID == id }
@@ -229,37 +223,14 @@ extension KeyedDatabase {
                 }
             }
         case .delete:
-            try refuseKeysOpeningOtherDatabases(own, items: items, catalogue: catalogue, except: items.path)
+            try items.refuseKeysOpeningOtherDatabases(own, catalogue: catalogue, except: items.path)
         }
         try files.writeDeletionMarker(id: id, keys: keys)
         let (removed, deleted) = try files.completeDeletion(id: id, keys: keys, items: items)
-        KeyedDatabaseFiles.clearIDHint(lock)
+        lock?.clearIDHint()
         return KeyedDatabaseDeletion(
             path: files.path, databaseID: id, removedFiles: removed,
             retiredAccounts: retired.filter { !deleted.contains($0) }, deletedAccounts: deleted)
-    }
-
-    /// Refuses (``SecureStoreError/Code/keyStillInUse``, nothing deleted) when a key of `doomed` opens an existing
-    /// database file of the application other than `except`: a key that SecureStore 0.1 shared between folders.
-    static func refuseKeysOpeningOtherDatabases(
-        _ doomed: [KeyedDatabaseKeyItem], items: KeyedDatabaseKeyItems, catalogue: [KeyedDatabaseKeyItem], except: String?,
-        noun: String = "key"
-    ) throws {
-        var files: [String] = []
-        for item in catalogue {
-            if case .current(_, let path) = item.role, path != except, !files.contains(path), KeyedDatabaseFiles.exists(path) {
-                files.append(path)
-            }
-        }
-        guard !files.isEmpty else { return }
-        for item in doomed {
-            guard let key = try items.key(account: item.account) else { continue }
-            for path in files where try peek(path: path, key: key, { _ in true }) == true {
-                throw SecureStoreError(
-                    SecureStoreError.Code.keyStillInUse,
-                    "the \(noun) '\(item.account)' still opens the database '\(path)'; nothing was deleted")
-            }
-        }
     }
 }
 

@@ -1,5 +1,6 @@
-// File-system steps of the key lifecycle: the lock file, fsync, rename, directory sync, leftovers.
-// Every file operation of the keyed database goes through this file, on SecureStoreCore's system layer.
+// File-system steps of the key lifecycle: fsync, rename, directory sync, leftovers (the lock file is
+// KeyedDatabaseLock.swift). Every file operation of the keyed database goes through these two files, on
+// SecureStoreCore's system layer.
 internal import Attachments
 internal import Foundation
 internal import SecureStoreCore
@@ -20,6 +21,16 @@ struct KeyedDatabaseFiles: Sendable {
         path = paths.databaseURL(name: name).path
         directory = paths.dataDirectory.path
         let file = (path as NSString).lastPathComponent
+        lockPath = directory + "/." + file + ".lock"
+        rotatingPath = directory + "/." + file + ".rotating"
+    }
+
+    /// The files of the keyed database whose file is at `databasePath` (another database of the application, found
+    /// in the key catalogue), in the folder that holds it.
+    init(databasePath: String) {
+        path = databasePath
+        directory = (databasePath as NSString).deletingLastPathComponent
+        let file = (databasePath as NSString).lastPathComponent
         lockPath = directory + "/." + file + ".lock"
         rotatingPath = directory + "/." + file + ".rotating"
     }
@@ -261,129 +272,6 @@ struct KeyedDatabaseFiles: Sendable {
         } catch {
             throw errnoError(error.errno, "cannot copy '\(source)' to '\(destination)' (at '\(error.path)')")
         }
-    }
-
-    // MARK: The lock file
-
-    /// Opens (creating, 0600) the lock file and takes a `flock` lock on it, waiting up to `timeout`
-    /// milliseconds. Returns the descriptor, which holds the lock until closed.
-    func lock(exclusive: Bool, timeoutMilliseconds: Int) throws -> Int32 {
-        let opened: FileLock
-        do {
-            opened = try FileLock.open(lockPath)
-        } catch where error == .readOnlyFileSystem {
-            // A read-only file system: nothing can write the database, so readers need no lock from writers.
-            // The lock file is still taken (shared) when it is there; without one, no lock (``noLockFile``).
-            guard let readOnly = try? FileLock.open(lockPath, create: false, readOnly: true) else { return Self.noLockFile }
-            _ = try? readOnly.tryLock(.shared)
-            return readOnly.descriptor.rawValue
-        } catch {
-            if error == .tooManySymbolicLinkLevels {
-                throw SecureStoreError(
-                    SecureStoreError.Code.fileSystem,
-                    "the lock file '\(lockPath)' is a symbolic link; SecureStore never follows links for its lock "
-                        + "files (one planted there could create or change another file): remove it and try again")
-            }
-            throw Self.errnoError(error, "cannot open the lock file '\(lockPath)'")
-        }
-        do {
-            try Self.relock(opened.descriptor.rawValue, exclusive: exclusive, timeoutMilliseconds: timeoutMilliseconds, path: path)
-            return opened.descriptor.rawValue
-        } catch {
-            opened.close()
-            throw error
-        }
-    }
-
-    /// What ``lock(exclusive:timeoutMilliseconds:)`` returns on a read-only file system without a lock file: no
-    /// descriptor, and nothing to lock against (no process can write there).
-    static let noLockFile: Int32 = -2
-
-    /// Marks a key rotation of the database in the lock file (an open-file-description lock on one byte far
-    /// past its contents), without waiting: false when another handle or process holds the mark. `flock`
-    /// converts a shared lock to exclusive and back by dropping it first, so a second rotation could slip into
-    /// that gap; the mark is held across both conversions and tells it that a SecureStore process is rotating.
-    /// Released by ``endRotation(_:)`` or when the descriptor closes.
-    static func beginRotation(_ descriptor: Int32, path: String) throws -> Bool {
-        do {
-            return try FileDescriptor(rawValue: descriptor).tryLockRange(offset: 1 << 30, length: 1, exclusive: true)
-        } catch {
-            throw errnoError(error, "cannot lock '\(path)'")
-        }
-    }
-
-    /// Releases the mark of ``beginRotation(_:path:)``.
-    static func endRotation(_ descriptor: Int32) {
-        _ = try? FileDescriptor(rawValue: descriptor).tryLockRange(offset: 1 << 30, length: 1, exclusive: false)
-    }
-
-    /// Changes the lock held through `descriptor` to shared or exclusive, waiting up to `timeout`.
-    static func relock(_ descriptor: Int32, exclusive: Bool, timeoutMilliseconds: Int, path: String) throws {
-        // No lock file on a read-only file system (see ``lock(exclusive:timeoutMilliseconds:)``): the writes that
-        // an exclusive lock would guard fail there on their own, with the read-only error.
-        guard descriptor >= 0 else { return }
-        let deadline = ContinuousClock.now + .milliseconds(max(timeoutMilliseconds, 0))
-        let locked: Bool
-        do {
-            locked = try FileLock(FileDescriptor(rawValue: descriptor)).lock(exclusive ? .exclusive : .shared, until: deadline)
-        } catch {
-            throw errnoError(error, "cannot lock '\(path)'")
-        }
-        if !locked {
-                throw SecureStoreError(
-                    SecureStoreError.Code.inUse,
-                    exclusive
-                        ? "the database '\(path)' is open in another process (or another handle); close it there and try again"
-                        : "the database '\(path)' is busy with a key rotation, recovery or creation in another process; try again")
-        }
-    }
-
-    /// The database id the lock file remembers (written by ``writeIDHint(_:to:)``), or nil. A hint only:
-    /// the lock file is not encrypted and anyone may write it; the id inside the database decides.
-    static func readIDHint(_ descriptor: Int32) -> String? {
-        guard let buffer = try? FileDescriptor(rawValue: descriptor).read(upTo: 64, at: 0),
-            buffer.count >= KeyedDatabaseKeyItem.idLength
-        else { return nil }
-        let text = String(decoding: buffer.prefix(KeyedDatabaseKeyItem.idLength), as: UTF8.self)
-        return KeyedDatabaseKeyItem.isID(Substring(text)) ? text : nil
-    }
-
-    /// Records `id` in the lock file (held exclusively by the caller), so that the next open finds the key
-    /// item without listing every key. Failures are ignored: it is only a hint.
-    static func writeIDHint(_ id: String, to descriptor: Int32) {
-        guard readIDHint(descriptor) != id else { return }
-        let file = FileDescriptor(rawValue: descriptor)
-        guard (try? file.resize(to: 0)) != nil else { return }
-        try? file.writeAll(Array((id + "\n").utf8), at: 0)
-    }
-
-    /// Empties the lock file (held exclusively by the caller) of its database id hint, once the database is deleted.
-    static func clearIDHint(_ descriptor: Int32) {
-        guard descriptor >= 0 else { return }
-        try? FileDescriptor(rawValue: descriptor).resize(to: 0)
-    }
-
-    /// Takes the lock file of the database at `path` shared, if that lock file exists (it is never
-    /// created here), waiting up to a second. Returns the descriptor, or -1 when there is no lock file.
-    ///
-    /// - Throws: ``SecureStoreError/Code/inUse`` when the lock is held exclusively (a rotation, recovery or
-    ///   restore of that database is under way).
-    static func lockIfPresent(forDatabase path: String) throws -> Int32 {
-        let directory = (path as NSString).deletingLastPathComponent
-        let lockPath = directory + "/." + (path as NSString).lastPathComponent + ".lock"
-        guard let lock = try? FileLock.open(lockPath, create: false) else { return -1 }
-        do {
-            try relock(lock.descriptor.rawValue, exclusive: false, timeoutMilliseconds: 1_000, path: path)
-            return lock.descriptor.rawValue
-        } catch {
-            lock.close()
-            throw error
-        }
-    }
-
-    static func unlock(_ descriptor: Int32) {
-        guard descriptor >= 0 else { return }
-        FileDescriptor(rawValue: descriptor).close()
     }
 
     // MARK: Errors

@@ -25,9 +25,14 @@ extension KeyedDatabase {
         from source: URL, paths: AppPaths, name: String, keychain: Keychain,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
     ) throws -> KeyedDatabase {
-        try validate(name: name, keychain: keychain)
-        let files = KeyedDatabaseFiles(paths: paths, name: name)
-        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
+        try KeyedStore.validated(paths: paths, name: name, keychain: keychain, configuration: configuration).importPlaintext(from: source)
+    }
+}
+
+extension KeyedStore {
+    /// Encrypts the plaintext SQLite database at `source` into this new database and opens it: see
+    /// ``KeyedDatabase/importPlaintext(from:paths:name:keychain:configuration:)``.
+    func importPlaintext(from source: URL) throws -> KeyedDatabase {
         guard KeyedDatabaseFiles.header(source.path) == Array("SQLite format 3\0".utf8) else {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidData,
@@ -36,46 +41,43 @@ extension KeyedDatabase {
                     : "'\(source.path)' does not exist")
         }
         try KeyedDatabaseFiles.makeDirectories(files.directory)
+        // A failure below drops `lock`, which releases it.
         let lock = try files.lock(exclusive: true, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
-        return try releasingOnError(lock) {
-            if KeyedDatabaseFiles.exists(files.path) {
-                throw SecureStoreError(
-                    SecureStoreError.Code.alreadyExists,
-                    "the database '\(name)' already exists at '\(files.path)'; import never replaces a database. "
-                        + "Choose another name")
-            }
-            try refuseOrphans(files: files)
-            // A new id and key, stored before the file exists (as for a creation).
-            let id = KeyedDatabaseKeyItems.newDatabaseID()
-            let key = DatabaseKey.random()
-            try items.storeCurrent(key, id: id)
-            // SQLite opens the source only as a private copy (with its -wal, if it has one): a read-only
-            // connection would leave -wal and -shm files beside a WAL-mode source.
-            let scratch = try KeyedDatabaseFiles.makeScratchDirectory()
-            defer { KeyedDatabaseFiles.removeScratchDirectory(scratch) }
-            let copy = scratch + "/source.db"
-            // A plaintext copy: a signal must not leave it in the temporary directory (the folder itself is swept
-            // by the next import).
-            ScratchFiles.register(copy)
-            defer { ScratchFiles.unregister(copy) }
-            try KeyedDatabaseFiles.copyNewFile(source.path, to: copy)
-            if (KeyedDatabaseFiles.size(source.path + "-wal") ?? 0) > 0 {
-                try KeyedDatabaseFiles.copyNewFile(source.path + "-wal", to: copy + "-wal")
-            }
-            try DatabaseQueue.importPlaintext(from: copy, to: files.path, key: key)
-            KeyedDatabaseFiles.removeScratchDirectory(scratch)
-            let queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
-            do {
-                try queue.integrityCheck()
-                try recordDatabaseID(id, in: queue)
-            } catch {
-                try? queue.close()
-                throw error
-            }
-            try shareLock(lock, id: id, files: files, configuration: configuration)
-            return KeyedDatabase(
-                paths: paths, name: name, keychain: keychain, configuration: configuration, files: files,
-                items: items, queue: queue, databaseID: id, lock: lock)
+        if KeyedDatabaseFiles.exists(files.path) {
+            throw SecureStoreError(
+                SecureStoreError.Code.alreadyExists,
+                "the database '\(name)' already exists at '\(files.path)'; import never replaces a database. "
+                    + "Choose another name")
         }
+        try files.refuseOrphans()
+        // A new id and key, stored before the file exists (as for a creation).
+        let id = KeyedDatabaseKeyItems.newDatabaseID()
+        let key = DatabaseKey.random()
+        try items.storeCurrent(key, id: id)
+        // SQLite opens the source only as a private copy (with its -wal, if it has one): a read-only
+        // connection would leave -wal and -shm files beside a WAL-mode source.
+        let scratch = try KeyedDatabaseFiles.makeScratchDirectory()
+        defer { KeyedDatabaseFiles.removeScratchDirectory(scratch) }
+        let copy = scratch + "/source.db"
+        // A plaintext copy: a signal must not leave it in the temporary directory (the folder itself is swept
+        // by the next import).
+        ScratchFiles.register(copy)
+        defer { ScratchFiles.unregister(copy) }
+        try KeyedDatabaseFiles.copyNewFile(source.path, to: copy)
+        if (KeyedDatabaseFiles.size(source.path + "-wal") ?? 0) > 0 {
+            try KeyedDatabaseFiles.copyNewFile(source.path + "-wal", to: copy + "-wal")
+        }
+        try DatabaseQueue.importPlaintext(from: copy, to: files.path, key: key)
+        KeyedDatabaseFiles.removeScratchDirectory(scratch)
+        let queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
+        do {
+            try queue.integrityCheck()
+            try queue.recordKeyedDatabaseID(id)
+        } catch {
+            try? queue.close()
+            throw error
+        }
+        try lock.share(recording: id, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
+        return KeyedDatabase(store: self, opened: Opened(queue: queue, id: id, lock: lock))
     }
 }

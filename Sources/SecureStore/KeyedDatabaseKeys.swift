@@ -238,3 +238,118 @@ struct KeyedDatabaseKeyItems: Sendable {
         byte == 0x20 || byte == 0x0a || byte == 0x0d || byte == 0x09
     }
 }
+
+// MARK: - Which keys open which files
+
+extension KeyedDatabaseKeyItems {
+    /// The key items of `catalogue` that may open the file at ``path``, most likely first: the current items of this
+    /// path and their pending keys, this name's 0.1 items, then every other database key of the application (a moved
+    /// file, a copy, an older version of the file under a retired key).
+    func candidates(in catalogue: [KeyedDatabaseKeyItem]) -> [KeyedDatabaseKeyItem] {
+        var ordered = ownItems(in: catalogue)
+        let rest = catalogue.filter { item in !ordered.contains(item) }
+        ordered += rest.filter { if case .current = $0.role { true } else { false } }
+        ordered += rest.filter { if case .pending = $0.role { true } else { false } }
+        ordered += rest.filter { if case .retired = $0.role { true } else { false } }.reversed()
+        ordered += rest.filter { $0.databaseID == nil }  // 0.1 items of other names: a renamed 0.1 file
+        return ordered
+    }
+
+    /// The key items of the database at ``path`` itself, most likely first: its current items and their pending
+    /// keys, then this name's 0.1 items.
+    func ownItems(in catalogue: [KeyedDatabaseKeyItem]) -> [KeyedDatabaseKeyItem] {
+        let here = catalogue.filter { $0.isCurrent(at: path) }
+        let hereIDs = Set(here.compactMap(\.databaseID))
+        var own = here
+        own += catalogue.filter { if case .pending(let id) = $0.role { hereIDs.contains(id) } else { false } }
+        own += catalogue.filter { $0.role == .legacy(name: databaseName) }
+        own += catalogue.filter { $0.role == .legacyPending(name: databaseName) }
+        return own
+    }
+
+    /// Makes `key` the current key of database `id` at ``path``: a different current key of `id` is retired first,
+    /// then `key` is stored (read back), then current items of `id` at other paths (a moved file's old place, already
+    /// retired or equal) are removed. Crash-safe at every step: each intermediate state still has `key` stored and
+    /// the replaced key retired.
+    func adopt(_ key: DatabaseKey, id: String, catalogue: [KeyedDatabaseKeyItem]) throws {
+        let currents = catalogue.filter { if case .current(id, _) = $0.role { true } else { false } }
+        var alreadyHere = false
+        for item in currents {
+            guard let stored = try self.key(account: item.account) else { continue }
+            if stored != key {
+                try retire(stored, id: id, catalogue: catalogue)
+            } else if item.account == currentAccount(id: id) {
+                alreadyHere = true
+            }
+        }
+        if !alreadyHere { try storeCurrent(key, id: id) }
+        for item in currents where item.account != currentAccount(id: id) {
+            try delete(account: item.account)
+        }
+    }
+
+    /// What stays true while promoting the pending key of database `id` waits for the keyring's approval.
+    func promotionState(id: String) -> String {
+        "until then the database opens with the pending key (keyring service '\(service)' account "
+            + "'\(pendingAccount(id: id))'), and the next open that may ask for the keyring's approval "
+            + "finishes the rotation"
+    }
+
+    /// Whether the file at `path` exists and is the database `id` (opens read-only with one of its keys
+    /// and holds its id). A file that exists but cannot be checked (damaged, locked) counts as holding it:
+    /// a key is never taken from a database that might still need it.
+    func fileHolds(path: String, id: String, catalogue: [KeyedDatabaseKeyItem]) throws -> Bool {
+        guard KeyedDatabaseFiles.exists(path) else { return false }
+        let files = KeyedDatabaseFiles(databasePath: path)
+        for item in catalogue where item.databaseID == id {
+            guard let key = try? self.key(account: item.account) else { continue }
+            do {
+                guard let recorded = try files.peek(key: key, { try $0.keyedDatabaseID() }) else { continue }
+                return recorded == nil || recorded == id
+            } catch {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// The paths of the existing databases (current items of `catalogue` other than `except`) that `key` opens: keys
+    /// shared by SecureStore 0.1 between folders. Each file is tried with `key`; no key item of another database is
+    /// read (a keyring that asks for approval per item, such as KeePassXC, would ask once per database, and a refusal
+    /// there has nothing to do with this rotation). A file that cannot be tried now (damaged, or being rotated) is
+    /// left out.
+    func databases(openedBy key: DatabaseKey, except path: String, catalogue: [KeyedDatabaseKeyItem]) -> [String] {
+        var paths: [String] = []
+        for item in catalogue {
+            guard case .current(_, let other) = item.role, other != path, !paths.contains(other),
+                KeyedDatabaseFiles.exists(other)
+            else { continue }
+            if (try? KeyedDatabaseFiles(databasePath: other).peek(key: key, { _ in true })) == .some(.some(true)) {
+                paths.append(other)
+            }
+        }
+        return paths
+    }
+
+    /// Refuses (``SecureStoreError/Code/keyStillInUse``, nothing deleted) when a key of `doomed` opens an existing
+    /// database file of the application other than `except`: a key that SecureStore 0.1 shared between folders.
+    func refuseKeysOpeningOtherDatabases(
+        _ doomed: [KeyedDatabaseKeyItem], catalogue: [KeyedDatabaseKeyItem], except: String?, noun: String = "key"
+    ) throws {
+        var files: [String] = []
+        for item in catalogue {
+            if case .current(_, let path) = item.role, path != except, !files.contains(path), KeyedDatabaseFiles.exists(path) {
+                files.append(path)
+            }
+        }
+        guard !files.isEmpty else { return }
+        for item in doomed {
+            guard let key = try self.key(account: item.account) else { continue }
+            for path in files where try KeyedDatabaseFiles(databasePath: path).peek(key: key, { _ in true }) == true {
+                throw SecureStoreError(
+                    SecureStoreError.Code.keyStillInUse,
+                    "the \(noun) '\(item.account)' still opens the database '\(path)'; nothing was deleted")
+            }
+        }
+    }
+}

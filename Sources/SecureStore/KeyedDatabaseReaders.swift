@@ -126,29 +126,25 @@ final class KeyedDatabaseReaders: @unchecked Sendable {
     }
 }
 
-extension KeyedDatabase {
-    /// The key that opens the file now, for new reading connections: the current key, or (while making it current
-    /// waits for the keyring's approval) the pending one.
-    func readerKey() throws -> DatabaseKey {
-        try Self.readerKey(files: files, items: items, id: databaseID, configuration: configuration)
-    }
-
-    static func readerKey(
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, id: String, configuration: DatabaseConfiguration
-    ) throws -> DatabaseKey {
+extension KeyedStore {
+    /// The key that opens the file of database `id` now, for new reading connections: the current key, or (while
+    /// making it current waits for the keyring's approval) the pending one.
+    func readerKey(id: String) throws -> DatabaseKey {
         for account in [items.currentAccount(id: id), items.pendingAccount(id: id)] {
             guard let key = try items.key(account: account) else { continue }
             if (try? DatabaseQueue(path: files.path, key: key, configuration: configuration).close()) != nil { return key }
         }
-        throw Self.missingKeyError(files: files, items: items)
+        throw missingKeyError()
     }
+}
 
+extension KeyedDatabase {
     /// Opens this handle's reading connections again on the file as it is now, with `key` (or the stored key), after
     /// a ``KeyedDatabaseReaders/pause()``; closes them for good (reads then throw) when that fails.
     func resumeReaders(key: DatabaseKey? = nil) {
         guard let readers else { return }
         do {
-            let key = try key ?? readerKey()
+            let key = try key ?? store.readerKey(id: databaseID)
             readers.resume(try KeyedDatabaseReaders.open(count: readers.count, path: files.path, key: key, configuration: configuration))
         } catch {
             readers.close(reason: "its reading connections could not be opened again (\(error))")

@@ -12,7 +12,7 @@ extension KeyedDatabase {
     /// rotation makes it obsolete.
     public func recoveryCode() throws -> Secret {
         guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
-            throw Self.missingKeyError(files: files, items: items)
+            throw store.missingKeyError()
         }
         return RecoveryCode.code(for: key)
     }
@@ -31,9 +31,14 @@ extension KeyedDatabase {
         paths: AppPaths, name: String, keychain: Keychain, code: Secret,
         configuration: DatabaseConfiguration = DatabaseConfiguration()
     ) throws -> KeyedDatabase {
-        try validate(name: name, keychain: keychain)
-        let files = KeyedDatabaseFiles(paths: paths, name: name)
-        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
+        try KeyedStore.validated(paths: paths, name: name, keychain: keychain, configuration: configuration).recover(code: code)
+    }
+}
+
+extension KeyedStore {
+    /// Opens the database with the key written in `code` and stores it as the current key: see
+    /// ``KeyedDatabase/recover(paths:name:keychain:code:configuration:)``.
+    func recover(code: Secret) throws -> KeyedDatabase {
         let key = try RecoveryCode.key(from: code)
         guard KeyedDatabaseFiles.exists(files.path) || KeyedDatabaseFiles.exists(files.restoreCommitPath) else {
             throw SecureStoreError(
@@ -41,32 +46,29 @@ extension KeyedDatabase {
                 "there is no database '\(name)' at '\(files.path)'; a recovery code restores the key of an existing "
                     + "database file")
         }
+        // A failure below drops `lock`, which releases it.
         let lock = try files.lock(exclusive: true, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
-        return try releasingOnError(lock) {
-            try files.finishCommittedRestore()
-            let queue: DatabaseQueue
-            do {
-                queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
-            } catch DatabaseError.Code.wrongKeyOrNotADatabase {
-                throw SecureStoreError(
-                    SecureStoreError.Code.invalidRecoveryCode,
-                    "the recovery code is well formed but does not open '\(files.path)': it belongs to another "
-                        + "database, or to a key replaced by a rotation. Nothing was stored")
-            }
-            let id: String
-            do {
-                id = try settle(
-                    queue: queue, key: key, openedWith: KeyedDatabaseKeyItem(account: "", label: ""),
-                    catalogue: try items.catalogue(), files: files, items: items)
-            } catch {
-                try? queue.close()
-                throw error
-            }
-            try shareLock(lock, id: id, files: files, configuration: configuration)
-            return KeyedDatabase(
-                paths: paths, name: name, keychain: keychain, configuration: configuration, files: files,
-                items: items, queue: queue, databaseID: id, lock: lock)
+        try files.finishCommittedRestore()
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
+        } catch DatabaseError.Code.wrongKeyOrNotADatabase {
+            throw SecureStoreError(
+                SecureStoreError.Code.invalidRecoveryCode,
+                "the recovery code is well formed but does not open '\(files.path)': it belongs to another "
+                    + "database, or to a key replaced by a rotation. Nothing was stored")
         }
+        let id: String
+        do {
+            id = try settle(
+                queue: queue, key: key, openedWith: KeyedDatabaseKeyItem(account: "", label: ""),
+                catalogue: try items.catalogue())
+        } catch {
+            try? queue.close()
+            throw error
+        }
+        try lock.share(recording: id, timeoutMilliseconds: configuration.busyTimeoutMilliseconds)
+        return KeyedDatabase(store: self, opened: Opened(queue: queue, id: id, lock: lock))
     }
 }
 
@@ -79,7 +81,7 @@ extension KeyedDatabase {
     public func currentKeyItem() throws -> (service: String, account: String, value: Secret) {
         let account = items.currentAccount(id: databaseID)
         guard let value = try items.keychain.secret(service: items.service, account: account) else {
-            throw Self.missingKeyError(files: files, items: items)
+            throw store.missingKeyError()
         }
         return (items.service, account, value)
     }

@@ -122,27 +122,12 @@ extension KeyedDatabase {
     /// Where the database `name` and its key live, whether or not it exists or opens. Reads no key.
     public static func info(paths: AppPaths, name: String, keychain: Keychain) throws -> KeyedDatabaseInfo {
         try validate(name: name)
-        let files = KeyedDatabaseFiles(paths: paths, name: name)
-        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
-        let catalogue = try items.catalogue()
-        let current = catalogue.last { $0.isCurrent(at: items.path) }
-        let id = current?.databaseID
-        let pending = catalogue.first { id != nil && $0.role == .pending(id: id!) }
-        let retired = catalogue.filter { item in
-            if case .retired(let retiredID, _) = item.role { retiredID == id } else { false }
-        }
-        return KeyedDatabaseInfo(
-            name: name, path: files.path, fileSize: KeyedDatabaseFiles.size(files.path),
-            walSize: KeyedDatabaseFiles.size(files.walPath), keyService: items.service, keyAccount: current?.account,
-            databaseID: id, pendingKeyAccount: pending?.account, retiredKeyAccounts: retired.map(\.account),
-            keyCollection: keychain.configuration.collection.alias,
-            rotationPending: pending != nil || !files.rotationLeftovers().isEmpty,
-            leftovers: ScratchFiles.sweep(files.directory))
+        return try KeyedStore(paths: paths, name: name, keychain: keychain).info()
     }
 
     /// Where this database and its key live. Reads no key.
     public func info() throws -> KeyedDatabaseInfo {
-        try Self.info(paths: paths, name: name, keychain: keychain)
+        try store.info()
     }
 
     // MARK: Backup and verification
@@ -193,11 +178,11 @@ extension KeyedDatabase {
             // The key and a read-only connection under the handle's lock (no rotation of this handle can change the
             // key in between); the copy without it, while no rotation, restore, deletion or close can begin.
             let (source, key) = try withState("backup") { state in
-                guard state.lock != -1 else {
+                guard !state.isClosed else {
                     throw DatabaseError(.misuse, "the database '\(files.path)' is closed: \(Self.closedHandleReason)")
                 }
                 guard let key = try items.key(account: items.currentAccount(id: databaseID)) else {
-                    throw Self.missingKeyError(files: files, items: items)
+                    throw store.missingKeyError()
                 }
                 var readOnly = configuration
                 readOnly.readOnly = true
@@ -266,17 +251,37 @@ extension KeyedDatabase {
     /// - Throws: ``SecureStoreError/Code/verificationFailed`` with a message saying what is wrong (no stored
     ///   key opens it, damaged, not a database), ``SecureStoreError/Code/notFound`` when it does not exist.
     public func verifyBackup(at url: URL) throws -> KeyedDatabaseVerification {
-        try Self.verify(path: url.path, id: databaseID, items: items)
+        try store.verify(path: url.path, id: databaseID)
     }
 
     /// Checks this database: see ``verifyBackup(at:)``.
     public func verify() throws -> KeyedDatabaseVerification {
-        try Self.verify(path: files.path, id: databaseID, items: items)
+        try store.verify(path: files.path, id: databaseID)
+    }
+}
+
+extension KeyedStore {
+    /// Where the database and its key live, whether or not it exists or opens. Reads no key.
+    func info() throws -> KeyedDatabaseInfo {
+        let catalogue = try items.catalogue()
+        let current = catalogue.last { $0.isCurrent(at: items.path) }
+        let id = current?.databaseID
+        let pending = catalogue.first { id != nil && $0.role == .pending(id: id!) }
+        let retired = catalogue.filter { item in
+            if case .retired(let retiredID, _) = item.role { retiredID == id } else { false }
+        }
+        return KeyedDatabaseInfo(
+            name: name, path: files.path, fileSize: KeyedDatabaseFiles.size(files.path),
+            walSize: KeyedDatabaseFiles.size(files.walPath), keyService: items.service, keyAccount: current?.account,
+            databaseID: id, pendingKeyAccount: pending?.account, retiredKeyAccounts: retired.map(\.account),
+            keyCollection: keychain.configuration.collection.alias,
+            rotationPending: pending != nil || !files.rotationLeftovers().isEmpty,
+            leftovers: ScratchFiles.sweep(files.directory))
     }
 
     /// Verifies the file at `path` with the keys of database `id` (current, pending, then retired, newest
     /// first).
-    static func verify(path: String, id: String, items: KeyedDatabaseKeyItems) throws -> KeyedDatabaseVerification {
+    func verify(path: String, id: String) throws -> KeyedDatabaseVerification {
         guard let size = KeyedDatabaseFiles.size(path) else {
             throw SecureStoreError(SecureStoreError.Code.notFound, "'\(path)' does not exist")
         }
@@ -322,11 +327,11 @@ extension KeyedDatabase {
                 SecureStoreError.Code.verificationFailed,
                 "'\(path)' failed the integrity check (\(error.message)); do not rely on it")
         }
-        let summary = try contentSummary(queue)
+        let summary = try KeyedDatabase.ContentSummary(queue)
         let encryption = try queue.cipherInfo()
-        let recordedID = try databaseID(in: queue)
+        let recordedID = try queue.keyedDatabaseID()
         // The id table is SecureStore's, not the user's: the counts show the user's tables.
-        let userTables = summary.tables.filter { $0.key != identityTable }
+        let userTables = summary.tables.filter { $0.key != KeyedDatabase.identityTable }
         return try queue.read { db in
             KeyedDatabaseVerification(
                 path: path, size: size, pageCount: try db.scalar("PRAGMA page_count", as: Int.self) ?? 0,

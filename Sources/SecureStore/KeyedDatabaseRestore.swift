@@ -132,9 +132,8 @@ extension KeyedDatabase {
         from backup: URL, paths: AppPaths, name: String, keychain: Keychain, code: Secret? = nil,
         configuration: DatabaseConfiguration = DatabaseConfiguration(), progress: (RestoreStep) -> Void = { _ in }
     ) throws -> KeyedDatabaseRestoreReport {
-        try restore(
-            from: backup, paths: paths, name: name, keychain: keychain, code: code, configuration: configuration,
-            heldLock: nil, progress: progress)
+        try KeyedStore(paths: paths, name: name, keychain: keychain, configuration: configuration)
+            .restore(from: backup, code: code, heldLock: nil, progress: progress)
     }
 
     /// Restores the backup at `backup` into this open handle, which then reads and writes the restored database.
@@ -156,27 +155,22 @@ extension KeyedDatabase {
         from backup: URL, code: Secret? = nil, progress: (RestoreStep) -> Void = { _ in }
     ) throws -> KeyedDatabaseRestoreReport {
         let report = try withState("restore") { state in
-            let lock = state.lock
-            return try exclusively(&state, readOnly: "a restore", changing: "changing (rotating, restoring or deleting)") {
-                try closeConnections(reason: Self.restoredQueueReason)
+            try exclusively(&state, readOnly: "a restore", changing: "changing (rotating, restoring or deleting)") { state in
+                try closeConnections(&state, reason: Self.restoredQueueReason)
                 do {
-                    let report = try Self.restore(
-                        from: backup, paths: paths, name: name, keychain: keychain, code: code,
-                        configuration: configuration, heldLock: lock, progress: progress)
+                    let report = try store.restore(from: backup, code: code, heldLock: state.lock, progress: progress)
                     guard let key = try items.key(account: items.currentAccount(id: report.databaseID)) else {
-                        throw Self.missingKeyError(files: files, items: items)
+                        throw store.missingKeyError()
                     }
-                    currentQueue = try DatabaseQueue(path: files.path, key: key, configuration: configuration)
+                    install(try DatabaseQueue(path: files.path, key: key, configuration: configuration), in: &state)
                     identity.withLock { $0 = report.databaseID }
                     resumeReaders(key: key)
                     return report
                 } catch {
                     // Before its commit point the database is as it was; after it, the restored one is installed.
                     // Either way this handle reopens whatever is at the path now.
-                    if let (queue, id) = try? Self.openResolving(
-                        files: files, items: items, configuration: configuration, create: false)
-                    {
-                        currentQueue = queue
+                    if let (queue, id) = try? store.openResolving(create: false) {
+                        install(queue, in: &state)
                         identity.withLock { $0 = id }
                     }
                     resumeReaders()
@@ -194,19 +188,21 @@ extension KeyedDatabase {
         "a restore into its KeyedDatabase replaced this queue with a connection to the restored database. Keep the "
         + "KeyedDatabase (a DatabaseWriter: read, write) rather than its queue"
 
-    /// The restore; `heldLock` is the lock file descriptor when the caller (a live handle) already holds it
-    /// exclusively, nil to take it here.
-    static func restore(
-        from backup: URL, paths: AppPaths, name: String, keychain: Keychain, code: Secret?,
-        configuration: DatabaseConfiguration, heldLock: Int32?, progress: (RestoreStep) -> Void
+}
+
+extension KeyedStore {
+    /// Restores the backup at `backup` as this database: see
+    /// ``KeyedDatabase/restore(from:paths:name:keychain:code:configuration:progress:)``. `heldLock` is the lock when
+    /// the caller (a live handle) already holds it exclusively, nil to take it here.
+    func restore(
+        from backup: URL, code: Secret?, heldLock: borrowing KeyedDatabaseLock?,
+        progress: (KeyedDatabase.RestoreStep) -> Void
     ) throws -> KeyedDatabaseRestoreReport {
-        try validate(name: name, keychain: keychain)
+        try validate()
         let codeKey = try code.map { try RecoveryCode.key(from: $0) }
         guard KeyedDatabaseFiles.isRegularFile(backup.path) else {
             throw SecureStoreError(SecureStoreError.Code.notFound, "there is no backup file '\(backup.path)'")
         }
-        let files = KeyedDatabaseFiles(paths: paths, name: name)
-        let items = KeyedDatabaseKeyItems(paths: paths, name: name, keychain: keychain)
         if KeyedDatabaseKeyItems.canonicalPath(backup.path) == items.path {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument,
@@ -221,9 +217,9 @@ extension KeyedDatabase {
         progress(.copied)
 
         // 2. Its key, and a check.
-        let (copy, oldKeyAccount) = try openBackupCopy(path: copyPath, items: items, codeKey: codeKey)
+        let (copy, oldKeyAccount) = try items.openBackupCopy(path: copyPath, codeKey: codeKey)
         defer { try? copy.close() }
-        let summary: ContentSummary
+        let summary: KeyedDatabase.ContentSummary
         do {
             do {
                 try copy.integrityCheck()
@@ -232,11 +228,11 @@ extension KeyedDatabase {
                     SecureStoreError.Code.verificationFailed,
                     "the backup '\(backup.path)' failed the integrity check (\(error.message)); nothing was restored")
             }
-            summary = try contentSummary(copy)
+            summary = try KeyedDatabase.ContentSummary(copy)
         }
         // Its attachments: the file `db backup` wrote beside it, opened by the attachments key inside the backup.
-        let attachmentsBackup = attachmentsBackupPath(forBackup: backup)
-        let listed = try listedAttachments(copy)
+        let attachmentsBackup = KeyedDatabase.attachmentsBackupPath(forBackup: backup)
+        let listed = try Self.listedAttachments(copy)
         let withAttachments = listed.hasKey && KeyedDatabaseFiles.isRegularFile(attachmentsBackup)
         if listed.count > 0 && !withAttachments {
             throw SecureStoreError(
@@ -248,14 +244,16 @@ extension KeyedDatabase {
         progress(.verified)
 
         try KeyedDatabaseFiles.makeDirectories(files.directory)
-        let lock = try heldLock ?? files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds))
-        defer { if heldLock == nil { KeyedDatabaseFiles.unlock(lock) } }
+        // The lock taken here (when the caller holds none) is released when `ownLock` is dropped, at the end.
+        let ownLock: KeyedDatabaseLock? =
+            heldLock == nil
+            ? try files.lock(exclusive: true, timeoutMilliseconds: min(1_000, configuration.busyTimeoutMilliseconds)) : nil
         // A restore killed after its commit point is finished first (it is a restore the user asked for).
         try files.finishCommittedRestore()
         try files.finishInterruptedDeletion(items: items)
         try files.removeRestoreLeftovers()
-        try foldCurrentLog(files: files, items: items, configuration: configuration)
-        try foldCurrentAttachmentsJournal(files: files, items: items, configuration: configuration)
+        try foldCurrentLog()
+        try foldCurrentAttachmentsJournal()
         // Until the commit point, a failure leaves nothing behind: no restored file, no new key item.
         defer { if !KeyedDatabaseFiles.exists(files.restoreCommitPath) { try? files.removeRestoreLeftovers() } }
 
@@ -277,9 +275,9 @@ extension KeyedDatabase {
         try copy.close()
         let restored = try DatabaseQueue(path: files.restoredPath, key: key, configuration: configuration)
         do {
-            try recordDatabaseID(id, in: restored)
-            guard try contentSummary(restored).tables.filter({ $0.key != identityTable })
-                == summary.tables.filter({ $0.key != identityTable })
+            try restored.recordKeyedDatabaseID(id)
+            guard try KeyedDatabase.ContentSummary(restored).tables.filter({ $0.key != KeyedDatabase.identityTable })
+                == summary.tables.filter({ $0.key != KeyedDatabase.identityTable })
             else {
                 throw SecureStoreError(
                     SecureStoreError.Code.verificationFailed,
@@ -299,14 +297,12 @@ extension KeyedDatabase {
         var attachments = (count: 0, bytes: Int64(0))
         if withAttachments {
             try KeyedDatabaseFiles.copyNewFile(attachmentsBackup, to: files.restoredAttachmentsPath)
-            attachments = try checkRestoredAttachments(
-                files: files, key: key, configuration: configuration, backup: attachmentsBackup, withFile: true)
+            attachments = try checkRestoredAttachments(key: key, backup: attachmentsBackup, withFile: true)
             try KeyedDatabaseFiles.syncFile(files.restoredAttachmentsPath)
             try KeyedDatabaseFiles.syncFile(files.restoredPath)
         } else if listed.hasKey {
             // Only attachments kept inside the database (or none): read back by digest all the same.
-            attachments = try checkRestoredAttachments(
-                files: files, key: key, configuration: configuration, backup: backup.path, withFile: false)
+            attachments = try checkRestoredAttachments(key: key, backup: backup.path, withFile: false)
         }
         progress(.attachmentsCopied)
 
@@ -345,7 +341,10 @@ extension KeyedDatabase {
         committed = true
         progress(.committed)
         try files.finishCommittedRestore { step in
-            if step == .installed { KeyedDatabaseFiles.writeIDHint(id, to: lock) }
+            if step == .installed {
+                heldLock?.recordIDHint(id)
+                ownLock?.recordIDHint(id)
+            }
             progress(step)
         }
 
@@ -356,7 +355,7 @@ extension KeyedDatabase {
         try files.removeRestoreLeftovers()
         KeyedDatabaseFiles.removeScratchDirectory(scratch)
         progress(.finished)
-        let userTables = summary.tables.filter { $0.key != identityTable }
+        let userTables = summary.tables.filter { $0.key != KeyedDatabase.identityTable }
         return KeyedDatabaseRestoreReport(
             backupPath: backup.path, path: files.path, asidePath: aside, openedWithAccount: oldKeyAccount,
             databaseID: id, tableCount: userTables.count, rowCount: userTables.values.reduce(0, +),
@@ -366,11 +365,9 @@ extension KeyedDatabase {
     /// The current database must not have a write-ahead log when it is set aside (its frames would be lost
     /// with the log left beside the restored file): open it with its key and checkpoint. A log that no
     /// stored key can fold is refused.
-    private static func foldCurrentLog(
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration
-    ) throws {
+    private func foldCurrentLog() throws {
         guard KeyedDatabaseFiles.exists(files.path), KeyedDatabaseFiles.exists(files.walPath) else { return }
-        if let (queue, _) = try? openResolving(files: files, items: items, configuration: configuration, create: false) {
+        if let (queue, _) = try? openResolving(create: false) {
             try? queue.checkpoint()
             try? queue.close()
         }
@@ -400,9 +397,7 @@ extension KeyedDatabase {
     /// attachment it lists — in that file or inline in the database — reads back in full with its SHA-256 digest.
     /// Leftover chunks of uploads that were in flight when the backup was made are collected. Returns the number
     /// of attachments and their total size. `backup` is the file named in errors.
-    private static func checkRestoredAttachments(
-        files: KeyedDatabaseFiles, key: DatabaseKey, configuration: DatabaseConfiguration, backup: String, withFile: Bool
-    ) throws -> (count: Int, bytes: Int64) {
+    private func checkRestoredAttachments(key: DatabaseKey, backup: String, withFile: Bool) throws -> (count: Int, bytes: Int64) {
         let restored = try DatabaseQueue(path: files.restoredPath, key: key, configuration: configuration)
         defer { try? restored.close() }
         let store = AttachmentStore(database: restored)
@@ -439,15 +434,13 @@ extension KeyedDatabase {
     /// The current attachments file must not have a hot journal (or a write-ahead log) when it is set aside and
     /// replaced: SQLite would roll the restored file back with the old file's pages. Open it through its
     /// database so that SQLite rolls the journal back, then check; a journal that cannot be folded is refused.
-    private static func foldCurrentAttachmentsJournal(
-        files: KeyedDatabaseFiles, items: KeyedDatabaseKeyItems, configuration: DatabaseConfiguration
-    ) throws {
+    private func foldCurrentAttachmentsJournal() throws {
         let journals = [files.attachmentsPath + "-journal", files.attachmentsPath + "-wal"]
         guard KeyedDatabaseFiles.exists(files.attachmentsPath), journals.contains(where: KeyedDatabaseFiles.exists) else {
             return
         }
         if KeyedDatabaseFiles.exists(files.path),
-            let (queue, _) = try? openResolving(files: files, items: items, configuration: configuration, create: false)
+            let (queue, _) = try? openResolving(create: false)
         {
             let store = AttachmentStore(database: queue)
             _ = try? store.openFile(create: false)
@@ -464,11 +457,13 @@ extension KeyedDatabase {
         }
     }
 
-    /// Opens the private copy with the first key that opens it: `codeKey`, else the application's stored
-    /// keys (current, pending, retired newest first, 0.1). Returns the queue and the key's account.
-    private static func openBackupCopy(
-        path: String, items: KeyedDatabaseKeyItems, codeKey: DatabaseKey?
-    ) throws -> (DatabaseQueue, String?) {
+}
+
+extension KeyedDatabaseKeyItems {
+    /// Opens the private copy of a backup at `path` with the first key that opens it: `codeKey`, else the
+    /// application's stored keys (current, pending, retired newest first, 0.1). Returns the queue and the key's
+    /// account.
+    fileprivate func openBackupCopy(path: String, codeKey: DatabaseKey?) throws -> (DatabaseQueue, String?) {
         func open(_ key: DatabaseKey) throws -> DatabaseQueue? {
             do {
                 return try DatabaseQueue(path: path, key: key)
@@ -488,20 +483,20 @@ extension KeyedDatabase {
             }
             return (queue, nil)
         }
-        let catalogue = try items.catalogue()
+        let catalogue = try self.catalogue()
         var ordered = catalogue.filter { if case .current = $0.role { true } else { false } }
         ordered += catalogue.filter { if case .pending = $0.role { true } else { false } }
         ordered += catalogue.filter { if case .retired = $0.role { true } else { false } }.reversed()
         ordered += catalogue.filter { $0.databaseID == nil }
         var tried: [DatabaseKey] = []
         for item in ordered {
-            guard let key = try? items.key(account: item.account), !tried.contains(where: { $0 == key }) else { continue }
+            guard let key = try? self.key(account: item.account), !tried.contains(where: { $0 == key }) else { continue }
             tried.append(key)
             if let queue = try open(key) { return (queue, item.account) }
         }
         throw SecureStoreError(
             SecureStoreError.Code.missingKey,
-            "no key in the keyring (\(items.location)) opens the backup; give the recovery code of the key it "
+            "no key in the keyring (\(location)) opens the backup; give the recovery code of the key it "
                 + "was made under. Nothing was restored")
     }
 }

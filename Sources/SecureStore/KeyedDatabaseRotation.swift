@@ -64,46 +64,45 @@ extension KeyedDatabase {
     @discardableResult
     public func rotateKey(progress: (RotationStep) -> Void = { _ in }) throws -> KeyedDatabaseRetiredKey {
         try withState("rotateKey") { state in
-            try exclusively(&state, readOnly: "a key rotation", changing: "rotating the key of") {
-                try rotateExclusively(progress: progress)
+            try exclusively(&state, readOnly: "a key rotation", changing: "rotating the key of") { state in
+                try rotateExclusively(&state, progress: progress)
             }
         }
     }
 
     /// The rotation proper, holding the lock exclusively.
-    private func rotateExclusively(progress: (RotationStep) -> Void) throws -> KeyedDatabaseRetiredKey {
+    private func rotateExclusively(_ state: inout State, progress: (RotationStep) -> Void) throws -> KeyedDatabaseRetiredKey {
         // Left by a rotation whose promotion waits for the keyring's approval: the file may be under the
         // pending key, so a new pending key must never be stored over it.
         if try items.key(account: items.pendingAccount(id: databaseID)) != nil {
-            throw SecureStoreError(
+            throw store.failure(
                 SecureStoreError.Code.approvalPending,
                 "the previous key rotation of '\(files.path)' is not finished: its new key is stored as the "
                     + "pending key and making it the current key needs the keyring's approval; "
-                    + Self.promotionState(files: files, items: items, id: databaseID)
-                    + "; nothing was changed",
-                databaseName: items.databaseName, path: files.path)
+                    + items.promotionState(id: databaseID)
+                    + "; nothing was changed")
         }
         guard let oldKey = try items.key(account: items.currentAccount(id: databaseID)) else {
-            throw Self.missingKeyError(files: files, items: items)
+            throw store.missingKeyError()
         }
         // With reading connections, reads go on during the export and the check: the connections stay open on the
         // file as it is (no write can run: this rotation holds the handle) until just before the swap.
         let keepsReading = readers != nil
         if !keepsReading {
-            try currentQueue.checkpoint()
-            try currentQueue.close(reason: Self.rotatedQueueReason)
+            try state.queue.checkpoint()
+            try state.queue.close(reason: Self.rotatedQueueReason)
         }
         var replaced = false
         var closed = !keepsReading
         do {
-            let (newKey, retired) = try rotate(
-                from: oldKey, progress: progress, replaced: &replaced, connectionsOpen: keepsReading
+            let (newKey, retired) = try store.rotate(
+                id: databaseID, from: oldKey, progress: progress, replaced: &replaced, connectionsOpen: keepsReading
             ) {
                 readers?.pause()
                 closed = true
-                try currentQueue.close(reason: Self.rotatedQueueReason)
+                try state.queue.close(reason: Self.rotatedQueueReason)
             }
-            currentQueue = try DatabaseQueue(path: files.path, key: newKey, configuration: configuration)
+            install(try DatabaseQueue(path: files.path, key: newKey, configuration: configuration), in: &state)
             resumeReaders(key: newKey)
             return retired
         } catch {
@@ -115,21 +114,57 @@ extension KeyedDatabase {
             // Stopped before the connections were closed: they still read and write the unchanged file.
             guard closed else { throw error }
             // Reopen with whichever stored key opens the file now.
-            if let (queue, _) = try? Self.openResolving(
-                files: files, items: items, configuration: configuration, create: false)
-            {
-                currentQueue = queue
+            if let (queue, _) = try? store.openResolving(create: false) {
+                install(queue, in: &state)
             }
             resumeReaders()
             throw error
         }
     }
 
-    /// The rotation's steps. `connectionsOpen`: this handle's connections are still open on the file (then its -wal
-    /// is expected) and `closeConnections` closes them before the swap.
+    /// Tables with their row counts, `user_version` and `application_id`: what a rotation must keep.
+    struct ContentSummary: Equatable {
+        var tables: [String: Int]
+        var userVersion: Int
+        var applicationID: Int32
+
+        func differences(from other: ContentSummary) -> String {
+            var parts: [String] = []
+            for name in Set(tables.keys).union(other.tables.keys).sorted() where tables[name] != other.tables[name] {
+                parts.append("table '\(name)': \(tables[name].map(String.init) ?? "missing") rows before, "
+                    + "\(other.tables[name].map(String.init) ?? "missing") after")
+            }
+            if userVersion != other.userVersion { parts.append("user_version \(userVersion) before, \(other.userVersion) after") }
+            if applicationID != other.applicationID { parts.append("application_id differs") }
+            return parts.joined(separator: "; ")
+        }
+    }
+}
+
+extension KeyedDatabase.ContentSummary {
+    /// The summary of the database open as `queue`.
+    init(_ queue: DatabaseQueue) throws {
+        self = try queue.read { db in
+            let names = try db.fetch("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") {
+                try $0.string(at: 0)
+            }
+            var tables: [String: Int] = [:]
+            for name in names {
+                let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+                tables[name] = try db.scalar("SELECT count(*) FROM \(quoted)", as: Int.self) ?? 0
+            }
+            return Self(tables: tables, userVersion: try db.userVersion(), applicationID: try db.applicationID())
+        }
+    }
+}
+
+extension KeyedStore {
+    /// The rotation's steps, for the database `databaseID` whose current key is `oldKey`. `connectionsOpen`: the
+    /// handle's connections are still open on the file (then its -wal is expected) and `closeConnections` closes them
+    /// before the swap.
     func rotate(
-        from oldKey: DatabaseKey, progress: (RotationStep) -> Void, replaced: inout Bool, connectionsOpen: Bool = false,
-        closeConnections: () throws -> Void = {}
+        id databaseID: String, from oldKey: DatabaseKey, progress: (KeyedDatabase.RotationStep) -> Void,
+        replaced: inout Bool, connectionsOpen: Bool = false, closeConnections: () throws -> Void = {}
     ) throws -> (DatabaseKey, KeyedDatabaseRetiredKey) {
         // The old connection is closed; its -wal is gone unless another connection holds the file open.
         if !connectionsOpen, KeyedDatabaseFiles.exists(files.walPath) {
@@ -145,14 +180,14 @@ extension KeyedDatabase {
         progress(.pendingKeyStored)
 
         let source = try DatabaseQueue(path: files.path, key: oldKey, configuration: configuration)
-        let expected = try Self.contentSummary(source)
+        let expected = try KeyedDatabase.ContentSummary(source)
         try source.export(to: files.rotatingPath, key: newKey)
         progress(.exported)
 
         let copy = try DatabaseQueue(path: files.rotatingPath, key: newKey, configuration: configuration)
         do {
             try copy.integrityCheck()
-            let actual = try Self.contentSummary(copy)
+            let actual = try KeyedDatabase.ContentSummary(copy)
             try copy.close()
             guard actual == expected else {
                 throw SecureStoreError(
@@ -200,16 +235,15 @@ extension KeyedDatabase {
             retired = KeyedDatabaseRetiredKey(
                 databaseID: databaseID, account: account,
                 date: KeyedDatabaseKeyItem(account: account, label: "").retiredDate ?? Date(),
-                alsoOpens: Self.databases(openedBy: oldKey, except: items.path, catalogue: catalogue))
+                alsoOpens: items.databases(openedBy: oldKey, except: items.path, catalogue: catalogue))
         } catch let error as KeychainError
             where error.code == KeychainError.Code.approvalRequired || error.code == KeychainError.Code.promptDismissed
         {
-            throw SecureStoreError(
+            throw failure(
                 SecureStoreError.Code.approvalPending,
                 "the database is now under the new key, stored as the pending key, but making it the current key "
                     + "needs the keyring's approval (\(error.message)); "
-                    + Self.promotionState(files: files, items: items, id: databaseID),
-                databaseName: items.databaseName, path: files.path)
+                    + items.promotionState(id: databaseID))
         } catch {
             throw SecureStoreError(
                 SecureStoreError.Code.verificationFailed,
@@ -218,52 +252,5 @@ extension KeyedDatabase {
         }
         return (newKey, retired)
     }
-
-    /// The paths of the existing databases (current items of the application other than `except`) that `key`
-    /// opens: keys shared by SecureStore 0.1 between folders. Each file is tried with `key`; no key item of
-    /// another database is read (a keyring that asks for approval per item, such as KeePassXC, would ask
-    /// once per database, and a refusal there has nothing to do with this rotation). A file that cannot be
-    /// tried now (damaged, or being rotated) is left out.
-    static func databases(openedBy key: DatabaseKey, except path: String, catalogue: [KeyedDatabaseKeyItem]) -> [String] {
-        var paths: [String] = []
-        for item in catalogue {
-            guard case .current(_, let other) = item.role, other != path, !paths.contains(other),
-                KeyedDatabaseFiles.exists(other)
-            else { continue }
-            if (try? peek(path: other, key: key, { _ in true })) == .some(.some(true)) { paths.append(other) }
-        }
-        return paths
-    }
-
-    /// Tables with their row counts, `user_version` and `application_id`: what a rotation must keep.
-    struct ContentSummary: Equatable {
-        var tables: [String: Int]
-        var userVersion: Int
-        var applicationID: Int32
-
-        func differences(from other: ContentSummary) -> String {
-            var parts: [String] = []
-            for name in Set(tables.keys).union(other.tables.keys).sorted() where tables[name] != other.tables[name] {
-                parts.append("table '\(name)': \(tables[name].map(String.init) ?? "missing") rows before, "
-                    + "\(other.tables[name].map(String.init) ?? "missing") after")
-            }
-            if userVersion != other.userVersion { parts.append("user_version \(userVersion) before, \(other.userVersion) after") }
-            if applicationID != other.applicationID { parts.append("application_id differs") }
-            return parts.joined(separator: "; ")
-        }
-    }
-
-    static func contentSummary(_ queue: DatabaseQueue) throws -> ContentSummary {
-        try queue.read { db in
-            let names = try db.fetch("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") {
-                try $0.string(at: 0)
-            }
-            var tables: [String: Int] = [:]
-            for name in names {
-                let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-                tables[name] = try db.scalar("SELECT count(*) FROM \(quoted)", as: Int.self) ?? 0
-            }
-            return ContentSummary(tables: tables, userVersion: try db.userVersion(), applicationID: try db.applicationID())
-        }
-    }
 }
+

@@ -270,26 +270,37 @@ extension SyncEngine {
     }
 
     /// A description deleted while bundles were applied — another device deleted its owner row, whose trigger
-    /// deleted it here with capture off — while this device holds it as alive in `sync_clock` (it added it and had
+    /// deleted it here with capture off — while this device holds it as alive in `sync_rows` (it added it and had
     /// not sent it, or received it in the same round): its delete is recorded now as this device's own, as the
     /// delete trigger would have, so that it reaches the others. Without this, the next bundle would carry the
     /// attachment's cells without the row and without a tombstone, which no device can insert.
     func recordDescriptionsDeletedWhileApplying() throws {
         let find = """
-            SELECT DISTINCT c.key FROM sync_clock c
-            WHERE c.tbl = 'securestore_attachments' AND c.col <> ''
+            SELECT c.key FROM sync_rows c
+            WHERE c.tbl = 'securestore_attachments'
             AND NOT EXISTS (SELECT 1 FROM securestore_attachments a WHERE a.id = c.key)
-            AND NOT EXISTS (SELECT 1 FROM sync_clock t WHERE t.tbl = c.tbl AND t.key = c.key AND t.col = '' AND t.hlc > c.hlc)
             """
-        guard try !database.read({ db in try db.fetch(find) { try $0.value(at: 0) } }).isEmpty else { return }
+        // Candidates in SQL (no row in the table), then those whose newest cell is later than their tombstone.
+        func alive(_ db: Database) throws -> [DatabaseValue] {
+            guard let table = try SyncSchema.tables(db).first(where: { $0.name == "securestore_attachments" }) else { return [] }
+            let numbers = try SyncDeviceNumbers(db)
+            return try db.fetch(find, .none) { try $0.value(at: 0) }.filter { key in
+                guard let entry = try SyncClock.read(db, table, key: key, numbers: numbers),
+                    let newest = entry.cells.compactMap({ $0?.version }).max()
+                else { return false }
+                return entry.tombstone.map { !(newest < $0) } ?? true
+            }
+        }
+        guard try !database.read({ db in try alive(db) }).isEmpty else { return }
         try database.write { db in
-            for key in try db.fetch(find, .none, { try $0.value(at: 0) }) {
+            for key in try alive(db) {
                 try db.execute(SyncSchema.tickSQL)
-                try db.execute("DELETE FROM sync_clock WHERE tbl = 'securestore_attachments' AND key = ? AND col = ''", [key])
                 try db.execute(
                     """
-                    INSERT INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
-                    SELECT 'securestore_attachments', ?, '', hlc, device, 0, '', 1, NULL FROM sync_state WHERE singleton = 0
+                    UPDATE sync_rows SET tomb_hlc = (SELECT hlc FROM sync_state WHERE singleton = 0),
+                        tomb_device = (SELECT device_number FROM sync_state WHERE singleton = 0),
+                        pending = (SELECT hlc FROM sync_state WHERE singleton = 0)
+                    WHERE tbl = 'securestore_attachments' AND key = ?
                     """, [key])
             }
         }

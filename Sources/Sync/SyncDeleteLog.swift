@@ -68,12 +68,10 @@ enum SyncDeleteLog {
         return viewed ? cells : nil
     }
 
-    /// This device's own delete of a row, not sent yet, about to be merged into: what it had of the row is kept first.
+    /// This device's own delete of a row, not sent yet (the caller knows: ``SyncMerge/tombstoneUnsent(_:numbers:)``),
+    /// about to be merged into: what it had of the row is kept first.
     static func keepOwnView(_ db: Database, _ table: SyncedTable, key: SyncValue, local: (cells: [String: LocalCell], tombstone: SyncVersion?)) throws {
-        guard let tombstone = local.tombstone,
-            let me = try db.scalar("SELECT device FROM sync_state WHERE singleton = 0", as: String.self), tombstone.device == me,
-            try db.scalar("SELECT pending FROM sync_clock WHERE tbl = ? AND key = ? AND col = ''", [table.name, key.databaseValue], as: Int.self) == 1,
-            try view(db, table: table.name, key: key, tombstone: tombstone) == nil
+        guard let tombstone = local.tombstone, try view(db, table: table.name, key: key, tombstone: tombstone) == nil
         else { return }
         try recordView(
             db, table: table.name, key: key, tombstone: tombstone,

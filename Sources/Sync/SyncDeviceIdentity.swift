@@ -51,7 +51,7 @@ extension SyncEngine {
                     "INSERT OR REPLACE INTO sync_devices (device, name, sequence, last_hash, applied_at) VALUES (?, '', ?, ?, ?)",
                     [old, sequence, lastHash, microsecondsSince1970(Date())])
             }
-            try db.execute("UPDATE sync_clock SET device = ? WHERE pending = 1 AND device = ?", [new, old])
+            try SyncClock.relabelUnsent(db, from: old, to: new)
             try db.execute(
                 "UPDATE sync_state SET device = ?, sequence = 0, last_hash = ? WHERE singleton = 0", [new, Data(count: 32)])
             try db.execute("UPDATE sync_machine SET machine = ? WHERE singleton = 0", [here])

@@ -224,6 +224,8 @@ public final class SyncEngine: Sendable {
         database: any DatabaseWriter, key: SyncKey, generation: Int = 1, clone: String,
         signingKey: (_ device: String) throws -> SyncSigningKey
     ) throws {
+        // A database synced by an earlier version: its clock becomes one entry a row (one transaction).
+        if try database.read({ try SyncClock.needsUpgrade($0) }) { try database.write { try SyncClock.upgrade($0) } }
         self.copiedFromDevice = try Self.adoptMachine(database)
         let state = try database.read { db -> (String, String, String)? in
             guard try db.tableExists("sync_state") else { return nil }
@@ -416,6 +418,9 @@ public final class SyncEngine: Sendable {
             INSERT INTO sync_state (singleton, device, hlc, applying, remote_kind, remote_location, sequence, last_hash)
             VALUES (0, ?, 0, 0, ?, ?, 0, ?)
             """, [hexString(KeyFile.randomBytes(16)), kind, location, Data(count: 32)])
+        let numbers = try SyncDeviceNumbers(db)
+        let device = try db.scalar("SELECT device FROM sync_state WHERE singleton = 0", as: String.self) ?? ""
+        try db.execute("UPDATE sync_state SET device_number = ? WHERE singleton = 0", [try numbers.number(device)])
         for table in tables { _ = try SyncSchema.add(db, table: table) }
         try SyncUndo.upgrade(db)
         try SyncDeleteLog.upgrade(db)
@@ -567,6 +572,7 @@ public final class SyncEngine: Sendable {
     }
 
     private func applyIncoming(_ report: inout SyncReport, skipping planted: Set<String>, roster: SyncRoster) throws -> [SyncError] {
+        let horizon = settledHorizon(roster)
         var refusals: [SyncError] = []
         let root = layoutRoot
         let known = try database.read { db in
@@ -702,10 +708,12 @@ public final class SyncEngine: Sendable {
                         bundles += 1
                         rows += bundle.rows.count
                         last = VerifiedBundle(rows: [], deviceName: bundle.deviceName, sequence: bundle.sequence, hash: bundle.hash)
-                        // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift); this
-                        // device's own bundles applied again are its own edits.
+                        // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift) unless
+                        // already settled; this device's own bundles applied again are its own edits.
                         return (
-                            bundle.rows, isThisDevice ? nil : try SyncUndo.source(db, device: device, sequence: bundle.sequence), device
+                            bundle.rows,
+                            try Self.undoSource(db, writer: device, sequence: bundle.sequence, thisDevice: self.device, horizon: horizon),
+                            device
                         )
                     }
                     if isThisDevice {
@@ -764,19 +772,22 @@ public final class SyncEngine: Sendable {
         let host = Self.hostName
         var written: [String] = []
         while true {
-            let (payload, keys, clock) = try database.read { db -> (SyncPayload, [(String, SyncValue)], Int64) in
+            let (payload, keys) = try database.read { db -> (SyncPayload, [(String, SyncValue, Int64)]) in
                 let tables = try SyncSchema.tables(db)
                 let byName = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
-                // In the order of the pending index (table, then key): the bundle then holds every pending row up to
-                // its last one, which is what lets the write below mark them sent by range.
+                // In the order of the unsent rows' index (the clock of their change, table, key): the bundle then holds
+                // every unsent row up to its last one, which is what lets the write below mark them sent by range.
                 let keys = try db.fetch(
-                    "SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1 ORDER BY tbl, key LIMIT \(Self.rowsPerBundle)"
-                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
-                let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1) }
-                let clock = try db.scalar("SELECT hlc FROM sync_state", as: Int64.self) ?? 0
+                    """
+                    SELECT tbl, key, pending FROM sync_rows INDEXED BY sync_rows_pending WHERE pending <> 0
+                    ORDER BY pending, tbl, key LIMIT \(Self.rowsPerBundle)
+                    """
+                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1)), try $0.int64(at: 2)) }
+                let numbers = try SyncDeviceNumbers(db)
+                let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1, numbers: numbers) }
                 return (
                     SyncPayload(deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows),
-                    keys, clock)
+                    keys)
             }
             // A device that has never sent anything (in this key generation) still sends one empty bundle: the
             // others then know it (`sync devices`, `remove-device`).
@@ -797,19 +808,30 @@ public final class SyncEngine: Sendable {
             sequence += 1
             lastHash = SealedBundle.sha256(sealed)
             try database.write { db in
-                // The bundle holds every row that was pending, in index order, up to its last (table, key): those
-                // cells not changed since (their clock is not past the one read with them) are sent. By range, one
-                // statement a table, rather than one a row (a 200 000-task `sync init` spent 1.9 s of its 4.8 s
-                // marking rows one by one). A change made since has a later clock and stays pending.
-                if let (lastTable, lastKey) = keys.last {
-                    for table in Set(keys.map(\.0)) where table != lastTable {
-                        try db.execute(
-                            "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE pending = 1 AND tbl = ? AND hlc <= ?",
-                            [table, clock])
+                // The bundle holds every row that was unsent, in index order, up to its last (clock, table, key): those
+                // are marked sent. By range, one statement a table, rather than one a row (a 200 000-task `sync init`
+                // spent 1.9 s of its 4.8 s marking rows one by one). A row changed since has a later clock (every
+                // change ticks past the clock read with the bundle) and stays unsent.
+                if let (lastTable, lastKey, lastClock) = keys.last {
+                    let byName = Dictionary(uniqueKeysWithValues: try SyncSchema.tables(db).map { ($0.name, $0) })
+                    // Sent: the row's unsent mark and its packed cells' marks (SyncClock.swift) are cleared. By the
+                    // unsent rows' index: SQLite 3.15's planner would take the primary key and walk every row.
+                    func sent(_ table: String, _ range: String) -> String {
+                        "UPDATE OR ROLLBACK sync_rows INDEXED BY sync_rows_pending SET pending = 0, cells = CASE WHEN cells IS NULL THEN NULL ELSE "
+                            + (byName[table]?.clearPendingSQL ?? "cells") + " END WHERE pending <> 0 AND tbl = ? AND " + range
                     }
-                    try db.execute(
-                        "UPDATE OR ROLLBACK sync_clock SET pending = 0 WHERE pending = 1 AND tbl = ? AND key <= ? AND hlc <= ?",
-                        [lastTable, lastKey.databaseValue, clock])
+                    // Two ranges of the index a table: the rows of an earlier clock (all in this bundle), then those of
+                    // the last row's clock up to the last row. One range with a filter (or an OR) would walk every unsent
+                    // row with that clock, and `sync init` gives all of a table's rows one clock: a million-task init
+                    // walked the rest of the index once per bundle.
+                    for table in Set(keys.map(\.0)).sorted() {
+                        try db.execute(sent(table, "pending < ?"), [table, lastClock])
+                        if table < lastTable {
+                            try db.execute(sent(table, "pending = ?"), [table, lastClock])
+                        } else if table == lastTable {
+                            try db.execute(sent(table, "pending = ? AND key <= ?"), [table, lastClock, lastKey.databaseValue])
+                        }
+                    }
                 }
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
@@ -900,7 +922,7 @@ public final class SyncEngine: Sendable {
             try db.execute("DELETE FROM sync_devices")
             try db.execute(Self.headsSQL)
             try db.execute("DELETE FROM sync_heads")
-            try db.execute("UPDATE sync_clock SET pending = 1")
+            try db.execute("UPDATE sync_rows SET pending = max(1, (SELECT hlc FROM sync_state WHERE singleton = 0))")
             try SyncUndo.forgetAll(db)
         }
         return ignored
@@ -1010,7 +1032,7 @@ public final class SyncEngine: Sendable {
             }!
             return SyncStatus(
                 device: device, remote: remote,
-                unsentRows: try db.scalar("SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM sync_clock WHERE pending = 1)", as: Int.self) ?? 0,
+                unsentRows: try db.scalar("SELECT count(*) FROM sync_rows WHERE pending <> 0", as: Int.self) ?? 0,
                 lastSync: state.1.map(dateFromMicroseconds), sequence: state.0,
                 tables: try SyncSchema.tables(db).map(\.name),
                 conflicts: try db.scalar("SELECT count(*) FROM sync_conflicts WHERE restored = 0", as: Int.self) ?? 0)

@@ -37,47 +37,52 @@ struct LocalCell {
 }
 
 enum SyncMerge {
-    /// What this device knows of one row: its cells (values from the table when the row is alive, from the
-    /// clock when it is deleted) and its tombstone.
+    /// What this device knows of one row: its cells (values from the table when the row is alive, from
+    /// `sync_values` when it is deleted), its tombstone, the bundles of other devices its versions came in (kept only
+    /// while such a bundle could still be undone: SyncUndo.swift) and its clock entry (nil: none).
     static func localRow(
-        _ db: Database, _ table: SyncedTable, key: SyncValue
-    ) throws -> (alive: Bool, cells: [String: LocalCell], tombstone: SyncVersion?, tombstoneSource: Int64?) {
+        _ db: Database, _ table: SyncedTable, key: SyncValue, numbers: SyncDeviceNumbers? = nil
+    ) throws -> (alive: Bool, cells: [String: LocalCell], tombstone: SyncVersion?, tombstoneSource: Int64?, entry: SyncClock.Entry?) {
+        let numbers = try numbers ?? SyncDeviceNumbers(db)
+        // A row this device never heard of has no entry: no need to look for it in the table.
+        guard let entry = try SyncClock.read(db, table, key: key.databaseValue, numbers: numbers) else { return (false, [:], nil, nil, nil) }
         var cells: [String: LocalCell] = [:]
-        var tombstone: SyncVersion?
-        var tombstoneSource: Int64?
-        try db.forEachRow(
-            "SELECT col, hlc, device, base_hlc, base_device, pending, value, src FROM sync_clock WHERE tbl = ? AND key = ?",
-            [table.name, key.databaseValue]
-        ) { row in
-            let column = try row.string(at: 0)
-            let version = SyncVersion(hlc: try row.int64(at: 1), device: try row.string(at: 2))
-            let source = try row.isNull(at: 7) ? nil : try row.int64(at: 7)
-            if column.isEmpty {
-                tombstone = version
-                tombstoneSource = source
-            } else {
-                cells[column] = LocalCell(
-                    version: version, base: SyncVersion(hlc: try row.int64(at: 3), device: try row.string(at: 4)),
-                    pending: try row.int(at: 5) == 1, value: SyncValue(try row.value(at: 6)), source: source)
-            }
+        for (index, column) in table.columns.enumerated() { if let cell = entry.cells[index] { cells[column] = cell } }
+        let sources = try SyncUndo.sources(db, table, key: key.databaseValue)
+        if let sources {
+            for (index, column) in table.columns.enumerated() { cells[column]?.source = sources.cells[index] }
         }
-        // A row this device never heard of has no cells and no tombstone: no need to look for it in the table.
-        if cells.isEmpty && tombstone == nil { return (false, cells, nil, nil) }
+        // (A row with no cells — a tombstone of a row never seen, or a row of a table of a key alone — is looked for
+        // in the table too: a tombstone must delete what is there.)
         let values = try db.fetchOne(table.selectSQL, [key.databaseValue]
         ) { row in try (0..<table.columns.count).map { SyncValue(try row.value(at: $0)) } }
         if let values {
             for (index, column) in table.columns.enumerated() { cells[column]?.value = values[index] }
+        } else if !cells.isEmpty {
+            try db.cachedStatement("SELECT col, value FROM sync_values WHERE tbl = ? AND key = ?").fetch(
+                StatementArguments([DatabaseValue.text(table.name), key.databaseValue])
+            ) { row in (try row.int(at: 0), SyncValue(try row.value(at: 1))) }.forEach { index, value in
+                if index < table.columns.count { cells[table.columns[index]]?.value = value }
+            }
         }
-        return (values != nil, cells, tombstone, tombstoneSource)
+        return (values != nil, cells, entry.tombstone, entry.tombstone == nil ? nil : sources?.tombstone, entry)
+    }
+
+    /// Whether the row's tombstone is this device's own delete, not sent yet (its entry unsent and the tombstone
+    /// this device's: a tombstone another device's bundle set is never unsent here).
+    static func tombstoneUnsent(_ entry: SyncClock.Entry?, numbers: SyncDeviceNumbers) throws -> Bool {
+        guard let entry, let tombstone = entry.tombstone, entry.pending != 0 else { return false }
+        return tombstone.device == (try numbers.device(numbers.me))
     }
 
     /// Everything this device knows of the row, as a change to send.
-    static func outgoing(_ db: Database, _ table: SyncedTable, key: SyncValue) throws -> SyncRowChange {
-        let local = try localRow(db, table, key: key)
+    static func outgoing(_ db: Database, _ table: SyncedTable, key: SyncValue, numbers: SyncDeviceNumbers? = nil) throws -> SyncRowChange {
+        let numbers = try numbers ?? SyncDeviceNumbers(db)
+        let local = try localRow(db, table, key: key, numbers: numbers)
         // This device's own delete goes out with what it had of the row when it deleted it (SyncDeleteLog.swift).
         if !local.alive, let tombstone = local.tombstone,
             let kept = try SyncDeleteLog.view(db, table: table.name, key: key, tombstone: tombstone),
-            try db.scalar("SELECT pending FROM sync_clock WHERE tbl = ? AND key = ? AND col = ''", [table.name, key.databaseValue], as: Int.self) == 1
+            try tombstoneUnsent(local.entry, numbers: numbers)
         {
             return SyncRowChange(table: table.name, key: key, tombstone: tombstone, cells: kept)
         }
@@ -99,12 +104,18 @@ enum SyncMerge {
     /// undone; nil for a snapshot's rows.
     static func apply(
         _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, now: Int64, merge: SyncMergeFunction? = nil,
-        source: Int64? = nil, sender: String? = nil
+        source: Int64? = nil, sender: String? = nil, numbers: SyncDeviceNumbers? = nil, snapshotMark: Int64?? = nil
     ) throws -> (changed: Bool, conflicts: Int) {
-        let local = try localRow(db, table, key: change.key)
-        if local.cells.isEmpty, local.tombstone == nil, try insertNew(db, table, change, source: source) { return (true, 0) }
+        let numbers = try numbers ?? SyncDeviceNumbers(db)
+        let local = try localRow(db, table, key: change.key, numbers: numbers)
+        // The mark of a snapshot this device joined through (SyncUndo.createSQL), looked at for a new row only: an
+        // entry of its own says a new row did not come with it.
+        let mark: Int64? = local.entry == nil ? try snapshotMark ?? SyncUndo.snapshotSource(db) : nil
+        if local.entry == nil, try insertNew(db, table, change, source: source, snapshotMark: mark, numbers: numbers) { return (true, 0) }
         // This device's unsent delete of the row: what it had seen is kept before anything merges into it.
-        if !local.alive, local.tombstone != nil { try SyncDeleteLog.keepOwnView(db, table, key: change.key, local: (local.cells, local.tombstone)) }
+        if !local.alive, local.tombstone != nil, try tombstoneUnsent(local.entry, numbers: numbers) {
+            try SyncDeleteLog.keepOwnView(db, table, key: change.key, local: (local.cells, local.tombstone))
+        }
         var cells = local.cells
         var changedColumns: [String] = []
         var conflicts = 0
@@ -196,50 +207,49 @@ enum SyncMerge {
             try db.execute("DELETE FROM \(quotedTable) WHERE \(keyColumn) = ?", [change.key.databaseValue])
             rowChanged = true
         }
-        // The clock: cells keep their values only while the row is deleted (the table holds them otherwise).
-        // Every statement here is OR ROLLBACK and touches one row: SQLite then keeps no statement journal, whose
-        // pages SQLCipher would encrypt (a constraint failure rolls the whole bundle back, which is what we want).
-        func sourceValue(_ source: Int64?) -> DatabaseValue { source.map { .integer($0) } ?? .null }
-        for (column, cell) in cells where changedColumns.contains(column) || local.alive != alive {
-            let arguments: StatementArguments = [
-                cell.version.hlc, cell.version.device, cell.base.hlc, cell.base.device, cell.pending ? 1 : 0,
-                alive ? DatabaseValue.null : cell.value.databaseValue, sourceValue(cell.source), table.name, change.key.databaseValue, column,
-            ]
-            if let old = local.cells[column] {
-                // The version this bundle replaces, kept until the bundle is settled (SyncUndo.swift).
-                if let source, old.version != cell.version {
+        // The clock: one entry a row; the cells' values are kept (in `sync_values`) only while the row is deleted
+        // (the table holds them otherwise). Every statement here is OR ROLLBACK and touches one row: SQLite then
+        // keeps no statement journal, whose pages SQLCipher would encrypt (a constraint failure rolls the whole
+        // bundle back, which is what we want).
+        let tombstoneChanged = tombstone != local.tombstone
+        if !changedColumns.isEmpty || local.alive != alive || tombstoneChanged {
+            // Unsent here: a cell still pending, or this device's own tombstone that no later one replaced.
+            let me = try numbers.device(numbers.me)
+            let tombstonePending = !tombstoneChanged && (local.entry?.pending ?? 0) != 0 && tombstone?.device == me
+            let pendingCells = table.columns.compactMap { cells[$0] }.filter(\.pending)
+            var pending: Int64 = 0
+            if tombstonePending || !pendingCells.isEmpty {
+                pending = max(local.entry?.pending ?? 0, pendingCells.map(\.version.hlc).max() ?? 0, 1)
+            }
+            let entry = SyncClock.Entry(cells: table.columns.map { cells[$0] }, tombstone: tombstone, pending: pending)
+            try SyncClock.write(db, table, key: change.key.databaseValue, entry, exists: local.entry != nil, numbers: numbers)
+            if !alive {
+                for (index, column) in table.columns.enumerated() where changedColumns.contains(column) || local.alive {
+                    guard let cell = cells[column] else { continue }
+                    try db.cachedStatement("INSERT OR REPLACE INTO sync_values (tbl, key, col, value) VALUES (?, ?, ?, ?)")
+                        .execute(StatementArguments([DatabaseValue.text(table.name), change.key.databaseValue, .integer(Int64(index)), cell.value.databaseValue]))
+                }
+            } else if !local.alive && local.entry != nil {
+                try db.execute("DELETE FROM sync_values WHERE tbl = ? AND key = ?", [table.name, change.key.databaseValue])
+            }
+            // The versions this bundle replaces, kept until it is settled, and the bundle each version came in
+            // (SyncUndo.swift).
+            if let source {
+                for column in changedColumns {
+                    guard let old = local.cells[column], let new = cells[column], old.version != new.version else { continue }
                     try SyncUndo.keep(db, source: source, table: table.name, key: change.key, column: column, cell: old)
                 }
-                try db.execute(
-                    """
-                    UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, base_hlc = ?, base_device = ?, pending = ?, value = ?, src = ?
-                    WHERE tbl = ? AND key = ? AND col = ?
-                    """, arguments)
-            } else {
-                try db.execute(
-                    """
-                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, base_hlc, base_device, pending, value, src, tbl, key, col)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments)
-            }
-        }
-        if let tombstone, tombstone != local.tombstone {
-            let arguments: StatementArguments = [tombstone.hlc, tombstone.device, sourceValue(source), table.name, change.key.databaseValue]
-            if let old = local.tombstone {
-                if let source {
+                if tombstoneChanged, let old = local.tombstone {
                     try SyncUndo.keep(
                         db, source: source, table: table.name, key: change.key, column: "",
                         cell: LocalCell(version: old, base: .zero, pending: false, value: .null, source: local.tombstoneSource))
                 }
-                try db.execute(
-                    "UPDATE OR ROLLBACK sync_clock SET hlc = ?, device = ?, pending = 0, src = ? WHERE tbl = ? AND key = ? AND col = ''",
-                    arguments)
-            } else {
-                try db.execute(
-                    """
-                    INSERT OR ROLLBACK INTO sync_clock (hlc, device, src, tbl, key, col, base_hlc, base_device, pending, value)
-                    VALUES (?, ?, ?, ?, ?, '', 0, '', 0, NULL)
-                    """, arguments)
+            }
+            let tombstoneSource = tombstoneChanged ? source : local.tombstoneSource
+            if source != nil || mark != nil || local.tombstoneSource != nil || local.cells.values.contains(where: { $0.source != nil }) {
+                try SyncUndo.setSources(
+                    db, table, key: change.key.databaseValue, cells: table.columns.map { cells[$0]?.source },
+                    tombstone: tombstone == nil ? nil : tombstoneSource)
             }
         }
         // Edits lost to a delete (SyncDeleteLog.swift): the delete's own bundle says what its writer had seen.
@@ -259,9 +269,10 @@ enum SyncMerge {
     /// bookkeeping (the whole of a new device's first sync). The result is the one the general path gives — the
     /// row, and one clock entry a column with the sender's version and base, not pending. Returns false, having
     /// written nothing, for any other change (a tombstone, a column missing or twice), which the general path takes.
-    private static func insertNew(_ db: Database, _ table: SyncedTable, _ change: SyncRowChange, source: Int64?) throws -> Bool {
-        guard change.tombstone == nil, let insertCellsSQL = table.insertCellsSQL, change.cells.count == table.columns.count
-        else { return false }
+    private static func insertNew(
+        _ db: Database, _ table: SyncedTable, _ change: SyncRowChange, source: Int64?, snapshotMark: Int64?, numbers: SyncDeviceNumbers
+    ) throws -> Bool {
+        guard change.tombstone == nil, change.cells.count == table.columns.count else { return false }
         var ordered: [SyncCell] = []
         ordered.reserveCapacity(table.columns.count)
         for column in table.columns {
@@ -270,23 +281,18 @@ enum SyncMerge {
         }
         let key = change.key.databaseValue
         var values: [DatabaseValue] = [key]
-        values.reserveCapacity(table.columns.count * 8 + 1)
+        values.reserveCapacity(table.columns.count + 1)
         for cell in ordered { values.append(cell.value.databaseValue) }
         try db.cachedStatement(table.insertSQL).execute(StatementArguments(values))
-        values.removeAll(keepingCapacity: true)
-        let tableName = DatabaseValue.text(table.name)
-        let sourceValue = source.map { DatabaseValue.integer($0) } ?? .null
-        for cell in ordered {
-            values.append(tableName)
-            values.append(key)
-            values.append(.text(cell.column))
-            values.append(.integer(cell.version.hlc))
-            values.append(.text(cell.version.device))
-            values.append(.integer(cell.base.hlc))
-            values.append(.text(cell.base.device))
-            values.append(sourceValue)
+        let entry = SyncClock.Entry(
+            cells: ordered.map { LocalCell(version: $0.version, base: $0.base, pending: false, value: .null) }, tombstone: nil, pending: 0)
+        try SyncClock.write(db, table, key: key, entry, exists: false, numbers: numbers)
+        // Nothing to record when the snapshot's mark already says it (a new device joining through a snapshot), or
+        // when there is no source and no mark.
+        if source != snapshotMark {
+            try SyncUndo.setSources(
+                db, table, key: key, cells: Array(repeating: source, count: table.columns.count), tombstone: nil)
         }
-        try db.cachedStatement(insertCellsSQL).execute(StatementArguments(values))
         return true
     }
 
@@ -317,11 +323,15 @@ enum SyncMerge {
         return try db.deferringFullTextIndexing(of: indexes) {
             var changed = 0
             var conflicts = 0
+            let numbers = try SyncDeviceNumbers(db)
             while let (rows, source, sender) = try next() {
+                let mark = try SyncUndo.snapshotSource(db)
                 let newest = rows.lazy.flatMap { row in row.cells.lazy.map(\.version.hlc) + [row.tombstone?.hlc ?? 0] }.max() ?? 0
                 try db.execute("UPDATE sync_state SET hlc = max(hlc, ?) WHERE singleton = 0", [newest])
                 for row in rows {
-                    let result = try apply(db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table), source: source, sender: sender)
+                    let result = try apply(
+                        db, tables[row.table]!, row, now: now, merge: merges.function(for: row.table), source: source, sender: sender,
+                        numbers: numbers, snapshotMark: .some(mark))
                     if result.changed { changed += 1 }
                     conflicts += result.conflicts
                 }

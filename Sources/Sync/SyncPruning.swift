@@ -222,7 +222,7 @@ enum SyncRemovedDevices {
     }
 }
 
-/// Pruning: the tombstones (and the cells `sync_clock` keeps under them) of rows every known device has seen
+/// Pruning: the tombstones (and the cells `sync_rows` and `sync_values` keep under them) of rows every known device has seen
 /// deleted. A deleted row is marked with the *epoch* (this device's vector) at which its state last changed here
 /// (a trigger forgets the mark when the row's clock changes); it is dropped once, for every known device E, E's
 /// published vector covers that epoch and this device has applied E's bundles up to E's own position in it (the
@@ -232,11 +232,11 @@ enum SyncPruning {
     static let createSQL = """
         CREATE TABLE IF NOT EXISTS sync_prune_epochs (epoch INTEGER PRIMARY KEY, vector TEXT NOT NULL);
         CREATE TABLE IF NOT EXISTS sync_prune_marks (tbl TEXT NOT NULL, key NOT NULL, epoch INTEGER NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
-        CREATE INDEX IF NOT EXISTS sync_clock_tombstones ON sync_clock (col) WHERE col = '';
-        CREATE TRIGGER IF NOT EXISTS sync_prune_forget_insert AFTER INSERT ON sync_clock BEGIN
+        CREATE INDEX IF NOT EXISTS sync_rows_tombstones ON sync_rows (tbl) WHERE tomb_hlc IS NOT NULL;
+        CREATE TRIGGER IF NOT EXISTS sync_prune_forget_insert AFTER INSERT ON sync_rows WHEN NEW.tomb_hlc IS NOT NULL BEGIN
             DELETE FROM sync_prune_marks WHERE tbl = NEW.tbl AND key = NEW.key;
         END;
-        CREATE TRIGGER IF NOT EXISTS sync_prune_forget_update AFTER UPDATE ON sync_clock BEGIN
+        CREATE TRIGGER IF NOT EXISTS sync_prune_forget_update AFTER UPDATE ON sync_rows WHEN NEW.tomb_hlc IS NOT NULL BEGIN
             DELETE FROM sync_prune_marks WHERE tbl = NEW.tbl AND key = NEW.key;
         END;
         """
@@ -266,10 +266,9 @@ enum SyncPruning {
             try db.execute(
                 """
                 INSERT OR IGNORE INTO sync_prune_marks (tbl, key, epoch)
-                SELECT c.tbl, c.key, ? FROM sync_clock c
-                WHERE c.col = '' AND c.tbl = ?
+                SELECT c.tbl, c.key, ? FROM sync_rows c INDEXED BY sync_rows_tombstones
+                WHERE c.tomb_hlc IS NOT NULL AND c.tbl = ? AND c.pending = 0
                   AND NOT EXISTS (SELECT 1 FROM \(SyncSchema.quoted(table.name)) t WHERE t.\(SyncSchema.quoted(table.keyColumn)) = c.key)
-                  AND NOT EXISTS (SELECT 1 FROM sync_clock p WHERE p.tbl = c.tbl AND p.key = c.key AND p.pending = 1)
                 """, [epoch, table.name])
         }
         // The newest epoch every known device has seen.
@@ -293,7 +292,7 @@ enum SyncPruning {
             }
             if batch.isEmpty { break }
             for (table, key) in batch {
-                try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [table, key])
+                try SyncClock.forget(db, table: table, key: key)
                 try db.execute("DELETE FROM sync_delete_views WHERE tbl = ? AND key = ?", [table, key])
                 try db.execute("DELETE FROM sync_prune_marks WHERE tbl = ? AND key = ?", [table, key])
                 result.prunedRows += 1

@@ -15,22 +15,20 @@ public struct SyncedTable: Sendable, Equatable {
     /// The merge's statements, built once per table rather than once per row.
     let selectSQL: String
     let insertSQL: String
-    /// The clock of every column of a new row in one statement (eight arguments a column: table, key, column,
-    /// version, base, the bundle it came in), nil for a table with too many columns for SQLite's 999 arguments.
-    let insertCellsSQL: String?
+    /// Clears the per-column pending marks of a packed `cells` value (SyncClock.swift), for rows sent.
+    let clearPendingSQL: String
 
     init(name: String, keyColumn: String, columns: [String]) {
         self.name = name
         self.keyColumn = keyColumn
         self.columns = columns
         let table = SyncSchema.quoted(name), key = SyncSchema.quoted(keyColumn)
-        selectSQL = "SELECT \(columns.map(SyncSchema.quoted).joined(separator: ", ")) FROM \(table) WHERE \(key) = ?"
+        selectSQL = "SELECT \(columns.isEmpty ? "1" : columns.map(SyncSchema.quoted).joined(separator: ", ")) FROM \(table) WHERE \(key) = ?"
         let names = ([keyColumn] + columns).map(SyncSchema.quoted).joined(separator: ", ")
         let marks = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
         insertSQL = "INSERT OR ROLLBACK INTO \(table) (\(names)) VALUES (\(marks))"
-        insertCellsSQL = columns.count * 8 > 999 ? nil
-            : "INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value, src) VALUES "
-                + Array(repeating: "(?, ?, ?, ?, ?, ?, ?, 0, NULL, ?)", count: columns.count).joined(separator: ", ")
+        clearPendingSQL = columns.isEmpty ? "''" : columns.indices.map { "substr(cells, \($0 * SyncClock.recordWidth + 1), \(SyncClock.recordWidth - 1)) || '0'" }
+            .joined(separator: " || ")
     }
 
     /// Tables are equal when they sync the same columns by the same key.
@@ -52,23 +50,27 @@ enum SyncSchema {
             sequence INTEGER NOT NULL,
             last_hash BLOB NOT NULL,
             last_sync INTEGER,
-            generation INTEGER NOT NULL DEFAULT 1
+            generation INTEGER NOT NULL DEFAULT 1,
+            device_number INTEGER NOT NULL DEFAULT 0
         );
         CREATE TABLE sync_tables (name TEXT PRIMARY KEY, key_column TEXT NOT NULL, columns TEXT NOT NULL);
-        CREATE TABLE sync_clock (
+        CREATE TABLE sync_rows (
             tbl TEXT NOT NULL,
             key NOT NULL,
-            col TEXT NOT NULL,
             hlc INTEGER NOT NULL,
-            device TEXT NOT NULL,
+            device INTEGER NOT NULL,
             base_hlc INTEGER NOT NULL,
-            base_device TEXT NOT NULL,
+            base_device INTEGER NOT NULL,
+            cells TEXT,
+            tomb_hlc INTEGER,
+            tomb_device INTEGER,
             pending INTEGER NOT NULL,
-            value,
-            src INTEGER,
-            PRIMARY KEY (tbl, key, col)
+            PRIMARY KEY (tbl, key)
         ) WITHOUT ROWID;
-        CREATE INDEX sync_clock_pending ON sync_clock (pending) WHERE pending = 1;
+        CREATE INDEX sync_rows_pending ON sync_rows (pending, tbl, key) WHERE pending <> 0;
+        CREATE TABLE sync_values (tbl TEXT NOT NULL, key NOT NULL, col INTEGER NOT NULL, value, PRIMARY KEY (tbl, key, col)) WITHOUT ROWID;
+        CREATE TABLE sync_device_numbers (number INTEGER PRIMARY KEY, device TEXT NOT NULL UNIQUE);
+        INSERT INTO sync_device_numbers (number, device) VALUES (0, '');
         CREATE TABLE sync_devices (
             device TEXT PRIMARY KEY,
             name TEXT NOT NULL,
@@ -155,75 +157,97 @@ enum SyncSchema {
     }
 
     /// The capture triggers of `table`: each local insert, update or delete ticks the clock and records the
-    /// changed cells (or the tombstone) in `sync_clock`, in the same transaction. Changes the engine applies
-    /// from other devices (`applying = 1`) are not captured again.
+    /// changed cells (or the tombstone) in the row's one `sync_rows` entry, in the same transaction — three
+    /// statements a row (SyncClock.swift describes the packing). Changes the engine applies from other devices
+    /// (`applying = 1`) are not captured again.
     /// `rowFilter`, when given, is a further condition on the row (`ROW.` stands for `NEW.` or `OLD.`): only the
     /// rows it holds for are captured (attachment descriptions of synced tables' rows, SyncAttachments.swift).
     static func triggersSQL(_ table: SyncedTable, rowFilter: String? = nil) -> String {
         let t = quoted(table.name)
         let name = literal(table.name)
         let key = quoted(table.keyColumn)
+        let width = SyncClock.recordWidth
         func when(_ row: String) -> String {
             "WHEN (SELECT applying FROM sync_state WHERE singleton = 0) = 0"
                 + (rowFilter.map { " AND (" + $0.replacingOccurrences(of: "ROW.", with: row + ".") + ")" } ?? "")
         }
-        // No INSERT OR REPLACE here: the conflict clause of the statement that fires a trigger overrides the
-        // trigger's own (the task list writes with OR ROLLBACK), so a cell is updated in place, else inserted.
-        func record(_ column: String, _ row: String, condition: String?) -> String {
-            let cell = "tbl = \(name) AND key = \(row).\(key) AND col = \(literal(column))"
-            let extra = condition.map { " AND " + $0 } ?? ""
-            return """
-                UPDATE sync_clock SET
-                    base_hlc = CASE WHEN pending = 1 THEN base_hlc ELSE hlc END,
-                    base_device = CASE WHEN pending = 1 THEN base_device ELSE device END,
-                    hlc = (SELECT hlc FROM sync_state WHERE singleton = 0),
-                    device = (SELECT device FROM sync_state WHERE singleton = 0), pending = 1, value = NULL
-                    WHERE \(cell)\(extra);
-                INSERT INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
-                    SELECT \(name), \(row).\(key), \(literal(column)), hlc, device, 0, '', 1, NULL FROM sync_state
-                    WHERE singleton = 0 AND NOT EXISTS (SELECT 1 FROM sync_clock WHERE \(cell))\(extra);
-                """
+        let now = "(SELECT hlc FROM sync_state WHERE singleton = 0)"
+        let me = "(SELECT device_number FROM sync_state WHERE singleton = 0)"
+        // Column i's record as stored: from the packed cells, or made from the row's one version when not packed.
+        func record(_ i: Int, _ r: String = "") -> String {
+            "(CASE WHEN \(r)cells IS NULL THEN printf('%016x%04x%016x%04x%d', \(r)hlc, \(r)device, \(r)base_hlc, \(r)base_device, \(r)pending <> 0) "
+                + "ELSE substr(\(r)cells, \(i * width + 1), \(width)) END)"
         }
-        let inserts = table.columns.map { record($0, "NEW", condition: nil) }.joined(separator: "\n")
-        let updates = table.columns.map { record($0, "NEW", condition: "NEW.\(quoted($0)) IS NOT OLD.\(quoted($0))") }
-            .joined(separator: "\n")
-        let keeps = table.columns.map {
-            "UPDATE sync_clock SET value = OLD.\(quoted($0)) WHERE tbl = \(name) AND key = OLD.\(key) AND col = \(literal($0));"
-        }.joined(separator: "\n")
+        // Column i changed here now: this device's clock, based on what it replaced (or, when that was an unsent
+        // edit of this device, on what that one replaced).
+        func changed(_ i: Int) -> String {
+            "printf('%016x%04x', \(now), \(me)) || (CASE WHEN substr(\(record(i)), \(width), 1) = '1' "
+                + "THEN substr(\(record(i)), 21, 20) ELSE substr(\(record(i)), 1, 20) END) || '1'"
+        }
+        let indices = table.columns.indices
+        // (A table of a key alone has no cells: its packed form is empty and an update changes nothing.)
+        let anyChanged = indices.isEmpty ? "0" : indices.map { "NEW.\(quoted(table.columns[$0])) IS NOT OLD.\(quoted(table.columns[$0]))" }
+            .joined(separator: " OR ")
+        let updatedCells = indices.isEmpty ? "''" : indices.map {
+            "(CASE WHEN NEW.\(quoted(table.columns[$0])) IS NOT OLD.\(quoted(table.columns[$0])) THEN \(changed($0)) ELSE \(record($0)) END)"
+        }.joined(separator: " || ")
+        let allChanged = indices.isEmpty ? "''" : indices.map(changed).joined(separator: " || ")
+        let packed = indices.isEmpty ? "''" : indices.map { record($0, "r.") }.joined(separator: " || ")
+        let values = indices.map { "(\(name), OLD.\(key), \($0), OLD.\(quoted(table.columns[$0])))" }.joined(separator: ", ")
+        // No INSERT OR REPLACE in the insert and update triggers: the conflict clause of the statement that fires a
+        // trigger overrides the trigger's own (the task list writes with OR ROLLBACK), so the row is updated in
+        // place, else inserted. A DELETE has no conflict clause to pass on.
+        func insertIfMissing(_ row: String, condition: String) -> String {
+            """
+            INSERT INTO sync_rows (tbl, key, hlc, device, base_hlc, base_device, cells, tomb_hlc, tomb_device, pending)
+                SELECT \(name), \(row).\(key), hlc, device_number, 0, 0, NULL, NULL, NULL, hlc FROM sync_state
+                WHERE singleton = 0\(condition) AND NOT EXISTS (SELECT 1 FROM sync_rows WHERE tbl = \(name) AND key = \(row).\(key));
+            """
+        }
         return """
             CREATE TRIGGER sync_\(table.name)_insert AFTER INSERT ON \(t) \(when("NEW")) BEGIN
             \(tickSQL)
-            \(inserts)
+            UPDATE sync_rows SET
+                cells = CASE WHEN cells IS NULL THEN NULL ELSE \(allChanged) END,
+                base_hlc = CASE WHEN pending <> 0 THEN base_hlc ELSE hlc END,
+                base_device = CASE WHEN pending <> 0 THEN base_device ELSE device END,
+                hlc = \(now), device = \(me), pending = \(now)
+                WHERE tbl = \(name) AND key = NEW.\(key);
+            \(insertIfMissing("NEW", condition: ""))
             END;
             CREATE TRIGGER sync_\(table.name)_key BEFORE UPDATE OF \(key) ON \(t) WHEN NEW.\(key) IS NOT OLD.\(key) BEGIN
             SELECT RAISE(ABORT, 'the key of a synced row cannot change');
             END;
             CREATE TRIGGER sync_\(table.name)_update AFTER UPDATE ON \(t) \(when("NEW")) BEGIN
             \(tickSQL)
-            \(updates)
+            UPDATE sync_rows SET cells = \(updatedCells), pending = \(now)
+                WHERE tbl = \(name) AND key = NEW.\(key) AND (\(anyChanged));
+            \(insertIfMissing("NEW", condition: " AND (\(anyChanged))"))
             END;
             CREATE TRIGGER sync_\(table.name)_delete AFTER DELETE ON \(t) \(when("OLD")) BEGIN
             \(tickSQL)
-            \(keeps)
-            DELETE FROM sync_clock WHERE tbl = \(name) AND key = OLD.\(key) AND col = '';
-            INSERT INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
-                SELECT \(name), OLD.\(key), '', hlc, device, 0, '', 1, NULL FROM sync_state WHERE singleton = 0;
+            INSERT OR REPLACE INTO sync_rows (tbl, key, hlc, device, base_hlc, base_device, cells, tomb_hlc, tomb_device, pending)
+                SELECT \(name), OLD.\(key), coalesce(r.hlc, 0), coalesce(r.device, 0), coalesce(r.base_hlc, 0),
+                    coalesce(r.base_device, 0),
+                    CASE WHEN r.cells IS NULL AND coalesce(r.hlc, 0) <> 0 THEN \(packed) ELSE r.cells END,
+                    s.hlc, s.device_number, s.hlc
+                FROM sync_state s LEFT JOIN sync_rows r ON r.tbl = \(name) AND r.key = OLD.\(key) WHERE s.singleton = 0;
+            \(values.isEmpty ? "" : "INSERT OR REPLACE INTO sync_values (tbl, key, col, value) VALUES \(values);")
             END;
             """
     }
 
-    /// Records every existing row of `table` as changed now by this device (its first bundle carries them).
+    /// Records every existing row of `table` as changed now by this device (its first bundle carries them), in key
+    /// order: the clock entries then fill their pages (random keys inserted in any order leave them a third empty).
     static func captureExisting(_ db: Database, _ table: SyncedTable, rowFilter: String? = nil) throws {
         try db.execute(tickSQL)
         let filter = rowFilter.map { " AND (" + $0.replacingOccurrences(of: "ROW.", with: "t.") + ")" } ?? ""
-        for column in table.columns {
-            try db.execute(
-                """
-                INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value)
-                SELECT ?, t.\(quoted(table.keyColumn)), ?, s.hlc, s.device, 0, '', 1, NULL
-                FROM \(quoted(table.name)) t, sync_state s WHERE s.singleton = 0\(filter)
-                """, [table.name, column])
-        }
+        try db.execute(
+            """
+            INSERT OR ROLLBACK INTO sync_rows (tbl, key, hlc, device, base_hlc, base_device, cells, tomb_hlc, tomb_device, pending)
+            SELECT ?, t.\(quoted(table.keyColumn)), s.hlc, s.device_number, 0, 0, NULL, NULL, NULL, s.hlc
+            FROM \(quoted(table.name)) t, sync_state s WHERE s.singleton = 0\(filter) ORDER BY t.\(quoted(table.keyColumn))
+            """, [table.name])
     }
 
     /// The synced tables recorded in the database.

@@ -142,13 +142,14 @@ extension SyncEngine {
                 while true {
                     let keys = try db.fetch(
                         last == nil
-                            ? "SELECT DISTINCT key FROM sync_clock WHERE tbl = ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)"
-                            : "SELECT DISTINCT key FROM sync_clock WHERE tbl = ? AND key > ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)",
+                            ? "SELECT key FROM sync_rows WHERE tbl = ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)"
+                            : "SELECT key FROM sync_rows WHERE tbl = ? AND key > ? ORDER BY key LIMIT \(Self.rowsPerSnapshotPart)",
                         last == nil ? [table.name] : [table.name, last!]
                     ) { try $0.value(at: 0) }
                     guard let final = keys.last else { break }
+                    let numbers = try SyncDeviceNumbers(db)
                     for key in keys {
-                        rows.append(try SyncMerge.outgoing(db, table, key: SyncValue(key)))
+                        rows.append(try SyncMerge.outgoing(db, table, key: SyncValue(key), numbers: numbers))
                         if rows.count == Self.rowsPerSnapshotPart { try flush() }
                     }
                     last = final
@@ -214,6 +215,17 @@ extension SyncEngine {
             }
             guard roster.accepts(bytes, device: writer, sequence: 0, generation: generation) else {
                 skipped.append(prefix + folder)
+                continue
+            }
+            // A snapshot that holds a removed device's bundles past the last one accepted (written before its writer
+            // read the removal) would bring back what the removal undoes: refused. (A removed device's own snapshot is
+            // not accepted above.)
+            if let (removed, removal) = roster.removed.sorted(by: { $0.key < $1.key }).first(where: { device, removal in
+                removal.generation == generation && manifest.vector[device] > removal.lastSequence
+            }) {
+                refused.append(
+                    "refused the snapshot '\(prefix)\(folder)': it holds bundle \(manifest.vector[removed]) of device "
+                        + "\(removed.prefix(8)), which was removed after its bundle \(removal.lastSequence); nothing of it was applied")
                 continue
             }
             candidates.append(SnapshotCandidate(writer: writer, number: number, manifest: manifest, folder: folder, shown: prefix + folder))
@@ -321,6 +333,7 @@ extension SyncEngine {
                 continue
             }
             let now = microsecondsSince1970(Date())
+            let horizon = settledHorizon(roster)
             // In the gap case the snapshot's keys are noted, to find the rows it no longer holds.
             if !fresh {
                 try database.write { db in
@@ -358,10 +371,11 @@ extension SyncEngine {
                         rows += payload.rows.count
                         // Marked as coming after the writer's own position in it (SyncUndo.swift): a removal of the writer
                         // that does not name a later bundle undoes what it brought (its snapshot could hold its later edits).
+                        // A new device marks them all at once (SyncUndo.createSQL).
                         let own = candidate.manifest.vector[candidate.writer]
-                        return (
-                            payload.rows, candidate.writer == device ? nil : try SyncUndo.source(db, device: candidate.writer, sequence: own + 1), nil
-                        )
+                        let source = try Self.undoSource(db, writer: candidate.writer, sequence: own + 1, thisDevice: device, horizon: horizon)
+                        if fresh, let source, try SyncUndo.snapshotSource(db) != source { try SyncUndo.markSnapshot(db, source: source) }
+                        return (payload.rows, source, nil)
                     }
                     report.newConflicts += conflicts
                     try db.execute("UPDATE sync_state SET applying = 0 WHERE singleton = 0")
@@ -409,10 +423,9 @@ extension SyncEngine {
             guard let table = tables[name] else { continue }
             let keys = try db.fetch(
                 """
-                SELECT DISTINCT c.key FROM sync_clock c
-                WHERE c.tbl = ?
+                SELECT c.key FROM sync_rows c
+                WHERE c.tbl = ? AND c.pending = 0
                   AND NOT EXISTS (SELECT 1 FROM sync_gap_keys g WHERE g.tbl = c.tbl AND g.key = c.key)
-                  AND NOT EXISTS (SELECT 1 FROM sync_clock p WHERE p.tbl = c.tbl AND p.key = c.key AND p.pending = 1)
                 """, [name]
             ) { SyncValue(try $0.value(at: 0)) }
             for key in keys {
@@ -421,7 +434,7 @@ extension SyncEngine {
                 let tombstone = SyncVersion(hlc: newest.hlc + 1, device: newest.device)
                 _ = try SyncMerge.apply(
                     db, [SyncRowChange(table: name, key: key, tombstone: tombstone, cells: [])], tables: tables, now: now, merges: merges)
-                try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [name, key.databaseValue])
+                try SyncClock.forget(db, table: name, key: key.databaseValue)
                 if hasMarks { try db.execute("DELETE FROM sync_prune_marks WHERE tbl = ? AND key = ?", [name, key.databaseValue]) }
                 if local.alive { removed += 1 }
             }

@@ -7,9 +7,21 @@ internal import Foundation
 
 enum SyncUndo {
     /// The bookkeeping: each applied bundle of another device of this generation (`sync_sources`), the versions those
-    /// bundles replaced (`sync_preimages`, one row per cell or tombstone, keyed by the bundle that replaced it).
-    /// `sync_clock.src` and `sync_conflicts.src` name the bundle a version or a log entry came with. Emptied when the
-    /// device enters a new key generation (nothing of an older generation can be removed any more).
+    /// bundles replaced (`sync_preimages`, one row per cell or tombstone, keyed by the bundle that replaced it), and
+    /// the bundle each version of a row came in (`sync_row_sources`, one entry per row: `src` the source of every
+    /// column when they share one, else `cells` the sources of its columns in the order of `sync_tables`,
+    /// comma-separated, empty for none; `tomb_src` its tombstone's).
+    /// `sync_conflicts.src` names the bundle a log entry came with. The clock itself (`sync_rows`) holds no source:
+    /// a row enters `sync_row_sources` when another device's bundle sets a version of it and leaves it when every
+    /// bundle it names is settled (``SyncEngine/settleSources(_:)``) — so it is empty but for the rows of bundles
+    /// that a removal could still undo, and the clock of the common case costs nothing more. Emptied when the device
+    /// enters a new key generation (nothing of an older generation can be removed any more).
+    ///
+    /// A new device that joins through a snapshot marks what the snapshot brought with one entry, not one a row:
+    /// `sync_snapshot_source` names the source, and while it is there every row of `sync_rows` without an entry in
+    /// `sync_row_sources` came with it (each column; no tombstone). A row set later by a bundle that keeps no source
+    /// then gets an entry that says so (`cells` empty, every source NULL), so that it is not taken for one of the
+    /// snapshot's; those entries go with the mark.
     static let createSQL = """
         CREATE TABLE IF NOT EXISTS sync_sources (
             id INTEGER PRIMARY KEY AUTOINCREMENT, device TEXT NOT NULL, sequence INTEGER NOT NULL, UNIQUE (device, sequence));
@@ -17,14 +29,152 @@ enum SyncUndo {
             src INTEGER NOT NULL, tbl TEXT NOT NULL, key NOT NULL, col TEXT NOT NULL, hlc INTEGER NOT NULL,
             device TEXT NOT NULL, base_hlc INTEGER NOT NULL, base_device TEXT NOT NULL, pending INTEGER NOT NULL, value,
             prev_src INTEGER, PRIMARY KEY (src, tbl, key, col)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS sync_row_sources (
+            tbl TEXT NOT NULL, key NOT NULL, src INTEGER, cells TEXT, tomb_src INTEGER, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS sync_snapshot_source (singleton INTEGER PRIMARY KEY CHECK (singleton = 0), src INTEGER NOT NULL);
         """
 
-    /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction).
+    /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction). (A clock
+    /// of the version before `sync_rows` had the sources in its own `src` column: SyncClock.upgrade moves them.)
     static func upgrade(_ db: Database) throws {
         try db.executeScript(createSQL)
-        for table in ["sync_clock", "sync_conflicts"] {
-            let columns = try db.fetch("PRAGMA table_info(\(table))") { try $0.string(at: 1) }
-            if !columns.contains("src") { try db.execute("ALTER TABLE \(table) ADD COLUMN src INTEGER") }
+        let columns = try db.fetch("PRAGMA table_info(sync_conflicts)") { try $0.string(at: 1) }
+        if !columns.contains("src") { try db.execute("ALTER TABLE sync_conflicts ADD COLUMN src INTEGER") }
+    }
+
+    /// The sources of one row's versions: one per column (nil: none, or settled), and its tombstone's.
+    struct RowSources: Equatable {
+        var cells: [Int64?]
+        var tombstone: Int64?
+        var isEmpty: Bool { tombstone == nil && cells.allSatisfy { $0 == nil } }
+        var all: Set<Int64> { Set(cells.compactMap { $0 } + [tombstone].compactMap { $0 }) }
+
+        init(cells: [Int64?], tombstone: Int64?) {
+            self.cells = cells
+            self.tombstone = tombstone
+        }
+
+        /// From the stored columns (`src`, `cells`, `tomb_src`); `count` columns (nil: as many as the text names).
+        init(_ row: Row, from index: Int, count: Int?) throws {
+            let tombstone = try row.isNull(at: index + 2) ? nil : try row.int64(at: index + 2)
+            if try row.isNull(at: index + 1) {
+                let source = try row.isNull(at: index) ? nil : try row.int64(at: index)
+                self.init(cells: Array(repeating: source, count: count ?? 1), tombstone: tombstone)
+            } else {
+                self.init(text: try row.string(at: index + 1), tombstone: tombstone, count: count)
+            }
+        }
+
+        /// From the text of `cells`; `count` columns (nil: as many as the text names).
+        init(text: String, tombstone: Int64?, count: Int?) {
+            var cells = text.split(separator: ",", omittingEmptySubsequences: false).map { Int64($0) }
+            if let count {
+                if cells.count < count { cells += Array(repeating: nil, count: count - cells.count) }
+                cells = Array(cells.prefix(count))
+            }
+            self.cells = cells
+            self.tombstone = tombstone
+        }
+
+        var text: String { cells.map { $0.map(String.init) ?? "" }.joined(separator: ",") }
+    }
+
+    /// The sources of the versions of `key` in `table`, nil when none is kept (the common case: one lookup in an
+    /// empty or small table).
+    /// Call only for a row that has a clock entry: without an entry of its own, such a row came with the snapshot a
+    /// new device joined through while that snapshot's mark is kept.
+    static func sources(_ db: Database, _ table: SyncedTable, key: DatabaseValue) throws -> RowSources? {
+        let entry = try db.cachedStatement("SELECT src, cells, tomb_src FROM sync_row_sources WHERE tbl = ? AND key = ?").fetch(
+            StatementArguments([DatabaseValue.text(table.name), key])
+        ) { row in try RowSources(row, from: 0, count: table.columns.count) }.first
+        if let entry { return entry }
+        return try snapshotSource(db).map { RowSources(cells: Array(repeating: $0, count: table.columns.count), tombstone: nil) }
+    }
+
+    /// The source of the snapshot a new device joined through, while a removal could still undo it (nil: none).
+    static func snapshotSource(_ db: Database) throws -> Int64? {
+        try db.cachedStatement("SELECT src FROM sync_snapshot_source WHERE singleton = 0").fetch(StatementArguments([DatabaseValue]())) {
+            try $0.int64(at: 0)
+        }.first
+    }
+
+    /// Marks every row a new device's join through a snapshot brings with `source` at once (in the caller's
+    /// transaction, before the first row is applied).
+    /// A mark of another snapshot still there (a join killed between parts, resumed from another device's snapshot)
+    /// is first written out as an entry for each row it covers, so that those rows keep their own source.
+    static func markSnapshot(_ db: Database, source: Int64) throws {
+        if let earlier = try snapshotSource(db), earlier != source {
+            try db.execute(
+                """
+                INSERT INTO sync_row_sources (tbl, key, src, cells, tomb_src)
+                SELECT r.tbl, r.key, ?, NULL, NULL FROM sync_rows r
+                WHERE NOT EXISTS (SELECT 1 FROM sync_row_sources s WHERE s.tbl = r.tbl AND s.key = r.key)
+                """, [earlier])
+        }
+        try db.execute("INSERT OR REPLACE INTO sync_snapshot_source (singleton, src) VALUES (0, ?)", [source])
+    }
+
+    /// Records the sources of the versions of `key` in `table` (none: the entry goes).
+    static func setSources(_ db: Database, _ table: SyncedTable, key: DatabaseValue, cells: [Int64?], tombstone: Int64?) throws {
+        let sources = RowSources(cells: cells, tombstone: tombstone)
+        let snapshot = try snapshotSource(db)
+        if let snapshot, sources == RowSources(cells: Array(repeating: snapshot, count: cells.count), tombstone: nil) {
+            // What the snapshot's mark says of a row without an entry.
+            try db.cachedStatement("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?").execute(
+                StatementArguments([DatabaseValue.text(table.name), key]))
+        } else if sources.isEmpty, snapshot != nil {
+            // No source, said explicitly: the row is not one of the snapshot's.
+            try db.cachedStatement("INSERT OR REPLACE INTO sync_row_sources (tbl, key, src, cells, tomb_src) VALUES (?, ?, NULL, '', NULL)")
+                .execute(StatementArguments([DatabaseValue.text(table.name), key]))
+        } else if sources.isEmpty {
+            try db.cachedStatement("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?").execute(
+                StatementArguments([DatabaseValue.text(table.name), key]))
+        } else {
+            // One source for every column (a row a bundle inserted: most of them) in `src`, else the list.
+            let uniform = cells.allSatisfy { $0 == cells.first ?? nil }
+            try db.cachedStatement("INSERT OR REPLACE INTO sync_row_sources (tbl, key, src, cells, tomb_src) VALUES (?, ?, ?, ?, ?)").execute(
+                StatementArguments([
+                    DatabaseValue.text(table.name), key, uniform ? (cells.first ?? nil).map { DatabaseValue.integer($0) } ?? .null : .null,
+                    uniform ? .null : .text(sources.text), tombstone.map { DatabaseValue.integer($0) } ?? .null,
+                ]))
+        }
+    }
+
+    /// Drops from `sync_row_sources` every source no longer in `sync_sources` (settled or undone), and the entries left
+    /// with none. Everything at once when no source is left (the usual case after a sync).
+    static func dropSettledSources(_ db: Database) throws {
+        let live = Set(try db.fetch("SELECT id FROM sync_sources") { try $0.int64(at: 0) })
+        if let snapshot = try snapshotSource(db), !live.contains(snapshot) { try db.execute("DELETE FROM sync_snapshot_source") }
+        let snapshotMarked = try snapshotSource(db) != nil
+        if live.isEmpty {
+            try db.execute("DELETE FROM sync_row_sources")
+            return
+        }
+        // Uniform entries in SQL (every row a bundle inserted), listed ones one by one (rows edited by several bundles).
+        // An entry left with no source goes, or while the snapshot's mark is kept says so (`cells` empty).
+        let dead = "NOT IN (SELECT id FROM sync_sources)"
+        try db.execute("UPDATE sync_row_sources SET src = NULL WHERE src IS NOT NULL AND src \(dead)")
+        try db.execute("UPDATE sync_row_sources SET tomb_src = NULL WHERE tomb_src IS NOT NULL AND tomb_src \(dead)")
+        if snapshotMarked {
+            try db.execute("UPDATE sync_row_sources SET cells = '' WHERE src IS NULL AND cells IS NULL AND tomb_src IS NULL")
+        } else {
+            try db.execute(
+                "DELETE FROM sync_row_sources WHERE src IS NULL AND (cells IS NULL OR cells NOT GLOB '*[0-9]*') AND tomb_src IS NULL")
+        }
+        let rows = try db.fetch("SELECT tbl, key, cells, tomb_src FROM sync_row_sources WHERE cells IS NOT NULL AND cells <> ''") { row in
+            (try row.value(at: 0), try row.value(at: 1), try row.string(at: 2), try row.isNull(at: 3) ? nil : try row.int64(at: 3))
+        }
+        for (table, key, text, tombstone) in rows {
+            let old = RowSources(text: text, tombstone: tombstone, count: nil)
+            let new = RowSources(cells: old.cells.map { $0.flatMap { live.contains($0) ? $0 : nil } }, tombstone: old.tombstone.flatMap { live.contains($0) ? $0 : nil })
+            if new == old { continue }
+            if new.isEmpty && !snapshotMarked {
+                try db.execute("DELETE FROM sync_row_sources WHERE tbl = ? AND key = ?", [table, key])
+            } else {
+                try db.execute(
+                    "UPDATE sync_row_sources SET src = NULL, cells = ?, tomb_src = ? WHERE tbl = ? AND key = ?",
+                    [new.isEmpty ? "" : new.text, new.tombstone.map { DatabaseValue.integer($0) } ?? .null, table, key])
+            }
         }
     }
 
@@ -50,7 +200,8 @@ enum SyncUndo {
     static func forgetAll(_ db: Database) throws {
         try db.execute("DELETE FROM sync_preimages")
         try db.execute("DELETE FROM sync_sources")
-        try db.execute("UPDATE sync_clock SET src = NULL WHERE src IS NOT NULL")
+        try db.execute("DELETE FROM sync_row_sources")
+        try db.execute("DELETE FROM sync_snapshot_source")
         try db.execute("UPDATE sync_conflicts SET src = NULL WHERE src IS NOT NULL")
     }
 
@@ -59,10 +210,15 @@ enum SyncUndo {
     /// further back while that one came with another of them), or goes when it had none; a row left without a value
     /// for every column did not exist before them and is gone (its tombstone, if one was there before, stays).
     /// This device's own versions are never undone. Returns whether the row changed. Capture is off (the caller's).
+    ///
+    /// With `keepingRowsThisDeviceEdited` (undoing a snapshot this device joined through), a row that would be left
+    /// incomplete while one of its columns holds this device's own edit is kept whole instead: the edit is the user's,
+    /// and the snapshot's other columns come again with the other devices' bundles.
     static func restore(
-        _ db: Database, _ table: SyncedTable, key: SyncValue, tainted: Set<Int64>, thisDevice: String
+        _ db: Database, _ table: SyncedTable, key: SyncValue, tainted: Set<Int64>, thisDevice: String, numbers: SyncDeviceNumbers,
+        keepingRowsThisDeviceEdited: Bool = false
     ) throws -> Bool {
-        let local = try SyncMerge.localRow(db, table, key: key)
+        let local = try SyncMerge.localRow(db, table, key: key, numbers: numbers)
         func back(_ cell: LocalCell?, column: String) throws -> LocalCell? {
             var cell = cell
             while let current = cell, let source = current.source, tainted.contains(source), current.version.device != thisDevice {
@@ -88,6 +244,9 @@ enum SyncUndo {
             local.tombstone.map { LocalCell(version: $0, base: .zero, pending: false, value: .null, source: local.tombstoneSource) },
             column: "")
         let complete = table.columns.allSatisfy { cells[$0] != nil }
+        if !complete && keepingRowsThisDeviceEdited && local.cells.values.contains(where: { $0.version.device == thisDevice }) {
+            return false
+        }
         if !complete { cells = [:] }
         let newest = cells.values.map(\.version).max()
         let alive = complete && newest.map { version in tombstone.map { $0.version < version } ?? true } ?? false
@@ -108,18 +267,27 @@ enum SyncUndo {
         } else if local.alive {
             try db.execute("DELETE FROM \(quotedTable) WHERE \(keyColumn) = ?", [key.databaseValue])
         }
-        try db.execute("DELETE FROM sync_clock WHERE tbl = ? AND key = ?", [table.name, key.databaseValue])
-        func insert(_ column: String, _ cell: LocalCell, value: DatabaseValue) throws {
-            try db.execute(
-                """
-                INSERT OR ROLLBACK INTO sync_clock (tbl, key, col, hlc, device, base_hlc, base_device, pending, value, src)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [table.name, key.databaseValue, column, cell.version.hlc, cell.version.device, cell.base.hlc, cell.base.device,
-                 cell.pending ? 1 : 0, value, cell.source.map { DatabaseValue.integer($0) } ?? .null])
+        // The clock entry as it was (SyncClock.swift): unsent where a restored cell is an unsent edit of this device;
+        // the cells' values kept in `sync_values` while the row is deleted.
+        let ordered = table.columns.map { cells[$0] }
+        guard !cells.isEmpty || tombstone != nil else {
+            try SyncClock.forget(db, table: table.name, key: key.databaseValue)
+            return true
         }
-        for (column, cell) in cells { try insert(column, cell, value: alive ? .null : cell.value.databaseValue) }
-        if let tombstone { try insert("", LocalCell(version: tombstone.version, base: .zero, pending: false, value: .null, source: tombstone.source), value: .null) }
+        let pendingCells = ordered.compactMap { $0 }.filter(\.pending)
+        let pending: Int64 = pendingCells.isEmpty ? 0 : max(pendingCells.map(\.version.hlc).max() ?? 0, 1)
+        let entry = SyncClock.Entry(cells: ordered, tombstone: tombstone?.version, pending: pending)
+        try SyncClock.write(db, table, key: key.databaseValue, entry, exists: local.entry != nil, numbers: numbers)
+        try db.execute("DELETE FROM sync_values WHERE tbl = ? AND key = ?", [table.name, key.databaseValue])
+        if !alive {
+            for (index, cell) in ordered.enumerated() {
+                guard let cell else { continue }
+                try db.execute(
+                    "INSERT OR ROLLBACK INTO sync_values (tbl, key, col, value) VALUES (?, ?, ?, ?)",
+                    [table.name, key.databaseValue, index, cell.value.databaseValue])
+            }
+        }
+        try setSources(db, table, key: key.databaseValue, cells: ordered.map { $0?.source }, tombstone: tombstone?.source)
         return true
     }
 }
@@ -149,21 +317,40 @@ extension SyncEngine {
                     try db.fetch("SELECT id FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last]) { try $0.int64(at: 0) })
                 let byName = Dictionary(uniqueKeysWithValues: try SyncSchema.tables(db).map { ($0.name, $0) })
                 try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
-                let keys = try db.fetch(
-                    """
-                    SELECT DISTINCT tbl, key FROM sync_clock
-                    WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence > ?)
-                    """, [removed, last]
-                ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1))) }
+                // The rows a version of which one of them set (sync_row_sources holds only unsettled bundles' rows).
+                var keys: [(String, SyncValue)] = []
+                try db.forEachRow("SELECT tbl, key, src, cells, tomb_src FROM sync_row_sources") { row in
+                    let sources = try SyncUndo.RowSources(row, from: 2, count: nil)
+                    if !sources.all.isDisjoint(with: tainted) { keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
+                }
+                // The rows the snapshot this device joined through brought, when it is undone: the snapshot's writer is
+                // removed at a bundle before the snapshot. Everything the snapshot brought goes (a row this device
+                // edited stays whole), and so do the positions it gave: the next sync takes every other device's changes again,
+                // from their bundles or from another snapshot, so that nothing another device wrote is lost with it.
+                let snapshotUndone = try SyncUndo.snapshotSource(db).map { tainted.contains($0) } ?? false
+                if snapshotUndone {
+                    try db.forEachRow(
+                        """
+                        SELECT r.tbl, r.key FROM sync_rows r
+                        WHERE NOT EXISTS (SELECT 1 FROM sync_row_sources s WHERE s.tbl = r.tbl AND s.key = r.key)
+                        """
+                    ) { row in keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
+                }
+                let numbers = try SyncDeviceNumbers(db)
                 var rows = 0
                 for (name, key) in keys {
                     guard let table = byName[name] else { continue }
-                    if try SyncUndo.restore(db, table, key: key, tainted: tainted, thisDevice: device) { rows += 1 }
+                    if try SyncUndo.restore(
+                        db, table, key: key, tainted: tainted, thisDevice: device, numbers: numbers,
+                        keepingRowsThisDeviceEdited: snapshotUndone)
+                    { rows += 1 }
                 }
                 let sources = "(SELECT id FROM sync_sources WHERE device = ? AND sequence > ?)"
                 try db.execute("DELETE FROM sync_conflicts WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_preimages WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last])
+                try SyncUndo.dropSettledSources(db)
+                if snapshotUndone { try db.execute("DELETE FROM sync_devices") }
                 try db.execute(
                     "UPDATE sync_devices SET sequence = ?, last_hash = ? WHERE device = ? AND sequence > ?",
                     [last, Data(lastHash), removed, last])
@@ -175,37 +362,68 @@ extension SyncEngine {
     }
 }
 
+/// How far each device's chain is settled (``SyncEngine/settleSources(_:)``): the last of its bundles that every
+/// other device on the roster that could remove it has applied, by its signed seen vector; every bundle when there is
+/// no such device. Read once a sync round (the folder does not change during it).
+struct SyncSettledHorizon {
+    let removers: [String]
+    let vectors: [String: SyncVector]
+
+    /// Bundles of `chain` up to this sequence are settled (0: none).
+    func through(_ chain: String) -> Int64 {
+        let counts = removers.filter { $0 != chain }.map { vectors[$0]?.entries[chain]?.sequence ?? 0 }
+        return counts.min() ?? Int64.max  // no other device: only this one could remove it
+    }
+}
+
 extension SyncEngine {
-    /// Drops what is kept for undoing bundles that can no longer be undone: a bundle of X is settled once every other
-    /// device on the roster that could remove X (not removed, not X, not this device) has applied it by its signed seen
-    /// vector — any of them that removes X names at least that bundle — and at once when no such device exists (only
-    /// this one could remove X, and it has applied it). Called after applying, so that a sync that applied a settled
-    /// bundle leaves nothing behind for the next one to remove.
-    func settleSources(_ roster: SyncRoster) throws {
-        let removers = roster.members.keys.filter { $0 != device && roster.removed[$0] == nil }
+    /// The settled horizon of every chain by `roster` (``SyncSettledHorizon``).
+    func settledHorizon(_ roster: SyncRoster) -> SyncSettledHorizon {
+        let removers = roster.members.keys.filter { $0 != device && roster.removed[$0] == nil }.sorted()
         var vectors: [String: SyncVector] = [:]
         for writer in removers {
             vectors[writer] = SyncSeenFiles.newest(root: layoutRoot, device: writer, key: key, accept: { bytes in
                 roster.accepts(bytes, device: writer, sequence: 0, generation: self.generation)
             })?.vector
         }
+        return SyncSettledHorizon(removers: removers, vectors: vectors)
+    }
+
+    /// The source to mark what `writer`'s bundle `sequence` sets with (SyncUndo.swift), or nil when nothing of it need
+    /// be kept: this device's own bundle, or one already settled by `horizon` — every device that could remove its
+    /// writer has applied it, so no removal can undo it (the bookkeeping would be dropped right after applying). A
+    /// new device's first sync and every sync of a group of two keep nothing.
+    static func undoSource(_ db: Database, writer: String, sequence: Int64, thisDevice: String, horizon: SyncSettledHorizon) throws -> Int64? {
+        if writer == thisDevice || sequence <= horizon.through(writer) { return nil }
+        return try SyncUndo.source(db, device: writer, sequence: sequence)
+    }
+
+    /// Drops what is kept for undoing bundles that can no longer be undone: a bundle of X is settled once every other
+    /// device on the roster that could remove X (not removed, not X, not this device) has applied it by its signed seen
+    /// vector — any of them that removes X names at least that bundle — and at once when no such device exists (only
+    /// this one could remove X, and it has applied it). Called after applying, so that a sync that applied a settled
+    /// bundle leaves nothing behind for the next one to remove.
+    func settleSources(_ roster: SyncRoster) throws {
+        let horizon = settledHorizon(roster)
         let chains = try database.read { db in
             try db.fetch("SELECT device, max(sequence) FROM sync_sources GROUP BY device") { (try $0.string(at: 0), try $0.int64(at: 1)) }
         }
         var settled: [(String, Int64)] = []
         for (chain, _) in chains {
-            let counts = removers.filter { $0 != chain }.map { vectors[$0]?.entries[chain]?.sequence ?? 0 }
-            let least = counts.min() ?? Int64.max  // no other device: only this one could remove it
+            let least = horizon.through(chain)
             if least > 0 { settled.append((chain, least)) }
         }
         guard !settled.isEmpty else { return }
         try database.write { db in
+            var dropped = 0
             for (chain, through) in settled {
                 try db.execute(
                     "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ?)",
                     [chain, through])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ?", [chain, through])
+                dropped += db.changes
             }
+            if dropped > 0 { try SyncUndo.dropSettledSources(db) }
         }
     }
 }

@@ -288,10 +288,10 @@ private final class SyncWatchLoop {
         try? engine.database.read { db in try db.scalar("SELECT hlc FROM sync_state WHERE singleton = 0", as: Int64.self) }
     }
 
-    /// Whether rows changed here wait to be sent (the partial index `sync_clock_pending`: one lookup).
+    /// Whether rows changed here wait to be sent (the partial index `sync_rows_pending`: one lookup).
     func hasUnsentChanges() -> Bool {
         (try? engine.database.read { db in
-            try db.scalar("SELECT EXISTS (SELECT 1 FROM sync_clock WHERE pending = 1)", as: Int64.self)
+            try db.scalar("SELECT EXISTS (SELECT 1 FROM sync_rows WHERE pending <> 0)", as: Int64.self)
         }) == 1
     }
 

@@ -13,7 +13,8 @@
 #                  so that the bundles hold K+1 versions of each task and the snapshot one
 # Interleaved pairs (A B A B …); prints each side's median in ms and the median of the per-pair ratios, as
 #   BENCH <workload> project=<ms>ms baseline=<ms>ms ratio=<median of project/baseline>
-# and the bytes on the remote per task.
+# and the bytes on the remote per task. SYNC_SNAPSHOT_ONLY=1: the join-snapshot pair alone (with --edits, the
+# five-versions line of `make bench-sync`); SYNC_CLOCK_ONLY=1: the bookkeeping pairs alone.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -74,13 +75,13 @@ pair() {  # pair NAME A-FUNCTION B-FUNCTION [PREPARE-FUNCTION, run untimed befor
 
 echo "# sync bench: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $tasks tasks, $pairs pairs"
 echo "BENCH remote-bytes tasks=$tasks bytes=$bytes per-task=$((bytes / tasks))"
-pair "initial-sync-$tasks" join_new export_import
-pair one-change one_change add_only
+[ -n "${SYNC_CLOCK_ONLY:-}${SYNC_SNAPSHOT_ONLY:-}" ] || pair "initial-sync-$tasks" join_new export_import
+[ -n "${SYNC_CLOCK_ONLY:-}${SYNC_SNAPSHOT_ONLY:-}" ] || pair one-change one_change add_only
 # The two `sync now` processes that carry one change (the change made before, untimed) against two `tasks count`
 # processes (issue 35: within 2x; Docs/performance.md, "Where a sync now's time goes").
 two_syncs() { "$tool" --app bench-origin sync now && "$tool" --app bench-peer sync now; }
 two_counts() { "$tool" --app bench-origin tasks count && "$tool" --app bench-peer tasks count; }
-pair two-sync-processes two_syncs two_counts add_only
+[ -n "${SYNC_CLOCK_ONLY:-}${SYNC_SNAPSHOT_ONLY:-}" ] || pair two-sync-processes two_syncs two_counts add_only
 
 # Snapshots: the same remote with and without the origin's snapshot (each join adds its own files to its copy).
 for e in $(seq 1 "$edits"); do
@@ -95,3 +96,36 @@ join_snapshot() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --
 join_plain() { run=$((run + 1)); "$tool" --app "bench-join-$run" sync join --folder "$work/remote-plain" <"$work/code"; }
 echo "BENCH snapshot-bytes tasks=$tasks edits=$edits bytes=$(du -sb "$work/remote/snapshots" | cut -f1) bundles-bytes=$(du -sb "$work/remote/devices" | cut -f1)"
 pair "join-snapshot-$tasks-edits-$edits" join_snapshot join_plain
+[ -z "${SYNC_SNAPSHOT_ONLY:-}" ] || exit 0
+
+# The sync bookkeeping (issue 35 part 1), each pair on fresh databases, A then B:
+#   synced-size    the database files (tasks.db and its -wal) after `tasks import` of N tasks and `sync init` (every row
+#                  sent) vs after the same import alone; bytes, not time (the ratio is of sizes)
+#   import-synced  `tasks import` of N tasks into an empty list on which sync is set up vs into one that does not sync
+#   sync-init      `sync init` of a list of N tasks (capture, seal, send) vs `tasks import` of the N tasks
+db_bytes() { cat "$XDG_DATA_HOME/$1"/tasks.db "$XDG_DATA_HOME/$1"/tasks.db-wal 2>/dev/null | wc -c || true; }
+ratio_line() {  # ratio_line NAME UNIT FILE-A FILE-B
+    paste "$3" "$4" | awk -v name="$1" -v unit="$2" '
+        { a[NR] = $1; b[NR] = $2; r[NR] = $1 / $2 }
+        function median(x, n,   i, j, t, s) { for (i = 1; i <= n; i++) s[i] = x[i]
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
+            return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2 }
+        END { if (unit == "ms") printf "BENCH %s project=%.1fms baseline=%.1fms ratio=%.2f\n", name, median(a, NR) / 1000, median(b, NR) / 1000, median(r, NR)
+              else printf "BENCH %s project=%dbytes baseline=%dbytes ratio=%.2f\n", name, median(a, NR), median(b, NR), median(r, NR) }'
+}
+: >"$work/size.a"; : >"$work/size.b"; : >"$work/import.a"; : >"$work/import.b"; : >"$work/init.a"; : >"$work/init.b"
+for i in $(seq 1 "$pairs"); do
+    # import-synced: A into a synced empty list, B into a plain one.
+    "$tool" --app "bench-is-$i" sync init --folder "$work/remote-is-$i" >/dev/null 2>&1
+    t=$(time_ms "$tool" --app "bench-is-$i" tasks import "$work/tasks.jsonl"); echo "$t" >>"$work/import.a"
+    t=$(time_ms "$tool" --app "bench-ip-$i" tasks import "$work/tasks.jsonl"); echo "$t" >>"$work/import.b"
+    # sync-init: A `sync init` of the plain list just imported, B a fresh import.
+    t=$(time_ms "$tool" --app "bench-ip-$i" sync init --folder "$work/remote-si-$i"); echo "$t" >>"$work/init.a"
+    t=$(time_ms "$tool" --app "bench-ib-$i" tasks import "$work/tasks.jsonl"); echo "$t" >>"$work/init.b"
+    # synced-size: the list imported then synced (bench-ip) against the same import alone (bench-ib).
+    db_bytes "bench-ip-$i" >>"$work/size.a"; db_bytes "bench-ib-$i" >>"$work/size.b"
+    rm -rf "$XDG_DATA_HOME/bench-is-$i" "$XDG_DATA_HOME/bench-ip-$i" "$XDG_DATA_HOME/bench-ib-$i" "$work"/remote-is-$i "$work"/remote-si-$i
+done
+ratio_line "synced-size-$tasks" bytes "$work/size.a" "$work/size.b"
+ratio_line "import-synced-$tasks" ms "$work/import.a" "$work/import.b"
+ratio_line "sync-init-$tasks" ms "$work/init.a" "$work/init.b"

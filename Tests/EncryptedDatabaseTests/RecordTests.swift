@@ -302,6 +302,63 @@ private func makeRecordDatabase(_ directory: TemporaryDirectory) throws -> Datab
         }
     }
 
+    /// The decoder reuses a statement's keyed container from row to row, and only while no one else holds it: a
+    /// container a record keeps still reads its own row while it lasts and throws `misuse` once the statement has
+    /// moved on, a record that asks for two containers on one row reads both, and a statement is released after
+    /// its fetch (the container it kept is dropped when it is reset).
+    @Test func aKeptContainerKeepsItsRowAndTheStatementIsReleasedAfterItsFetch() throws {
+        struct Keeper: Decodable, FetchableRecord {
+            enum CodingKeys: String, CodingKey { case title, isDone }
+            var title: String
+            var container: KeyedDecodingContainer<CodingKeys>
+            init(from decoder: any Decoder) throws {
+                container = try decoder.container(keyedBy: CodingKeys.self)
+                title = try container.decode(String.self, forKey: .title)
+            }
+        }
+        struct Twice: Decodable, Equatable, FetchableRecord {
+            enum CodingKeys: String, CodingKey { case title, isDone }
+            var title: String
+            var isDone: Bool
+            init(title: String, isDone: Bool) { (self.title, self.isDone) = (title, isDone) }
+            init(from decoder: any Decoder) throws {
+                let first = try decoder.container(keyedBy: CodingKeys.self)
+                let second = try decoder.container(keyedBy: CodingKeys.self)
+                title = try first.decode(String.self, forKey: .title)
+                isDone = try second.decode(Bool.self, forKey: .isDone)
+                guard try first.decode(Bool.self, forKey: .isDone) == isDone else {
+                    throw DatabaseError(.misuse, "two containers of one row disagree")
+                }
+            }
+        }
+        let directory = try TemporaryDirectory()
+        let queue = try makeRecordDatabase(directory)
+        let todos = (0..<6).map { Todo("t\($0)", isDone: $0 % 2 == 1) }
+        try queue.write { db in for todo in todos { try todo.insert(db) } }
+        weak var released: Statement?
+        try queue.read { (db: Database) throws -> Void in
+            let sql = "SELECT title, isDone FROM todo ORDER BY title"
+            let kept = try Keeper.fetchAll(db, sql: sql)
+            #expect(kept.map(\.title) == ["t0", "t1", "t2", "t3", "t4", "t5"])
+            for keeper in kept {
+                #expect {
+                    try keeper.container.decode(String.self, forKey: .title)
+                } throws: { error in
+                    (error as? DatabaseError)?.code == DatabaseError.Code.misuse
+                        && "\(error)".contains("a row was used after its statement moved on")
+                }
+            }
+            let expected = (0..<6).map { Twice(title: "t\($0)", isDone: $0 % 2 == 1) }
+            #expect(try Twice.fetchAll(db, sql: sql) == expected)
+            // Each row once more, after rows whose containers were kept.
+            #expect(try Twice.fetchAll(db, sql: sql) == expected)
+            let statement = try db.makeStatement(sql)
+            released = statement
+            #expect(try statement.fetch { row in try Twice(row: row) } == expected)
+        }
+        #expect(released == nil)
+    }
+
     /// The decoder remembers the order in which a record asks for its keys, names that are no column included,
     /// to skip the hash on later rows: whatever order the SELECT gives the columns, whatever order the record asks
     /// for them (even one that changes from row to row), and with keys that are no column, every row decodes as

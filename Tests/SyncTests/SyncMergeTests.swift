@@ -191,6 +191,30 @@ import Tasks
         let body = try b.database.read { db in try db.scalar("SELECT body || stars FROM notes", as: String.self) }
         #expect(body == "hello3")
     }
+
+    /// A table of a key alone (a set of tags, say) syncs its inserts and deletes: its clock entry has no cells.
+    @Test func aTableOfAKeyAloneSyncs() throws {
+        let folder = try TemporaryDirectory()
+        let remote = SyncRemote.folder(folder.path)
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        for device in [a, b] {
+            try device.database.write { db in try db.execute("CREATE TABLE tags (name TEXT PRIMARY KEY) WITHOUT ROWID") }
+        }
+        try a.database.write { db in try db.execute("INSERT INTO tags VALUES ('home'), ('work')") }
+        let (engine, code) = try SyncEngine.initialize(database: a.database, remote: remote, tables: ["tasks", "tags"])
+        a.engine = engine
+        try a.sync()
+        b.engine = try SyncEngine.join(database: b.database, remote: remote, tables: ["tasks", "tags"], pairingCode: code)
+        try b.database.write { db in try db.execute("INSERT INTO tags VALUES ('garden')") }
+        try b.sync()
+        try a.database.write { db in try db.execute("DELETE FROM tags WHERE name = 'work'") }
+        try a.sync()
+        try b.sync()
+        for device in [a, b] {
+            let tags = try device.database.read { db in try db.fetch("SELECT name FROM tags ORDER BY name") { try $0.string(at: 0) } }
+            #expect(tags == ["garden", "home"])
+        }
+    }
 }
 
 /// Bundles this device cannot read yet are kept, not applied and not lost.

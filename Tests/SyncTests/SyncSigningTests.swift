@@ -282,10 +282,107 @@ import Tasks
         }
     }
 
+    /// A new device that joins through a snapshot marks what it brought with one entry (not one a row: a join of
+    /// 100 000 tasks through a snapshot cost 1.7x a join through every bundle that way). When the snapshot's writer is
+    /// later removed at a bundle before the snapshot, what the snapshot brought is undone — C's edit that no accepted
+    /// bundle holds goes — and nothing another device wrote is lost: the positions it gave go with it, and the same
+    /// sync takes A's and B's tasks again from their bundles; a row the new device edited stays (its done mark), and
+    /// C's task does not come back with the bundle C sent past the removal (B applied it, then undoes it).
+    @Test func aSnapshotJoinIsUndoneWhenItsWriterIsRemovedAndNothingOthersWroteIsLost() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try c.join(.folder(root), code)
+        let shared = try a.tasks.create(title: "A's task").id
+        _ = try b.tasks.create(title: "B's task")
+        _ = try c.tasks.create(title: "C's accepted task")
+        for _ in 0..<2 { for device in [a, b, c] { try device.sync() } }
+        // C's edit after its last bundle, in its snapshot only (for now).
+        _ = try c.tasks.create(title: "C's task past the removal")
+        try c.engine.writeSnapshot()
+        try d.join(.folder(root), code)
+        let joined = try d.sync()
+        #expect(joined.snapshot != nil)
+        #expect(try d.rows().contains { $0.contains("C's task past the removal") })
+        let marks = try d.database.read { db in
+            (try db.scalar("SELECT count(*) FROM sync_snapshot_source", as: Int.self) ?? -1,
+             try db.scalar("SELECT count(*) FROM sync_row_sources", as: Int.self) ?? -1)
+        }
+        #expect(marks == (1, 0), "one mark for the snapshot, none a row: \(marks)")
+        _ = try d.tasks.setDone(true, id: shared)
+        _ = try d.tasks.create(title: "D's own task")
+        // C sends that task; B applies it and writes a snapshot holding it.
+        try c.sync()
+        try b.sync()
+        try b.engine.writeSnapshot()
+        // A removes C, never having seen that bundle (hidden from it meanwhile); generation 2 is not delivered yet.
+        let chain = root + "/devices/" + c.engine.device
+        let late = try #require(try FileManager.default.contentsOfDirectory(atPath: chain).sorted().last)
+        try FileManager.default.moveItem(atPath: chain + "/" + late, toPath: scratch.path + "/late")
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        try FileManager.default.moveItem(atPath: scratch.path + "/late", toPath: chain + "/" + late)
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        try d.sync()
+        let rows = try d.rows()
+        #expect(!rows.contains { $0.contains("C's task past the removal") }, "\(rows)")
+        for title in ["A's task", "B's task", "C's accepted task", "D's own task"] {
+            #expect(rows.contains { $0.contains(title) }, "\(title) is kept or taken again: \(rows)")
+        }
+        #expect(rows.contains { $0.contains("A's task 1") }, "D's own done mark stays: \(rows)")
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        for device in [b, d] {
+            try SyncEngine.rekey(database: device.database, pairingCode: newCode)
+            device.engine = try SyncEngine(database: device.database)
+        }
+        for _ in 0..<2 { for device in [a, b, d] { try device.sync() } }
+        #expect(try a.rows() == d.rows())
+        #expect(try b.rows() == d.rows())
+        #expect(!(try a.rows()).contains { $0.contains("C's task past the removal") })
+        #expect(try a.rows().contains { $0.contains("A's task 1") })
+        #expect(try d.database.read { db in try db.scalar("SELECT count(*) FROM sync_snapshot_source", as: Int.self) } == 0)
+    }
+
     /// Issue 32: a snapshot is believed only when its folder's device signed it. A holder of the sync key writes a
     /// complete, well-sealed snapshot into B's folder (unsigned, or signed with a key that is not B's), claiming to hold
     /// every bundle and carrying a task nobody made: a device that joins skips it and lists it, applies nothing of it and
     /// starts from the bundles; `sync clean` does not take it as holding anyone's bundles and removes nothing.
+    /// The undo bookkeeping beside the packed clock (`sync_row_sources`, `sync_preimages`: SyncUndo.swift) is kept only
+    /// while a removal could still undo a bundle: in a group of two it is gone after every sync; in a group of three, a
+    /// row another device's bundle set stays listed until the third device has applied that bundle too, then goes.
+    @Test func theUndoBookkeepingIsKeptOnlyWhileARemovalCouldUndoIt() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        func kept(_ device: SyncDevice_) throws -> (rows: Int, preimages: Int) {
+            try device.database.read { db in
+                (try db.scalar("SELECT count(*) FROM sync_row_sources", as: Int.self) ?? -1,
+                 try db.scalar("SELECT count(*) FROM sync_preimages", as: Int.self) ?? -1)
+            }
+        }
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        let first = try a.tasks.create(title: "seen by two").id
+        try a.sync()
+        try c.sync()
+        #expect(try kept(c) == (0, 0), "two devices: nothing can remove A but C, which applied it")
+        try d.join(.folder(root), code)
+        try c.sync()
+        try a.sync()
+        _ = try a.tasks.rename(id: first, to: "renamed, seen by three")
+        _ = try a.tasks.create(title: "new, seen by three")
+        try a.sync()
+        try d.sync()
+        let unsettled = try kept(d)
+        #expect(unsettled.rows == 2 && unsettled.preimages >= 1, "C has not applied A's bundle yet: \(unsettled)")
+        try c.sync()
+        try d.sync()
+        #expect(try kept(d) == (0, 0), "C applied it and said so: nothing left to undo")
+        #expect(try d.rows() == a.rows())
+    }
+
     @Test(arguments: [false, true]) func aSnapshotWrittenInAnotherDevicesNameIsSkippedAndListed(signedByAnotherKey: Bool) throws {
         let folder = try TemporaryDirectory()
         let root = folder.path + "/remote"

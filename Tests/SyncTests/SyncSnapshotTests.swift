@@ -19,13 +19,15 @@ extension SyncDevice_ {
 
     /// Tombstones this device still keeps.
     func tombstones() throws -> Int {
-        try database.read { db in try db.scalar("SELECT count(*) FROM sync_clock WHERE col = ''", as: Int.self) ?? 0 }
+        try database.read { db in try db.scalar("SELECT count(*) FROM sync_rows WHERE tomb_hlc IS NOT NULL", as: Int.self) ?? 0 }
     }
 
-    /// Clock rows (cells and tombstones) kept for `id`.
+    /// Clock entries (the row's, and its deleted values) kept for `id`.
     func clockRows(_ id: UUID) throws -> Int {
         try database.read { db in
-            try db.scalar("SELECT count(*) FROM sync_clock WHERE key = ?", [id], as: Int.self) ?? 0
+            try db.scalar(
+                "SELECT (SELECT count(*) FROM sync_rows WHERE key = ?1) + (SELECT count(*) FROM sync_values WHERE key = ?1)", [id],
+                as: Int.self) ?? 0
         }
     }
 }
