@@ -196,26 +196,34 @@ public final class Keychain: Sendable {
         try withConnection { connection, deadline throws(KeychainError) in
             let what = "service '\(service)' account '\(account)'"
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
-            try requireUnlocked(collection, for: what, connection, deadline)
             let query = Self.attributes(service: service, account: account)
-            var existing = try connection.search(query, deadline: deadline)
-            let locked = existing.locked.filter { Self.isInCollection($0, collection) }
-            if !locked.isEmpty {
-                // Replacing needs the old item unlocked (KeePassXC: this client approved for it).
-                try unlock(locked, in: collection, for: what, connection, deadline)
-                existing = try connection.search(query, deadline: deadline)
-                if existing.locked.contains(where: { Self.isInCollection($0, collection) }) {
-                    throw Self.itemLockedError(service: service, account: account)
+            let existing: [(path: String, properties: ItemProperties)]
+            if case .known(let items) = try quickExisting(query, in: collection, connection, deadline) {
+                existing = items
+            } else {
+                try requireUnlocked(collection, for: what, connection, deadline)
+                var found = try connection.search(query, deadline: deadline)
+                let locked = found.locked.filter { Self.isInCollection($0, collection) }
+                if !locked.isEmpty {
+                    // Replacing needs the old item unlocked (KeePassXC: this client approved for it).
+                    try unlock(locked, in: collection, for: what, connection, deadline)
+                    found = try connection.search(query, deadline: deadline)
+                    if found.locked.contains(where: { Self.isInCollection($0, collection) }) {
+                        throw Self.itemLockedError(service: service, account: account)
+                    }
                 }
+                var items: [(path: String, properties: ItemProperties)] = []
+                for path in found.unlocked where Self.isInCollection(path, collection) {
+                    items.append((path, try connection.properties(at: path, deadline: deadline)))
+                }
+                existing = items
             }
             // The items this one replaces: ours first, then plain ones. One of them is changed in place
             // (its secret, attributes and label), so that no prompt is needed: KeePassXC answers a
             // CreateItem that replaces an entry this process did not make with an approval dialog, even
             // with its access confirmation off, and a dismissed prompt leaves that dialog on screen.
             var replaceable: [(rank: Int, path: String, properties: ItemProperties)] = []
-            for path in existing.unlocked where Self.isInCollection(path, collection) {
-                let properties = try connection.properties(at: path, deadline: deadline)
-                guard Self.isReplaceable(properties) else { continue }
+            for (path, properties) in existing where Self.isReplaceable(properties) {
                 replaceable.append((properties.attributes["xdg:schema"] == Self.schemaName ? 0 : 1, path, properties))
             }
             replaceable.sort { $0.rank < $1.rank }
@@ -282,8 +290,10 @@ public final class Keychain: Sendable {
         if let backend = configuration.store.backend { return try backend.secret(service: service, account: account) }
         return try withConnection { connection, deadline throws(KeychainError) in
             let collection = try connection.collectionPath(alias: configuration.collection.alias, deadline: deadline)
+            let query = Self.attributes(service: service, account: account)
+            if case .known(let secret) = try quickSecret(query, in: collection, connection, deadline) { return secret }
             try requireUnlocked(collection, for: "service '\(service)' account '\(account)'", connection, deadline)
-            let found = try connection.search(Self.attributes(service: service, account: account), deadline: deadline)
+            let found = try connection.search(query, deadline: deadline)
             let unlocked = found.unlocked.filter { Self.isInCollection($0, collection) }
             if unlocked.count > 1 {
                 // Ours first, then a plain item, then another application's (each kept by set).
@@ -433,6 +443,65 @@ public final class Keychain: Sendable {
     /// How long a prompt that should need nobody may take when prompting is not allowed: KeePassXC
     /// answers every CreateItem and Delete with a prompt, and completes it at once unless it shows a dialog.
     static let silentPromptGrace: Duration = .seconds(1)
+
+    /// What a quick read found: a result that stands, or nothing certain (the careful path decides).
+    private enum QuickRead<Value> {
+        case known(Value)
+        case unsure
+    }
+
+    /// The secret for `query` read in two round trips — the collection's own search, then the secret — without
+    /// reading the collection's `Locked` property first (issue 33 #7). Nothing here can report a locked
+    /// collection as absent: an empty search is never an answer (KeePassXC answers a locked database's search with
+    /// nothing); a locked item (in gnome-keyring's locked collection, or one KeePassXC has not approved for this
+    /// client) gets no secret or fails with "locked"; each, like any other doubt, is `.unsure`, which sends the
+    /// call down the careful path: `Locked` first, the unlock or its prompt, the service's search. The collection's search never prompts, where the service's `SearchItems` would
+    /// (KeePassXC with "unlock before search" and no database unlocked holds it for an unlock dialog).
+    private func quickSecret(
+        _ query: [(String, String)], in collection: String, _ connection: SecretServiceConnection, _ deadline: Deadline
+    ) throws(KeychainError) -> QuickRead<Secret?> {
+        let paths = try connection.search(in: collection, query, deadline: deadline).filter { Self.isInCollection($0, collection) }
+        // Nothing found is never trusted here: the careful path reads `Locked` and asks the service's search.
+        guard var path = paths.first else { return .unsure }
+        if paths.count > 1 {
+            // Ours first, then a plain item, then another application's (each kept by set).
+            var ranked: [(Int, String)] = []
+            for candidate in paths {
+                let properties = try connection.properties(at: candidate, deadline: deadline)
+                guard properties.locked == false else { return .unsure }
+                let attributes = properties.attributes
+                ranked.append((attributes["xdg:schema"] == Self.schemaName ? 0 : Self.isReplaceable(attributes) ? 1 : 2, candidate))
+            }
+            path = ranked.min { $0.0 < $1.0 }!.1
+        }
+        do throws(KeychainError) {
+            // gnome-keyring leaves a locked item out of its answer: no secret is no answer, not "not found".
+            guard let secret = try connection.secret(at: path, deadline: deadline) else { return .unsure }
+            return .known(secret)
+        } catch where error.code == KeychainError.Code.locked || error.code == KeychainError.Code.itemLocked {
+            return .unsure
+        }
+    }
+
+    /// The unlocked items of the collection that a `set` for `query` would replace, with their properties, in
+    /// one search and one properties read per item, without reading `Locked` first (issue 33 #7). It stands only
+    /// when something is found and every item found reads unlocked for this client (its own `Locked` property): a
+    /// `set` never creates an item on an empty answer that may mean "locked", nor a second item beside a locked one, and
+    /// never changes an item it may not read (KeePassXC checks the approval on `SetSecret`, not on `Attributes`
+    /// or `Label`). Anything else is `.unsure`: the careful path.
+    private func quickExisting(
+        _ query: [(String, String)], in collection: String, _ connection: SecretServiceConnection, _ deadline: Deadline
+    ) throws(KeychainError) -> QuickRead<[(path: String, properties: ItemProperties)]> {
+        let paths = try connection.search(in: collection, query, deadline: deadline).filter { Self.isInCollection($0, collection) }
+        if paths.isEmpty { return .unsure }
+        var items: [(path: String, properties: ItemProperties)] = []
+        for path in paths {
+            let properties = try connection.properties(at: path, deadline: deadline)
+            guard properties.locked == false else { return .unsure }
+            items.append((path, properties))
+        }
+        return .known(items)
+    }
 
     /// Makes sure the collection at `collection` is unlocked before anything is searched in it: a locked
     /// collection is ``KeychainError/Code/locked`` at once, or (prompts allowed) its unlock prompt is run and waited

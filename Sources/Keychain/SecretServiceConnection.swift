@@ -115,6 +115,9 @@ final class AttributeTable {
 struct ItemProperties {
     let label: String
     let attributes: [String: String]
+    /// The item's `Locked` property, nil when the service did not give it. KeePassXC answers per client: an
+    /// item this client is not approved for reads as locked.
+    let locked: Bool?
 }
 
 /// One open connection (a Secret Service session) of one Keychain.
@@ -196,34 +199,55 @@ final class SecretServiceConnection: @unchecked Sendable {
         return Secret(count: count) { Base64.decode(encoded, into: $0) }
     }
 
-    /// The label and attributes of the item at `path`.
+    /// The paths of the items of the collection at `collectionPath` whose attributes include `attributes`
+    /// (the collection's own `SearchItems`), locked or not: no split, and never a prompt. A locked collection
+    /// answers at once: gnome-keyring with its items (they read as locked), KeePassXC with nothing (it cannot
+    /// search a locked database, and unlike the service's `SearchItems` never opens its unlock dialog here).
+    func search(in collectionPath: String, _ attributes: [(String, String)], deadline: Deadline) throws(KeychainError)
+        -> [String]
+    {
+        let reply = try call(
+            collectionPath, "org.freedesktop.Secret.Collection", "SearchItems", tuple([Self.attributeVariant(attributes)]),
+            reply: "(ao)", deadline: deadline)
+        defer { g_variant_unref(reply) }
+        return Self.objectPaths(child: 0, of: reply)
+    }
+
+    /// The label, attributes and lock state of the item at `path`: one `GetAll` of its properties.
     func properties(at path: String, deadline: Deadline) throws(KeychainError) -> ItemProperties {
-        var error: UnsafeMutablePointer<GError>?
-        let item = secret_item_new_for_dbus_path_sync(service, path, SECRET_ITEM_NONE, deadline.cancellable, &error)
-        if let error { throw Self.classify(GLibError(taking: error), deadline: deadline) }
-        guard let item else {
-            throw KeychainError(KeychainError.Code.providerError, "the Secret Service returned no item at \(path)")
-        }
-        defer { g_object_unref(item) }
+        let reply = try call(
+            path, "org.freedesktop.DBus.Properties", "GetAll", tuple([g_variant_new_string("org.freedesktop.Secret.Item")]),
+            reply: "(a{sv})", deadline: deadline)
+        defer { g_variant_unref(reply) }
+        let dictionary = g_variant_get_child_value(reply, 0)!
+        defer { g_variant_unref(dictionary) }
         var label = ""
-        if let cLabel = secret_item_get_label(item) {
-            label = String(cString: cLabel)
-            g_free(cLabel)
-        }
         var attributes: [String: String] = [:]
-        if let table = secret_item_get_attributes(item) {
-            defer { g_hash_table_unref(table) }
-            var iterator = GHashTableIter()
-            g_hash_table_iter_init(&iterator, table)
-            var key: gpointer?
-            var value: gpointer?
-            while g_hash_table_iter_next(&iterator, &key, &value) != 0 {
-                guard let key, let value else { continue }
-                attributes[String(cString: key.assumingMemoryBound(to: CChar.self))] =
-                    String(cString: value.assumingMemoryBound(to: CChar.self))
+        var locked: Bool?
+        for index in 0..<g_variant_n_children(dictionary) {
+            guard let entry = g_variant_get_child_value(dictionary, index) else { continue }
+            defer { g_variant_unref(entry) }
+            let name = Self.string(child: 0, of: entry)
+            guard let boxed = g_variant_get_child_value(entry, 1) else { continue }
+            defer { g_variant_unref(boxed) }
+            guard let value = g_variant_get_variant(boxed) else { continue }
+            defer { g_variant_unref(value) }
+            switch (name, typeString(value)) {
+            case ("Label", "s"):
+                label = g_variant_get_string(value, nil).map { String(cString: $0) } ?? ""
+            case ("Locked", "b"):
+                locked = g_variant_get_boolean(value) != 0
+            case ("Attributes", "a{ss}"):
+                for pair in 0..<g_variant_n_children(value) {
+                    guard let attribute = g_variant_get_child_value(value, pair) else { continue }
+                    attributes[Self.string(child: 0, of: attribute)] = Self.string(child: 1, of: attribute)
+                    g_variant_unref(attribute)
+                }
+            default:
+                continue
             }
         }
-        return ItemProperties(label: label, attributes: attributes)
+        return ItemProperties(label: label, attributes: attributes, locked: locked)
     }
 
     // MARK: - Locks and prompts

@@ -211,6 +211,45 @@ struct KeychainTests {
         #expect(try keychain.exists(service: service, account: "b") == false)
     }
 
+    /// A get reads the collection's `Locked` property only when its search finds nothing (issue 33 #7): a collection
+    /// locked between two calls of one process, on one connection, must still be "locked", never "not found" —
+    /// gnome-keyring still finds the item (and leaves it out of GetSecrets), KeePassXC finds nothing at all.
+    @Test(.enabled(if: Harness.hasSecretService, "needs a Secret Service to lock"))
+    func aCollectionLockedBetweenTwoGetsIsLockedNeverNotFound() throws {
+        let service = uniqueService()
+        let keychain = Keychain()  // no prompts: a locked collection is an error at once, and no dialog opens
+        try keychain.set("kept", service: service, account: "a")
+        #expect(try keychain.string(service: service, account: "a") == "kept")
+        #expect(try keychain.secret(service: service, account: "never-stored") == nil, "absent is nil, not an error")
+
+        try Harness.providerCtl("lock")
+        defer { _ = try? Harness.providerCtl("unlock") }
+        let locked = "the keyring collection 'default' is locked; unlock it (log in to the desktop session or use your keyring manager, e.g. seahorse) and try again, or run where a prompt can ask you"
+        let started = ContinuousClock.now
+        #expect(expectError(KeychainError.Code.locked) { try keychain.secret(service: service, account: "a") }?.message == locked)
+        #expect(
+            expectError(KeychainError.Code.locked) { try keychain.secret(service: service, account: "never-stored") }?.message
+                == locked, "an item never stored is not 'not found' either while the collection is locked")
+        #expect(expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "a") }?.message == locked)
+        #expect(expectError(KeychainError.Code.locked) { try keychain.set("new", service: service, account: "b") }?.message == locked)
+        #expect(ContinuousClock.now - started < .seconds(3), "each call failed at once, no wait on a dialog")
+        if Harness.isKeePassXC {
+            #expect(try Harness.keepassxcCtl("dialogs").stdout == "", "no unlock dialog for a call that may not prompt")
+        }
+        #expect(try Harness.providerCtl("status").stdout == "locked\n")
+
+        try Harness.providerCtl("unlock")
+        let kept = try keychain.string(service: service, account: "a")
+        #expect(kept == "kept", "nothing changed while locked")
+        let refused = try keychain.string(service: service, account: "b")
+        #expect(refused == nil, "the refused set made nothing")
+        let absent = try keychain.string(service: service, account: "never-stored")
+        #expect(absent == nil, "absent is nil again once unlocked")
+        try keychain.set("changed", service: service, account: "a")
+        let changed = try keychain.string(service: service, account: "a")
+        #expect(changed == "changed")
+    }
+
     @Test(.enabled(if: Harness.isGnomeKeyring, "keyring-ctl drives gnome-keyring"))
     func keyringLockedSinceTheDaemonStartedIsLockedEverywhereNeverAnEmptyList() throws {
         let service = uniqueService()
