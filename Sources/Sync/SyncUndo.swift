@@ -21,7 +21,10 @@ enum SyncUndo {
     /// `sync_snapshot_source` names the source, and while it is there every row of `sync_rows` without an entry in
     /// `sync_row_sources` came with it (each column; no tombstone). A row set later by a bundle that keeps no source
     /// then gets an entry that says so (`cells` empty, every source NULL), so that it is not taken for one of the
-    /// snapshot's; those entries go with the mark.
+    /// snapshot's; those entries go with the mark. `sync_snapshot_vector` keeps, with the mark, how far the snapshot
+    /// held each device's chain: a removal that accepted less of a device than the snapshot held (its writer had read
+    /// that device's later bundles before the removal) undoes the join too, and the mark stays until every device's
+    /// part of it is settled, not only its writer's.
     static let createSQL = """
         CREATE TABLE IF NOT EXISTS sync_sources (
             id INTEGER PRIMARY KEY AUTOINCREMENT, device TEXT NOT NULL, sequence INTEGER NOT NULL, UNIQUE (device, sequence));
@@ -32,6 +35,7 @@ enum SyncUndo {
         CREATE TABLE IF NOT EXISTS sync_row_sources (
             tbl TEXT NOT NULL, key NOT NULL, src INTEGER, cells TEXT, tomb_src INTEGER, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS sync_snapshot_source (singleton INTEGER PRIMARY KEY CHECK (singleton = 0), src INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS sync_snapshot_vector (device TEXT PRIMARY KEY NOT NULL, sequence INTEGER NOT NULL) WITHOUT ROWID;
         """
 
     /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction). (A clock
@@ -102,7 +106,7 @@ enum SyncUndo {
     /// transaction, before the first row is applied).
     /// A mark of another snapshot still there (a join killed between parts, resumed from another device's snapshot)
     /// is first written out as an entry for each row it covers, so that those rows keep their own source.
-    static func markSnapshot(_ db: Database, source: Int64) throws {
+    static func markSnapshot(_ db: Database, source: Int64, vector: SyncVector) throws {
         if let earlier = try snapshotSource(db), earlier != source {
             try db.execute(
                 """
@@ -112,6 +116,27 @@ enum SyncUndo {
                 """, [earlier])
         }
         try db.execute("INSERT OR REPLACE INTO sync_snapshot_source (singleton, src) VALUES (0, ?)", [source])
+        // Of two snapshots (a resumed join), the farther position of each chain: what either brought is undone then.
+        for (device, entry) in vector.entries.sorted(by: { $0.key < $1.key }) where entry.sequence > 0 {
+            try db.execute(
+                """
+                INSERT OR REPLACE INTO sync_snapshot_vector (device, sequence)
+                VALUES (?, max(?, coalesce((SELECT sequence FROM sync_snapshot_vector WHERE device = ?), 0)))
+                """, [device, entry.sequence, device])
+        }
+    }
+
+    /// How far the snapshot this device joined through held each device's chain, while its mark is kept.
+    static func snapshotVector(_ db: Database) throws -> [String: Int64] {
+        guard try snapshotSource(db) != nil else { return [:] }
+        return Dictionary(
+            uniqueKeysWithValues: try db.fetch("SELECT device, sequence FROM sync_snapshot_vector") { (try $0.string(at: 0), try $0.int64(at: 1)) })
+    }
+
+    /// Drops the mark of the snapshot this device joined through (settled, undone, or a new generation).
+    static func dropSnapshotMark(_ db: Database) throws {
+        try db.execute("DELETE FROM sync_snapshot_source")
+        try db.execute("DELETE FROM sync_snapshot_vector")
     }
 
     /// Records the sources of the versions of `key` in `table` (none: the entry goes).
@@ -144,7 +169,7 @@ enum SyncUndo {
     /// with none. Everything at once when no source is left (the usual case after a sync).
     static func dropSettledSources(_ db: Database) throws {
         let live = Set(try db.fetch("SELECT id FROM sync_sources") { try $0.int64(at: 0) })
-        if let snapshot = try snapshotSource(db), !live.contains(snapshot) { try db.execute("DELETE FROM sync_snapshot_source") }
+        if let snapshot = try snapshotSource(db), !live.contains(snapshot) { try dropSnapshotMark(db) }
         let snapshotMarked = try snapshotSource(db) != nil
         if live.isEmpty {
             try db.execute("DELETE FROM sync_row_sources")
@@ -201,7 +226,7 @@ enum SyncUndo {
         try db.execute("DELETE FROM sync_preimages")
         try db.execute("DELETE FROM sync_sources")
         try db.execute("DELETE FROM sync_row_sources")
-        try db.execute("DELETE FROM sync_snapshot_source")
+        try dropSnapshotMark(db)
         try db.execute("UPDATE sync_conflicts SET src = NULL WHERE src IS NOT NULL")
     }
 
@@ -306,15 +331,22 @@ extension SyncEngine {
                 """
                 SELECT r.device, r.last_sequence, r.last_hash FROM sync_removed r, sync_state s
                 WHERE s.singleton = 0 AND r.generation = s.generation
-                  AND EXISTS (SELECT 1 FROM sync_sources o WHERE o.device = r.device AND o.sequence > r.last_sequence)
+                  AND (EXISTS (SELECT 1 FROM sync_sources o WHERE o.device = r.device AND o.sequence > r.last_sequence)
+                    OR EXISTS (SELECT 1 FROM sync_snapshot_source) AND EXISTS (
+                      SELECT 1 FROM sync_snapshot_vector v WHERE v.device = r.device AND v.sequence > r.last_sequence))
                 """
             ) { (try $0.string(at: 0), try $0.int64(at: 1), [UInt8](try $0.data(at: 2))) }
         }
         var changed = 0
         for (removed, last, lastHash) in removals {
             changed += try database.write { db -> Int in
-                let tainted = Set(
+                var tainted = Set(
                     try db.fetch("SELECT id FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last]) { try $0.int64(at: 0) })
+                // The snapshot this device joined through held the removed device's chain past the removal (its writer
+                // had read those bundles): what it brought is undone as if its writer had been removed.
+                let snapshot = try SyncUndo.snapshotSource(db)
+                let snapshotHeldMore = try snapshot != nil && (SyncUndo.snapshotVector(db)[removed] ?? 0) > last
+                if let snapshot, snapshotHeldMore { tainted.insert(snapshot) }
                 let byName = Dictionary(uniqueKeysWithValues: try SyncSchema.tables(db).map { ($0.name, $0) })
                 try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
                 // The rows a version of which one of them set (sync_row_sources holds only unsettled bundles' rows).
@@ -324,10 +356,11 @@ extension SyncEngine {
                     if !sources.all.isDisjoint(with: tainted) { keys.append((try row.string(at: 0), SyncValue(try row.value(at: 1)))) }
                 }
                 // The rows the snapshot this device joined through brought, when it is undone: the snapshot's writer is
-                // removed at a bundle before the snapshot. Everything the snapshot brought goes (a row this device
+                // removed at a bundle before the snapshot, or the snapshot held the removed device's chain past the
+                // bundle the removal accepted. Everything the snapshot brought goes (a row this device
                 // edited stays whole), and so do the positions it gave: the next sync takes every other device's changes again,
                 // from their bundles or from another snapshot, so that nothing another device wrote is lost with it.
-                let snapshotUndone = try SyncUndo.snapshotSource(db).map { tainted.contains($0) } ?? false
+                let snapshotUndone = snapshot.map { tainted.contains($0) } ?? false
                 if snapshotUndone {
                     try db.forEachRow(
                         """
@@ -349,6 +382,12 @@ extension SyncEngine {
                 try db.execute("DELETE FROM sync_conflicts WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_preimages WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last])
+                if let snapshot, snapshotHeldMore {
+                    // Its writer stays: only the snapshot's source goes (its log entries, versions kept, the mark).
+                    try db.execute("DELETE FROM sync_conflicts WHERE src = ?", [snapshot])
+                    try db.execute("DELETE FROM sync_preimages WHERE src = ?", [snapshot])
+                    try db.execute("DELETE FROM sync_sources WHERE id = ?", [snapshot])
+                }
                 try SyncUndo.dropSettledSources(db)
                 if snapshotUndone { try db.execute("DELETE FROM sync_devices") }
                 try db.execute(
@@ -415,12 +454,17 @@ extension SyncEngine {
         }
         guard !settled.isEmpty else { return }
         try database.write { db in
+            // The source of the snapshot this device joined through is kept while a removal of any device whose chain
+            // it held could still undo it (SyncUndo.createSQL), not only one of its writer.
+            let snapshot = try SyncUndo.snapshotSource(db)
+            let heldBack = try SyncUndo.snapshotVector(db).contains { chain, sequence in chain != device && horizon.through(chain) < sequence }
+            let keep = heldBack ? snapshot ?? -1 : -1
             var dropped = 0
             for (chain, through) in settled {
                 try db.execute(
-                    "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ?)",
-                    [chain, through])
-                try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ?", [chain, through])
+                    "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ? AND id != ?)",
+                    [chain, through, keep])
+                try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ? AND id != ?", [chain, through, keep])
                 dropped += db.changes
             }
             if dropped > 0 { try SyncUndo.dropSettledSources(db) }

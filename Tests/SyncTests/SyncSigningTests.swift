@@ -345,6 +345,66 @@ import Tasks
         #expect(try d.database.read { db in try db.scalar("SELECT count(*) FROM sync_snapshot_source", as: Int.self) } == 0)
     }
 
+    /// A snapshot written by a device still on the roster, before it read a removal, holds the removed device's
+    /// bundle past the last one the removal accepted. A device that joins the old generation takes it (the removal is
+    /// signed by a device it does not know yet: a new device believes removals from devices it has pinned) — and once
+    /// it believes the removal, at its next sync, what the snapshot brought is undone and taken again from the
+    /// bundles: the removed device's later task gone, everything else there, its own edit kept; nothing of it is carried
+    /// into the new generation (before, it was, and reached the device that removed C).
+    @Test func aSnapshotHoldingARemovedDevicesBundlePastTheRemovalIsUndoneWhenTheRemovalIsRead() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_(), e = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try c.join(.folder(root), code)
+        let shared = try a.tasks.create(title: "A's task").id
+        _ = try b.tasks.create(title: "B's task")
+        _ = try c.tasks.create(title: "C's accepted task")
+        for _ in 0..<2 { for device in [a, b, c] { try device.sync() } }
+        // C's next bundle reaches B, which writes a snapshot holding it; A never sees it before removing C.
+        _ = try c.tasks.create(title: "C's task past the removal")
+        try c.sync()
+        try b.sync()
+        try b.engine.writeSnapshot()
+        let chain = root + "/devices/" + c.engine.device
+        let late = try #require(try FileManager.default.contentsOfDirectory(atPath: chain).sorted().last)
+        try FileManager.default.moveItem(atPath: chain + "/" + late, toPath: scratch.path + "/late")
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        try FileManager.default.moveItem(atPath: scratch.path + "/late", toPath: chain + "/" + late)
+        // D joins the first generation (the new one is not delivered to it yet) with the code it was given.
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        try d.join(.folder(root), code)
+        let joined = try d.sync()
+        #expect(joined.snapshot?.hasPrefix("snapshots/\(b.engine.device)") == true, "\(joined)")
+        _ = try d.tasks.setDone(true, id: shared)
+        _ = try d.tasks.create(title: "D's own task")
+        try d.sync()
+        var rows = try d.rows()
+        #expect(!rows.contains { $0.contains("C's task past the removal") }, "\(rows)")
+        for title in ["A's task 1", "B's task", "C's accepted task", "D's own task"] {
+            #expect(rows.contains { $0.contains(title) }, "\(title) is kept or taken again: \(rows)")
+        }
+        // E joins later still, through the same snapshot: the same, at its second sync.
+        try b.sync()
+        try e.join(.folder(root), code)
+        try e.sync()
+        try e.sync()
+        #expect(!(try e.rows()).contains { $0.contains("C's task past the removal") })
+        // The new generation arrives: nothing of C's later task is carried into it.
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        for device in [b, d, e] {
+            try SyncEngine.rekey(database: device.database, pairingCode: newCode)
+            device.engine = try SyncEngine(database: device.database)
+        }
+        for _ in 0..<2 { for device in [a, b, d, e] { try device.sync() } }
+        rows = try a.rows()
+        #expect(!rows.contains { $0.contains("C's task past the removal") }, "\(rows)")
+        #expect(rows.contains { $0.contains("A's task 1") }, "\(rows)")
+        for device in [b, d, e] { #expect(try device.rows() == rows) }
+    }
+
     /// Issue 32: a snapshot is believed only when its folder's device signed it. A holder of the sync key writes a
     /// complete, well-sealed snapshot into B's folder (unsigned, or signed with a key that is not B's), claiming to hold
     /// every bundle and carrying a task nobody made: a device that joins skips it and lists it, applies nothing of it and
