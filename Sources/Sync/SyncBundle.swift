@@ -204,6 +204,20 @@ struct SyncRowChange: Equatable, Sendable {
     var cells: [SyncCell]
 }
 
+/// A value of the writing device that lost to a concurrent edit before it was ever sent (its unsent edit beaten by
+/// another device's later one that arrived first): a bundle carries rows as they are now, so without this the value
+/// would be in its writer's conflict log only. Every device that applies the bundle logs it (issue 32, part 3).
+struct SyncLostEdit: Equatable, Sendable {
+    var table: String
+    var key: SyncValue
+    var column: String
+    var value: SyncValue
+    /// The lost value's version (always the bundle's writer's).
+    var version: SyncVersion
+    /// The version it lost to.
+    var won: SyncVersion
+}
+
 /// The plaintext of a bundle.
 struct SyncPayload: Sendable {
     /// The writing device's host name, for `sync devices`.
@@ -211,15 +225,21 @@ struct SyncPayload: Sendable {
     /// The tables and their synced columns, as the writer had them.
     var tables: [String: [String]]
     var rows: [SyncRowChange]
+    /// The writer's values that lost before they were sent (``SyncLostEdit``); a payload with none is written in the
+    /// first format, so that a device of an earlier version reads it.
+    var lost: [SyncLostEdit] = []
 
     /// The binary form (all integers LEB128 varints, signed ones zigzag): `SSP1`, the device name, the device ids,
     /// the tables with their columns, then the rows. A version is `clock, device index`; a value is a tag (0 null,
     /// 1 integer, 2 real as 8 bytes big-endian, 3 text, 4 blob; text and blob length-prefixed). Device ids, tables
     /// and columns are written once and referred to by index.
     static let magic = Array("SSP1".utf8)
+    /// `SSP2`: the same, then the lost edits (a count, then each: table index, key, column index, value, version, the
+    /// version it lost to). Written only when there are some.
+    static let lostMagic = Array("SSP2".utf8)
 
     func encoded() throws -> [UInt8] {
-        var out = Self.magic
+        var out = lost.isEmpty ? Self.magic : Self.lostMagic
         out.reserveCapacity(64 + rows.count * 96)
         func varint(_ value: UInt64) {
             var value = value
@@ -242,6 +262,10 @@ struct SyncPayload: Sendable {
                 deviceIndex[device] = UInt64(devices.count)
                 devices.append(device)
             }
+        }
+        for device in lost.flatMap({ [$0.version.device, $0.won.device] }) where deviceIndex[device] == nil {
+            deviceIndex[device] = UInt64(devices.count)
+            devices.append(device)
         }
         func version(_ version: SyncVersion) {
             varint(UInt64(bitPattern: version.hlc))
@@ -301,15 +325,30 @@ struct SyncPayload: Sendable {
                 version(cell.base)
             }
         }
+        if !lost.isEmpty {
+            varint(UInt64(lost.count))
+            for edit in lost {
+                guard let table = tableIndex[edit.table], let column = tables[edit.table]?.firstIndex(of: edit.column) else {
+                    throw SyncError(SyncError.Code.invalidArgument, "a lost edit of '\(edit.table)' that the bundle does not list")
+                }
+                varint(table)
+                value(edit.key)
+                varint(UInt64(column))
+                value(edit.value)
+                version(edit.version)
+                version(edit.won)
+            }
+        }
         return out
     }
 
     /// The payload of `bytes`, or nil when it is not one this version understands (every length and index is
     /// checked; nothing is trusted because it authenticated).
     static func decode(_ bytes: [UInt8]) -> SyncPayload? {
-        guard bytes.starts(with: magic) else { return nil }
+        let withLost = bytes.starts(with: lostMagic)
+        guard bytes.starts(with: magic) || withLost else { return nil }
         var reader = Reader(bytes: bytes, offset: magic.count)
-        return reader.payload()
+        return reader.payload(withLost: withLost)
     }
 
     private struct Reader {
@@ -386,7 +425,7 @@ struct SyncPayload: Sendable {
             return list
         }
 
-        mutating func payload() -> SyncPayload? {
+        mutating func payload(withLost: Bool) -> SyncPayload? {
             guard let deviceName = string(), let deviceCount = count(atMost: bytes.count), let devices = strings(deviceCount),
                 !devices.isEmpty, let tableCount = count(atMost: bytes.count)
             else { return nil }
@@ -418,8 +457,20 @@ struct SyncPayload: Sendable {
                 }
                 rows.append(SyncRowChange(table: names[table], key: key, tombstone: tombstone, cells: cells))
             }
+            var lost: [SyncLostEdit] = []
+            if withLost {
+                guard let lostCount = count(atMost: bytes.count), lostCount > 0 else { return nil }
+                for _ in 0..<lostCount {
+                    guard let table = count(atMost: names.count - 1), let key = value(), let column = count(atMost: columns[table].count - 1),
+                        let lostValue = value(), let written = version(devices), let won = version(devices)
+                    else { return nil }
+                    lost.append(
+                        SyncLostEdit(table: names[table], key: key, column: columns[table][column], value: lostValue, version: written, won: won))
+                }
+            }
             guard offset == bytes.count else { return nil }
-            return SyncPayload(deviceName: deviceName, tables: Dictionary(uniqueKeysWithValues: zip(names, columns)), rows: rows)
+            return SyncPayload(
+                deviceName: deviceName, tables: Dictionary(uniqueKeysWithValues: zip(names, columns)), rows: rows, lost: lost)
         }
     }
 }

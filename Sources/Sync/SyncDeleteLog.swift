@@ -17,6 +17,9 @@ enum SyncDeleteLog {
             tbl TEXT NOT NULL, key NOT NULL, col TEXT NOT NULL, t_hlc INTEGER NOT NULL, t_device TEXT NOT NULL,
             hlc INTEGER NOT NULL, device TEXT NOT NULL, base_hlc INTEGER NOT NULL, base_device TEXT NOT NULL, value,
             PRIMARY KEY (tbl, key, col)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS sync_lost_unsent (
+            tbl TEXT NOT NULL, key NOT NULL, col TEXT NOT NULL, value, hlc INTEGER NOT NULL, device TEXT NOT NULL,
+            won_hlc INTEGER NOT NULL, won_device TEXT NOT NULL, PRIMARY KEY (tbl, key, col, hlc, device)) WITHOUT ROWID;
         """
 
     /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction).
@@ -26,6 +29,64 @@ enum SyncDeleteLog {
         if !columns.contains("lost_to_delete") {
             try db.execute("ALTER TABLE sync_conflicts ADD COLUMN lost_to_delete INTEGER NOT NULL DEFAULT 0")
         }
+    }
+
+    /// Keeps `edit` — this device's value that lost to a concurrent edit before it was sent — for the next bundle
+    /// (``SyncLostEdit``; `sync_lost_unsent`, in the caller's transaction). Kept until a bundle that carries it is sent.
+    static func keepLostUnsent(_ db: Database, _ edit: SyncLostEdit) throws {
+        try db.execute(
+            """
+            INSERT OR IGNORE INTO sync_lost_unsent (tbl, key, col, value, hlc, device, won_hlc, won_device)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [edit.table, edit.key.databaseValue, edit.column, edit.value.databaseValue, edit.version.hlc, edit.version.device,
+             edit.won.hlc, edit.won.device])
+    }
+
+    /// The lost edits waiting for a bundle (at most `limit`), of the tables and columns `tables` syncs.
+    static func lostUnsent(_ db: Database, tables: [String: SyncedTable], limit: Int) throws -> [SyncLostEdit] {
+        guard try db.tableExists("sync_lost_unsent") else { return [] }
+        return try db.fetch(
+            "SELECT tbl, key, col, value, hlc, device, won_hlc, won_device FROM sync_lost_unsent ORDER BY tbl, key, col, hlc, device LIMIT ?",
+            [limit]
+        ) { row in
+            SyncLostEdit(
+                table: try row.string(at: 0), key: SyncValue(try row.value(at: 1)), column: try row.string(at: 2),
+                value: SyncValue(try row.value(at: 3)), version: SyncVersion(hlc: try row.int64(at: 4), device: try row.string(at: 5)),
+                won: SyncVersion(hlc: try row.int64(at: 6), device: try row.string(at: 7)))
+        }.filter { tables[$0.table]?.columns.contains($0.column) ?? false }
+    }
+
+    /// Forgets lost edits a bundle carried (it is sent: every device that applies it logs them).
+    static func sentLostUnsent(_ db: Database, _ edits: [SyncLostEdit]) throws {
+        for edit in edits {
+            try db.execute(
+                "DELETE FROM sync_lost_unsent WHERE tbl = ? AND key = ? AND col = ? AND hlc = ? AND device = ?",
+                [edit.table, edit.key.databaseValue, edit.column, edit.version.hlc, edit.version.device])
+        }
+    }
+
+    /// Logs the lost edits of a bundle of `sender` (in the caller's transaction): each value that lost on its writer
+    /// before it was sent, once, as any conflict (`source`: the bundle, so that a removal undoes the entry). Only the
+    /// sender's own values are taken (a device speaks for its own edits), of synced tables and columns.
+    static func logLost(_ db: Database, _ edits: [SyncLostEdit], sender: String, tables: [String: SyncedTable], source: Int64?, now: Int64) throws -> Int {
+        var logged = 0
+        for edit in edits where edit.version.device == sender && edit.version < edit.won {
+            guard tables[edit.table]?.columns.contains(edit.column) ?? false else { continue }
+            let known = try db.scalar(
+                "SELECT 1 FROM sync_conflicts WHERE tbl = ? AND key = ? AND col = ? AND lost_hlc = ? AND lost_device = ? AND lost_to_delete = 0",
+                [edit.table, edit.key.databaseValue, edit.column, edit.version.hlc, edit.version.device], as: Int.self)
+            if known != nil { continue }
+            try db.execute(
+                """
+                INSERT OR ROLLBACK INTO sync_conflicts (tbl, key, col, lost_value, lost_hlc, lost_device, won_hlc, won_device, recorded_at, src)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [edit.table, edit.key.databaseValue, edit.column, edit.value.databaseValue, edit.version.hlc, edit.version.device,
+                 edit.won.hlc, edit.won.device, now, source.map { DatabaseValue.integer($0) } ?? .null])
+            logged += 1
+        }
+        return logged
     }
 
     /// Records `cells` as what the writer of `tombstone` had seen of the row, unless a view of that tombstone is kept

@@ -566,6 +566,7 @@ public final class SyncEngine: Sendable {
     /// A bundle read and verified, waiting to be applied.
     private struct VerifiedBundle {
         var rows: [SyncRowChange]
+        var lost: [SyncLostEdit] = []
         var deviceName: String
         var sequence: Int64
         var hash: [UInt8]
@@ -666,7 +667,8 @@ public final class SyncEngine: Sendable {
                     let payload = SyncPayload.decode(plaintext),
                     payload.rows.allSatisfy({ row in
                         byName[row.table].map { table in row.cells.allSatisfy { table.columns.contains($0.column) } } ?? false
-                    })
+                    }),
+                    payload.lost.allSatisfy({ byName[$0.table]?.columns.contains($0.column) ?? false })
                 else {
                     // Authenticated but written by a newer version: kept, applied after an upgrade.
                     report.pendingBundles.append(shown(file))
@@ -676,7 +678,7 @@ public final class SyncEngine: Sendable {
                 position += candidates.count
                 sequence = Int64(file.sequence)
                 lastHash = SealedBundle.sha256(bytes)
-                return VerifiedBundle(rows: payload.rows, deviceName: payload.deviceName, sequence: sequence, hash: lastHash)
+                return VerifiedBundle(rows: payload.rows, lost: payload.lost, deviceName: payload.deviceName, sequence: sequence, hash: lastHash)
             }
             // The verified bundles are applied as they are read, up to `rowsPerTransaction` rows to a transaction
             // (fewer commits, and the deferred full-text indexing runs once per transaction), each bundle whole or
@@ -688,6 +690,7 @@ public final class SyncEngine: Sendable {
                 let now = microsecondsSince1970(Date())
                 var last = first
                 var bundles = 0
+                var lostLogged = 0
                 let (changed, conflicts) = try database.write { db -> (Int, Int) in
                     try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
                     let clock = ContinuousClock()
@@ -710,11 +713,12 @@ public final class SyncEngine: Sendable {
                         last = VerifiedBundle(rows: [], deviceName: bundle.deviceName, sequence: bundle.sequence, hash: bundle.hash)
                         // Another device's bundle is recorded as the source of what it sets (SyncUndo.swift) unless
                         // already settled; this device's own bundles applied again are its own edits.
-                        return (
-                            bundle.rows,
-                            try Self.undoSource(db, writer: device, sequence: bundle.sequence, thisDevice: self.device, horizon: horizon),
-                            device
-                        )
+                        let source = try Self.undoSource(db, writer: device, sequence: bundle.sequence, thisDevice: self.device, horizon: horizon)
+                        // Its writer's values that lost before they were ever sent: logged here too (SyncDeleteLog.swift).
+                        if !bundle.lost.isEmpty {
+                            lostLogged += try SyncDeleteLog.logLost(db, bundle.lost, sender: device, tables: byName, source: source, now: now)
+                        }
+                        return (bundle.rows, source, device)
                     }
                     if isThisDevice {
                         try db.execute(
@@ -730,7 +734,7 @@ public final class SyncEngine: Sendable {
                 devices[device] = (last.sequence, last.hash)
                 if isThisDevice { report.reappliedOwnBundles += bundles } else { report.appliedBundles += bundles }
                 report.changedRows += changed
-                report.newConflicts += conflicts
+                report.newConflicts += conflicts + lostLogged
                 next = try nextVerified()
             }
         }
@@ -785,13 +789,16 @@ public final class SyncEngine: Sendable {
                 ) { (try $0.string(at: 0), SyncValue(try $0.value(at: 1)), try $0.int64(at: 2)) }
                 let numbers = try SyncDeviceNumbers(db)
                 let rows = try keys.map { try SyncMerge.outgoing(db, byName[$0.0]!, key: $0.1, numbers: numbers) }
+                // This device's values that lost before they were sent go with it (SyncDeleteLog.swift).
+                let lost = try SyncDeleteLog.lostUnsent(db, tables: byName, limit: Self.rowsPerBundle)
                 return (
-                    SyncPayload(deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows),
+                    SyncPayload(
+                        deviceName: host, tables: Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.columns) }), rows: rows, lost: lost),
                     keys)
             }
             // A device that has never sent anything (in this key generation) still sends one empty bundle: the
             // others then know it (`sync devices`, `remove-device`).
-            if keys.isEmpty && sequence > 0 { break }
+            if keys.isEmpty && payload.lost.isEmpty && sequence > 0 { break }
             let plaintext = try payload.encoded()
             let header = SealedBundle.Header(format: SealedBundle.paddedFormat, sequence: UInt64(sequence + 1), previousHash: lastHash)
             guard let inner = SealedBundle.seal(plaintext, header: header, device: device, key: key),
@@ -835,6 +842,7 @@ public final class SyncEngine: Sendable {
                 }
                 try db.execute(
                     "UPDATE sync_state SET sequence = ?, last_hash = ? WHERE singleton = 0", [sequence, Data(lastHash)])
+                try SyncDeleteLog.sentLostUnsent(db, payload.lost)
                 // This device's deletes in it: what it had of each row is what every device will read as what the delete
                 // had seen (SyncDeleteLog.swift).
                 let now = microsecondsSince1970(Date())

@@ -169,6 +169,11 @@ enum SyncMerge {
                     try !merged(cell.column, earlier: mine, later: theirs)
                 {
                     try log(cell.column, lost: mine.value, lostVersion: mine.version, won: cell.version)
+                    // This device's own edit, never sent: its next bundle says so, or no other device would ever log it.
+                    if mine.pending, mine.version.device == (try numbers.device(numbers.me)) {
+                        try SyncDeleteLog.keepLostUnsent(
+                            db, SyncLostEdit(table: table.name, key: change.key, column: cell.column, value: mine.value, version: mine.version, won: cell.version))
+                    }
                 }
             } else if cell.version < mine.version {
                 if mine.base != cell.version && mine.value != cell.value && !(cell.version < mine.base),

@@ -9,7 +9,8 @@ import Tasks
 
 /// Issue 32, part 3: an edit lost to a concurrent delete is in the conflict log of every device, whatever the order
 /// in which the devices sync (before, it was logged on the editing device only when the delete reached it before its
-/// edit went out, and nowhere otherwise).
+/// edit went out, and nowhere otherwise); so is an edit lost to a concurrent edit before it was ever sent (before,
+/// only in its writer's log).
 @Suite(.serialized) struct SyncConflictLogTests {
     /// One run of the same offline edits by A, B and C (renames, done marks, deletes, some of them concurrent), then
     /// the devices sync in `order`, twice round; returns each device's log, devices named by letter.
@@ -17,7 +18,7 @@ import Tasks
         let folder = try TemporaryDirectory()
         let remote = SyncRemote.folder(folder.path + "/remote")
         let a = try SyncDevice_(), b = try SyncDevice_(), c = try SyncDevice_()
-        let ids = try (1...6).map { try a.tasks.create(title: "t\($0)").id }
+        let ids = try (1...7).map { try a.tasks.create(title: "t\($0)").id }
         let code = try a.initialize(remote)
         try b.join(remote, code)
         try c.join(remote, code)
@@ -38,7 +39,9 @@ import Tasks
         _ = try c.tasks.rename(id: ids[3], to: "t4 renamed by C")
         _ = try a.tasks.delete(id: ids[4])                               // t5: A deletes, nobody edits: nothing lost
         _ = try c.tasks.rename(id: ids[5], to: "t6 renamed by C")       // t6: C renames, B deletes later
-        Thread.sleep(forTimeInterval: 0.005)
+        _ = try a.tasks.rename(id: ids[6], to: "t7 renamed by A")       // t7: A renames, B renames later: B's wins, and
+        Thread.sleep(forTimeInterval: 0.005)                             //     A's is logged everywhere even when B's
+        _ = try b.tasks.rename(id: ids[6], to: "t7 renamed by B")       //     reaches A before A's rename went out
         _ = try b.tasks.delete(id: ids[0])
         _ = try a.tasks.delete(id: ids[2])
         _ = try b.tasks.delete(id: ids[5])
@@ -87,6 +90,47 @@ import Tasks
         #expect(log.contains("t6 title 't6 renamed by C' by C lost to B"), "\(log.sorted())")
         #expect(log.contains("t3 title 't3 renamed by B' by B lost to A"), "\(log.sorted())")
         #expect(log.contains("t3 done '1' by C lost to A"), "\(log.sorted())")
-        #expect(log.count == 5, "\(log.sorted())")
+        #expect(log.contains("t7 title 't7 renamed by A' by A lost to B"), "\(log.sorted())")
+        #expect(log.count == 6, "\(log.sorted())")
+    }
+    /// A lost edit travels with its writer's bundle, and a device speaks only for its own values: B, a member with its
+    /// own signing key, sends a bundle saying that a value of A's and one of its own lost (the latter to an older
+    /// version, which cannot be). A logs neither; it logs B's real lost value (a value B lost before sending it).
+    @Test func aDeviceLogsOnlyTheLostValuesItsWriterCouldHaveLost() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let id = try a.tasks.create(title: "shared").id
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try b.sync()
+        try a.sync()
+        let key = SyncValue.blob(withUnsafeBytes(of: id.uuid) { Data($0) })
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let them = SyncVersion(hlc: now, device: a.engine.device), me = SyncVersion(hlc: now + 1, device: b.engine.device)
+        let edits = [
+            SyncLostEdit(table: "tasks", key: key, column: "title", value: .text("in A's name"), version: them, won: me),
+            SyncLostEdit(table: "tasks", key: key, column: "title", value: .text("lost to an older one"), version: me, won: them),
+            SyncLostEdit(
+                table: "tasks", key: key, column: "title", value: .text("B's own lost value"), version: SyncVersion(hlc: now + 2, device: b.engine.device),
+                won: SyncVersion(hlc: now + 3, device: a.engine.device)),
+        ]
+        let columns = try b.database.read { db in try SyncSchema.tables(db) }.reduce(into: [String: [String]]()) { $0[$1.name] = $1.columns }
+        let plaintext = try SyncPayload(deviceName: "b", tables: columns, rows: [], lost: edits).encoded()
+        let (sequence, hash) = try b.database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
+        }
+        let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: hash)
+        let sealed = try #require(SealedBundle.seal(plaintext, header: header, device: b.engine.device, key: b.engine.key))
+        let signed = try #require(SyncSignedFile.wrap(sealed, device: b.engine.device, key: b.engine.signingKey, generation: 1))
+        try SyncLayout.writeAtomically(
+            signed, root: root, relative: "devices/\(b.engine.device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: signed))")
+        let report = try a.sync()
+        #expect(report.appliedBundles == 1)
+        let logged = try a.engine.conflicts().map { conflict -> String in
+            if case .text(let text) = conflict.lostValue { return text }
+            return "\(conflict.lostValue)"
+        }
+        #expect(logged == ["B's own lost value"], "\(logged)")
     }
 }
