@@ -1019,7 +1019,8 @@ public final class SyncEngine: Sendable {
                 SyncError.Code.invalidPairingCode,
                 "the sync key of this device is the newest one on the remote; there is nothing to re-key; nothing was changed")
         }
-        guard SealedBundle.checks(try SyncLayout.read(checkPath), key: key) else {
+        let check = try SyncLayout.read(checkPath)
+        guard SealedBundle.checks(check, key: key) else {
             throw SyncError(
                 SyncError.Code.invalidPairingCode,
                 "the pairing code is well formed but is not the group's new key; nothing was changed")
@@ -1027,6 +1028,17 @@ public final class SyncEngine: Sendable {
         try database.keychain.set(
             storedSecret(key, generation: newest), service: keyService(database.paths), account: database.databaseID,
             label: "SecureStore sync key of \(database.name)")
+        // The person entered the code of this generation: the device that signed its key check (by the key this device
+        // pinned it with) is the one that made it, and is not removed, whatever a removed device told this one in an
+        // older generation (it may have "removed" its remover first: SyncRoster.swift).
+        if let signer = SyncSignedFile.signer(check) {
+            try database.write { db in
+                let pinned = try db.fetchOne("SELECT public_key FROM sync_roster WHERE device = ?", [signer]) { [UInt8](try $0.data(at: 0)) }
+                if let pinned, SyncSignedFile.verify(check, publicKey: pinned, generation: newest) {
+                    try db.execute("DELETE FROM sync_removed WHERE device = ?", [signer])
+                }
+            }
+        }
         return try SyncEngine(database: database).sync()
     }
 

@@ -140,10 +140,10 @@ extension SyncEngine {
                     uniqueKeysWithValues: try db.fetch("SELECT device, public_key, generation, first_signed FROM sync_roster") { row in
                         (try row.string(at: 0), ([UInt8](try row.data(at: 1)), try row.int(at: 2), try row.int64(at: 3)))
                     }),
-                try db.fetch("SELECT device, generation, last_sequence, last_hash FROM sync_removed") { row in
+                try db.fetch("SELECT device, generation, last_sequence, last_hash, removed_by FROM sync_removed") { row in
                     (try row.string(at: 0), try row.int(at: 1), SyncRosterEntry.Removal(
                         device: try row.string(at: 0), lastSequence: try row.int64(at: 2), lastHash: [UInt8](try row.data(at: 3)),
-                        generation: try row.int(at: 1)))
+                        generation: try row.int(at: 1)), try row.string(at: 4))
                 }
             )
         }
@@ -171,14 +171,25 @@ extension SyncEngine {
                 break
             }
         }
+        // Two devices that remove each other in this generation: neither removal is believed, whichever was read first
+        // (one of them is the removed device, which holds this generation's key and its own signing key, and nothing
+        // here tells which). Both stay members of this generation; the new generation settles it — its key check's
+        // signer is believed when the person enters its pairing code (``SyncEngine/rekey(database:pairingCode:)``), and
+        // a removal it carries undoes what the removed device's later bundles brought.
+        let removes = statements.mapValues { Set($0.removals.filter { $0.generation == generation }.map(\.device)) }
+        func mutual(_ one: String, _ other: String) -> Bool {
+            (removes[one]?.contains(other) ?? false) && (removes[other]?.contains(one) ?? false)
+        }
+        let disbelieved = removedKnown.filter { device, removedIn, _, by in removedIn == generation && mutual(device, by) }.map(\.0)
         // Removals known from before stand; removals stated now by a device known in this generation are added.
-        for (device, removedIn, removal) in removedKnown {
+        for (device, removedIn, removal, _) in removedKnown where !disbelieved.contains(device) {
             roster.removed[device] = removedIn == generation ? removal : SyncRosterEntry.Removal(device: device, lastSequence: 0, lastHash: [])
         }
         let knownHere = { (device: String) in pinned[device].map { $0.1 == self.generation } ?? false }
         var newRemovals: [(SyncRosterEntry.Removal, String)] = []
         for (writer, entry) in statements where (knownHere(writer) || writer == device) && roster.removed[writer] == nil {
-            for removal in entry.removals where removal.generation == generation && roster.removed[removal.device] == nil && removal.device != writer {
+            for removal in entry.removals
+            where removal.generation == generation && roster.removed[removal.device] == nil && removal.device != writer && !mutual(writer, removal.device) {
                 roster.removed[removal.device] = removal
                 newRemovals.append((removal, writer))
             }
@@ -193,7 +204,7 @@ extension SyncEngine {
                 if roster.removed[removal.device] == nil {
                     roster.removed[removal.device] = SyncRosterEntry.Removal(device: removal.device, lastSequence: 0, lastHash: [])
                 }
-                let known = removedKnown.first { $0.0 == removal.device }
+                let known = removedKnown.first { $0.0 == removal.device }.map { ($0.0, $0.1, $0.2) }
                 if known.map({ $0.1 == removal.generation && $0.2.lastSequence > removal.lastSequence }) ?? true,
                     !carried.contains(where: { $0.0.device == removal.device && $0.0.lastSequence <= removal.lastSequence })
                 {
@@ -213,16 +224,25 @@ extension SyncEngine {
             }
             roster.members[writer] = SyncRoster.Member(publicKey: entry.publicKey, firstSigned: entry.firstSigned)
         }
+        // A device known in this generation whose statements are gone from the remote (deleted by someone who can write
+        // it) is still a member, by the key it is pinned with: removing its statement must not take it off the roster —
+        // its bundles and key checks would stop counting, and the removals it made with them.
+        for (known, pin) in pinned where pin.1 == generation && roster.members[known] == nil && statements[known] == nil {
+            roster.members[known] = SyncRoster.Member(publicKey: pin.0, firstSigned: pin.2)
+        }
         let changed = roster.members.filter { writer, member in
             pinned[writer].map { $0.0 != member.publicKey || $0.1 != generation || $0.2 != member.firstSigned } ?? true
         }
         // Nothing is written when nothing is new (a sync that applies nothing leaves the database's bytes as they were).
-        guard !changed.isEmpty || !newRemovals.isEmpty || !carried.isEmpty else { return roster }
+        guard !changed.isEmpty || !newRemovals.isEmpty || !carried.isEmpty || !disbelieved.isEmpty else { return roster }
         try database.write { db in
             for (writer, member) in changed {
                 try db.execute(
                     "INSERT OR REPLACE INTO sync_roster (device, public_key, generation, first_signed) VALUES (?, ?, ?, ?)",
                     [writer, Data(member.publicKey), generation, member.firstSigned])
+            }
+            for device in disbelieved {
+                try db.execute("DELETE FROM sync_removed WHERE device = ? AND generation = ?", [device, generation])
             }
             for (removal, by) in newRemovals {
                 try db.execute(

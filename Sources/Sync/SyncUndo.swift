@@ -402,7 +402,7 @@ extension SyncEngine {
 }
 
 /// How far each device's chain is settled (``SyncEngine/settleSources(_:)``): the last of its bundles that every
-/// other device on the roster that could remove it has applied, by its signed seen vector; every bundle when there is
+/// other device on the roster (removed ones included) has applied, by its signed seen vector; every bundle when there is
 /// no such device. Read once a sync round (the folder does not change during it).
 struct SyncSettledHorizon {
     let removers: [String]
@@ -418,7 +418,10 @@ struct SyncSettledHorizon {
 extension SyncEngine {
     /// The settled horizon of every chain by `roster` (``SyncSettledHorizon``).
     func settledHorizon(_ roster: SyncRoster) -> SyncSettledHorizon {
-        let removers = roster.members.keys.filter { $0 != device && roster.removed[$0] == nil }.sorted()
+        // A removed member counts too (its seen vectors are not believed: nothing is settled in this generation any
+        // more, which soon ends): two devices may remove each other before the rightful removal is known here, and
+        // whichever it is must still be able to undo the other's later bundles (SyncRoster.swift).
+        let removers = roster.members.keys.filter { $0 != device }.sorted()
         var vectors: [String: SyncVector] = [:]
         for writer in removers {
             vectors[writer] = SyncSeenFiles.newest(root: layoutRoot, device: writer, key: key, accept: { bytes in

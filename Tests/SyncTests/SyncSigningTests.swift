@@ -345,6 +345,83 @@ import Tasks
         #expect(try d.database.read { db in try db.scalar("SELECT count(*) FROM sync_snapshot_source", as: Int.self) } == 0)
     }
 
+    /// C, removed by A but still holding the old key and its signing key, signs a removal of A in the old generation
+    /// before A's removal of C reaches D. D first believes C (nothing yet says otherwise); once A's removal arrives
+    /// the two removals are mutual and neither is believed: A's new generation is believed again (77: re-key), and the
+    /// code the person enters settles it — C's later task is undone, A's new tasks arrive, nothing of C's reaches A.
+    /// (Before: whichever statement was read first won; with C's, D never heard of the new generation, undid A's
+    /// bundles, and after a re-key carried C's later task into it and rejected every bundle of A.)
+    @Test func aRemovedDeviceThatRemovesItsRemoverIsNotBelieved() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        try d.join(.folder(root), code)
+        _ = try a.tasks.create(title: "A before")
+        _ = try c.tasks.create(title: "C before")
+        for _ in 0..<2 { for device in [a, c, d] { try device.sync() } }
+        let rosterBefore = Set(SyncRosterFiles.numbers(root: root, device: a.engine.device))
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        let removalNumber = try #require(SyncRosterFiles.numbers(root: root, device: a.engine.device).first { !rosterBefore.contains($0) })
+        let removalFile = SyncRosterFiles.relative(device: a.engine.device, number: removalNumber)
+        try FileManager.default.moveItem(atPath: root + "/" + removalFile, toPath: scratch.path + "/removal")
+        // C "removes" A in generation 1, with its own signing key, and writes on.
+        try c.engine.publishRosterEntry(
+            adding: SyncRosterEntry.Removal(device: a.engine.device, lastSequence: 0, lastHash: [UInt8](repeating: 0, count: 32), generation: 1))
+        _ = try c.tasks.create(title: "C after removal")
+        try c.sync()
+        _ = try? d.sync()
+        // A's removal arrives: mutual removals, neither believed; A's generation 2 is believed and D is told to re-key.
+        try FileManager.default.moveItem(atPath: scratch.path + "/removal", toPath: root + "/" + removalFile)
+        let rotated = #expect(throws: SyncError.self) { try d.sync() }
+        #expect(rotated?.code == SyncError.Code.keyRotated, "\(String(describing: rotated))")
+        try SyncEngine.rekey(database: d.database, pairingCode: newCode)
+        d.engine = try SyncEngine(database: d.database)
+        let rekeyed = try d.rows()
+        #expect(!rekeyed.contains { $0.contains("C after removal") }, "\(rekeyed)")
+        _ = try a.tasks.create(title: "A in generation 2")
+        for _ in 0..<2 { try a.sync(); try d.sync() }
+        #expect(try d.rows().contains { $0.contains("A in generation 2") })
+        #expect(!(try a.rows()).contains { $0.contains("C after removal") })
+        #expect(try a.rows() == d.rows())
+        let rows = try d.rows()
+        #expect(rows.contains { $0.contains("C before") } && rows.contains { $0.contains("A before") }, "\(rows)")
+    }
+
+    /// C, removed by A, deletes A's whole roster folder of the old generation (it can still write the remote) before
+    /// D has read the removal, and writes on. A stays a member on D by the key D pinned it with: A's new generation is
+    /// believed (77), and C's later bundle, applied meanwhile, is undone when D re-keys — it reaches nobody.
+    @Test func aDeletedRosterFolderDoesNotTakeAMemberOffTheRoster() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        try d.join(.folder(root), code)
+        _ = try a.tasks.create(title: "A before")
+        _ = try c.tasks.create(title: "C before")
+        for _ in 0..<2 { for device in [a, c, d] { try device.sync() } }
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        try FileManager.default.moveItem(atPath: root + "/roster/" + a.engine.device, toPath: scratch.path + "/rosterA")
+        // C's own tool would stop at the new generation; C hides it while it writes.
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        _ = try c.tasks.create(title: "C after removal")
+        try c.sync()
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        let rotated = #expect(throws: SyncError.self) { try d.sync() }
+        #expect(rotated?.code == SyncError.Code.keyRotated, "\(String(describing: rotated))")
+        try SyncEngine.rekey(database: d.database, pairingCode: newCode)
+        d.engine = try SyncEngine(database: d.database)
+        let rekeyed = try d.rows()
+        #expect(!rekeyed.contains { $0.contains("C after removal") }, "\(rekeyed)")
+        for _ in 0..<2 { try a.sync(); try d.sync() }
+        #expect(!(try a.rows()).contains { $0.contains("C after removal") })
+        #expect(try a.rows() == d.rows())
+    }
+
     /// A snapshot written by a device still on the roster, before it read a removal, holds the removed device's
     /// bundle past the last one the removal accepted. A device that joins the old generation takes it (the removal is
     /// signed by a device it does not know yet: a new device believes removals from devices it has pinned) — and once
