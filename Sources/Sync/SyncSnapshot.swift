@@ -372,19 +372,19 @@ extension SyncEngine {
                         // Marked as coming after the writer's own position in it (SyncUndo.swift): a removal of the writer
                         // that does not name a later bundle undoes what it brought (its snapshot could hold its later edits).
                         // A new device marks them all at once (SyncUndo.createSQL).
-                        // The mark is kept too while the snapshot holds some other device's bundle that a removal could still
-                        // undo (its writer read it before the removal reached it).
+                        // The source is kept too, with the snapshot's vector, while the snapshot holds some other device's
+                        // bundle that a removal could still undo (its writer read it before the removal reached it): at a
+                        // new device's join and at a restored device's start across a gap alike.
                         let own = candidate.manifest.vector[candidate.writer]
                         let heldBack = candidate.manifest.vector.entries.contains { chain, entry in
                             chain != device && chain != candidate.writer && horizon.through(chain) < entry.sequence
                         }
                         let source =
-                            fresh && heldBack
+                            heldBack
                             ? try SyncUndo.source(db, device: candidate.writer, sequence: own + 1)
                             : try Self.undoSource(db, writer: candidate.writer, sequence: own + 1, thisDevice: device, horizon: horizon)
-                        if fresh, let source, try SyncUndo.snapshotSource(db) != source {
-                            try SyncUndo.markSnapshot(db, source: source, vector: candidate.manifest.vector)
-                        }
+                        if let source { try SyncUndo.recordVector(db, source: source, vector: candidate.manifest.vector) }
+                        if fresh, let source, try SyncUndo.snapshotSource(db) != source { try SyncUndo.markSnapshot(db, source: source) }
                         return (payload.rows, source, nil)
                     }
                     report.newConflicts += conflicts

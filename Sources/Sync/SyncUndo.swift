@@ -21,10 +21,13 @@ enum SyncUndo {
     /// `sync_snapshot_source` names the source, and while it is there every row of `sync_rows` without an entry in
     /// `sync_row_sources` came with it (each column; no tombstone). A row set later by a bundle that keeps no source
     /// then gets an entry that says so (`cells` empty, every source NULL), so that it is not taken for one of the
-    /// snapshot's; those entries go with the mark. `sync_snapshot_vector` keeps, with the mark, how far the snapshot
-    /// held each device's chain: a removal that accepted less of a device than the snapshot held (its writer had read
-    /// that device's later bundles before the removal) undoes the join too, and the mark stays until every device's
-    /// part of it is settled, not only its writer's.
+    /// snapshot's; those entries go with the mark.
+    ///
+    /// `sync_source_vectors` keeps, for the source a snapshot's rows are marked with (a new device's join, or a
+    /// restored device's start across a gap), how far the snapshot held each device's chain: a removal that accepted
+    /// less of a device than the snapshot held (its writer had read that device's later bundles before the removal)
+    /// undoes what the snapshot brought too, and the source is kept until every device's part of it is settled, not
+    /// only its writer's.
     static let createSQL = """
         CREATE TABLE IF NOT EXISTS sync_sources (
             id INTEGER PRIMARY KEY AUTOINCREMENT, device TEXT NOT NULL, sequence INTEGER NOT NULL, UNIQUE (device, sequence));
@@ -35,7 +38,8 @@ enum SyncUndo {
         CREATE TABLE IF NOT EXISTS sync_row_sources (
             tbl TEXT NOT NULL, key NOT NULL, src INTEGER, cells TEXT, tomb_src INTEGER, PRIMARY KEY (tbl, key)) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS sync_snapshot_source (singleton INTEGER PRIMARY KEY CHECK (singleton = 0), src INTEGER NOT NULL);
-        CREATE TABLE IF NOT EXISTS sync_snapshot_vector (device TEXT PRIMARY KEY NOT NULL, sequence INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS sync_source_vectors (
+            src INTEGER NOT NULL, device TEXT NOT NULL, sequence INTEGER NOT NULL, PRIMARY KEY (src, device)) WITHOUT ROWID;
         """
 
     /// Adds what this version keeps to a database set up by an earlier one (in the caller's transaction). (A clock
@@ -106,7 +110,7 @@ enum SyncUndo {
     /// transaction, before the first row is applied).
     /// A mark of another snapshot still there (a join killed between parts, resumed from another device's snapshot)
     /// is first written out as an entry for each row it covers, so that those rows keep their own source.
-    static func markSnapshot(_ db: Database, source: Int64, vector: SyncVector) throws {
+    static func markSnapshot(_ db: Database, source: Int64) throws {
         if let earlier = try snapshotSource(db), earlier != source {
             try db.execute(
                 """
@@ -116,27 +120,41 @@ enum SyncUndo {
                 """, [earlier])
         }
         try db.execute("INSERT OR REPLACE INTO sync_snapshot_source (singleton, src) VALUES (0, ?)", [source])
-        // Of two snapshots (a resumed join), the farther position of each chain: what either brought is undone then.
+    }
+
+    /// Records how far the snapshot whose rows are marked with `source` held each chain (`sync_source_vectors`; of two
+    /// snapshots marked with one source, the farther position of each chain).
+    static func recordVector(_ db: Database, source: Int64, vector: SyncVector) throws {
         for (device, entry) in vector.entries.sorted(by: { $0.key < $1.key }) where entry.sequence > 0 {
-            try db.execute(
+            try db.cachedStatement(
                 """
-                INSERT OR REPLACE INTO sync_snapshot_vector (device, sequence)
-                VALUES (?, max(?, coalesce((SELECT sequence FROM sync_snapshot_vector WHERE device = ?), 0)))
-                """, [device, entry.sequence, device])
+                INSERT OR REPLACE INTO sync_source_vectors (src, device, sequence)
+                VALUES (?, ?, max(?, coalesce((SELECT sequence FROM sync_source_vectors WHERE src = ? AND device = ?), 0)))
+                """
+            ).execute(StatementArguments([.integer(source), .text(device), .integer(entry.sequence), .integer(source), .text(device)]))
         }
     }
 
-    /// How far the snapshot this device joined through held each device's chain, while its mark is kept.
-    static func snapshotVector(_ db: Database) throws -> [String: Int64] {
-        guard try snapshotSource(db) != nil else { return [:] }
-        return Dictionary(
-            uniqueKeysWithValues: try db.fetch("SELECT device, sequence FROM sync_snapshot_vector") { (try $0.string(at: 0), try $0.int64(at: 1)) })
+    /// The live sources whose snapshot held `device`'s chain past `sequence`.
+    static func sources(holding device: String, past sequence: Int64, _ db: Database) throws -> Set<Int64> {
+        Set(try db.fetch(
+            """
+            SELECT v.src FROM sync_source_vectors v WHERE v.device = ? AND v.sequence > ? AND v.src IN (SELECT id FROM sync_sources)
+            """, [device, sequence]) { try $0.int64(at: 0) })
+    }
+
+    /// Every recorded snapshot vector, by source.
+    static func vectors(_ db: Database) throws -> [Int64: [String: Int64]] {
+        var vectors: [Int64: [String: Int64]] = [:]
+        try db.forEachRow("SELECT src, device, sequence FROM sync_source_vectors") { row in
+            vectors[try row.int64(at: 0), default: [:]][try row.string(at: 1)] = try row.int64(at: 2)
+        }
+        return vectors
     }
 
     /// Drops the mark of the snapshot this device joined through (settled, undone, or a new generation).
     static func dropSnapshotMark(_ db: Database) throws {
         try db.execute("DELETE FROM sync_snapshot_source")
-        try db.execute("DELETE FROM sync_snapshot_vector")
     }
 
     /// Records the sources of the versions of `key` in `table` (none: the entry goes).
@@ -170,6 +188,7 @@ enum SyncUndo {
     static func dropSettledSources(_ db: Database) throws {
         let live = Set(try db.fetch("SELECT id FROM sync_sources") { try $0.int64(at: 0) })
         if let snapshot = try snapshotSource(db), !live.contains(snapshot) { try dropSnapshotMark(db) }
+        try db.execute("DELETE FROM sync_source_vectors WHERE src NOT IN (SELECT id FROM sync_sources)")
         let snapshotMarked = try snapshotSource(db) != nil
         if live.isEmpty {
             try db.execute("DELETE FROM sync_row_sources")
@@ -227,6 +246,7 @@ enum SyncUndo {
         try db.execute("DELETE FROM sync_sources")
         try db.execute("DELETE FROM sync_row_sources")
         try dropSnapshotMark(db)
+        try db.execute("DELETE FROM sync_source_vectors")
         try db.execute("UPDATE sync_conflicts SET src = NULL WHERE src IS NOT NULL")
     }
 
@@ -332,8 +352,8 @@ extension SyncEngine {
                 SELECT r.device, r.last_sequence, r.last_hash FROM sync_removed r, sync_state s
                 WHERE s.singleton = 0 AND r.generation = s.generation
                   AND (EXISTS (SELECT 1 FROM sync_sources o WHERE o.device = r.device AND o.sequence > r.last_sequence)
-                    OR EXISTS (SELECT 1 FROM sync_snapshot_source) AND EXISTS (
-                      SELECT 1 FROM sync_snapshot_vector v WHERE v.device = r.device AND v.sequence > r.last_sequence))
+                    OR EXISTS (SELECT 1 FROM sync_source_vectors v WHERE v.device = r.device AND v.sequence > r.last_sequence
+                      AND v.src IN (SELECT id FROM sync_sources)))
                 """
             ) { (try $0.string(at: 0), try $0.int64(at: 1), [UInt8](try $0.data(at: 2))) }
         }
@@ -342,11 +362,12 @@ extension SyncEngine {
             changed += try database.write { db -> Int in
                 var tainted = Set(
                     try db.fetch("SELECT id FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last]) { try $0.int64(at: 0) })
-                // The snapshot this device joined through held the removed device's chain past the removal (its writer
-                // had read those bundles): what it brought is undone as if its writer had been removed.
+                // A snapshot this device started from (a join, or a start across a gap) held the removed device's chain
+                // past the removal (its writer had read those bundles): what it brought is undone as if its writer had
+                // been removed.
                 let snapshot = try SyncUndo.snapshotSource(db)
-                let snapshotHeldMore = try snapshot != nil && (SyncUndo.snapshotVector(db)[removed] ?? 0) > last
-                if let snapshot, snapshotHeldMore { tainted.insert(snapshot) }
+                let heldMore = try SyncUndo.sources(holding: removed, past: last, db)
+                tainted.formUnion(heldMore)
                 let byName = Dictionary(uniqueKeysWithValues: try SyncSchema.tables(db).map { ($0.name, $0) })
                 try db.execute("UPDATE sync_state SET applying = 1 WHERE singleton = 0")
                 // The rows a version of which one of them set (sync_row_sources holds only unsettled bundles' rows).
@@ -361,6 +382,7 @@ extension SyncEngine {
                 // edited stays whole), and so do the positions it gave: the next sync takes every other device's changes again,
                 // from their bundles or from another snapshot, so that nothing another device wrote is lost with it.
                 let snapshotUndone = snapshot.map { tainted.contains($0) } ?? false
+                let startUndone = snapshotUndone || !heldMore.isEmpty
                 if snapshotUndone {
                     try db.forEachRow(
                         """
@@ -375,21 +397,21 @@ extension SyncEngine {
                     guard let table = byName[name] else { continue }
                     if try SyncUndo.restore(
                         db, table, key: key, tainted: tainted, thisDevice: device, numbers: numbers,
-                        keepingRowsThisDeviceEdited: snapshotUndone)
+                        keepingRowsThisDeviceEdited: startUndone)
                     { rows += 1 }
                 }
                 let sources = "(SELECT id FROM sync_sources WHERE device = ? AND sequence > ?)"
                 try db.execute("DELETE FROM sync_conflicts WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_preimages WHERE src IN \(sources)", [removed, last])
                 try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence > ?", [removed, last])
-                if let snapshot, snapshotHeldMore {
+                for held in heldMore {
                     // Its writer stays: only the snapshot's source goes (its log entries, versions kept, the mark).
-                    try db.execute("DELETE FROM sync_conflicts WHERE src = ?", [snapshot])
-                    try db.execute("DELETE FROM sync_preimages WHERE src = ?", [snapshot])
-                    try db.execute("DELETE FROM sync_sources WHERE id = ?", [snapshot])
+                    try db.execute("DELETE FROM sync_conflicts WHERE src = ?", [held])
+                    try db.execute("DELETE FROM sync_preimages WHERE src = ?", [held])
+                    try db.execute("DELETE FROM sync_sources WHERE id = ?", [held])
                 }
                 try SyncUndo.dropSettledSources(db)
-                if snapshotUndone { try db.execute("DELETE FROM sync_devices") }
+                if startUndone { try db.execute("DELETE FROM sync_devices") }
                 try db.execute(
                     "UPDATE sync_devices SET sequence = ?, last_hash = ? WHERE device = ? AND sequence > ?",
                     [last, Data(lastHash), removed, last])
@@ -457,17 +479,19 @@ extension SyncEngine {
         }
         guard !settled.isEmpty else { return }
         try database.write { db in
-            // The source of the snapshot this device joined through is kept while a removal of any device whose chain
-            // it held could still undo it (SyncUndo.createSQL), not only one of its writer.
-            let snapshot = try SyncUndo.snapshotSource(db)
-            let heldBack = try SyncUndo.snapshotVector(db).contains { chain, sequence in chain != device && horizon.through(chain) < sequence }
-            let keep = heldBack ? snapshot ?? -1 : -1
+            // The source of a snapshot this device started from is kept while a removal of any device whose chain it
+            // held could still undo it (SyncUndo.createSQL), not only one of its writer. (Numbers of this database's
+            // own table, written into the statement.)
+            let kept = try SyncUndo.vectors(db).filter { _, vector in
+                vector.contains { chain, sequence in chain != device && horizon.through(chain) < sequence }
+            }.keys
+            let keep = "(" + (kept.map(String.init) + ["-1"]).joined(separator: ",") + ")"
             var dropped = 0
             for (chain, through) in settled {
                 try db.execute(
-                    "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ? AND id != ?)",
-                    [chain, through, keep])
-                try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ? AND id != ?", [chain, through, keep])
+                    "DELETE FROM sync_preimages WHERE src IN (SELECT id FROM sync_sources WHERE device = ? AND sequence <= ? AND id NOT IN \(keep))",
+                    [chain, through])
+                try db.execute("DELETE FROM sync_sources WHERE device = ? AND sequence <= ? AND id NOT IN \(keep)", [chain, through])
                 dropped += db.changes
             }
             if dropped > 0 { try SyncUndo.dropSettledSources(db) }

@@ -482,6 +482,81 @@ import Tasks
         for device in [b, d, e] { #expect(try device.rows() == rows) }
     }
 
+    /// The same for a device restored from a backup that starts across a gap (B cleaned the bundles it needs) from
+    /// B's snapshot, which holds C's bundle past C's removal, before the removal reaches it: once it does, what the
+    /// snapshot brought is undone, the device waits for a snapshot that does not hold C's later bundle (it names the gap),
+    /// starts from B's next one, and nothing of C's later task reaches anyone.
+    @Test func aRestoredDeviceThatStartedFromSuchASnapshotUndoesItWhenTheRemovalIsRead() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), c = try SyncDevice_(), r = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        for device in [b, c, r] { try device.join(.folder(root), code) }
+        _ = try a.tasks.create(title: "A's task")
+        _ = try c.tasks.create(title: "C's accepted task")
+        for _ in 0..<2 { for device in [a, b, c, r] { try device.sync() } }
+        let backup = URL(fileURLWithPath: scratch.path + "/r-backup.db")
+        _ = try r.database.backup(to: backup)
+        for round in 0..<3 {
+            _ = try b.tasks.create(title: "B's task \(round)")
+            try b.sync()
+        }
+        // C's next bundle reaches B (and R), never A; B snapshots and cleans.
+        _ = try c.tasks.create(title: "C's task past the removal")
+        try c.sync()
+        let chain = root + "/devices/" + c.engine.device
+        let late = try #require(try FileManager.default.contentsOfDirectory(atPath: chain).sorted().last)
+        try b.sync()
+        try r.sync()
+        try b.engine.writeSnapshot()
+        try FileManager.default.moveItem(atPath: chain + "/" + late, toPath: scratch.path + "/late")
+        try a.sync()
+        try FileManager.default.moveItem(atPath: scratch.path + "/late", toPath: chain + "/" + late)
+        try c.sync()
+        try r.sync()
+        let cleaned = try b.engine.clean()
+        #expect(cleaned.removedBundles > 0, "\(cleaned)")
+        // A removes C at C's bundle before the late one; its removal and generation 2 are held back from R for now.
+        try FileManager.default.moveItem(atPath: chain + "/" + late, toPath: scratch.path + "/late")
+        let rosterBefore = Set(SyncRosterFiles.numbers(root: root, device: a.engine.device))
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        try FileManager.default.moveItem(atPath: scratch.path + "/late", toPath: chain + "/" + late)
+        let removalNumber = try #require(SyncRosterFiles.numbers(root: root, device: a.engine.device).first { !rosterBefore.contains($0) })
+        let removalFile = SyncRosterFiles.relative(device: a.engine.device, number: removalNumber)
+        try FileManager.default.moveItem(atPath: root + "/" + removalFile, toPath: scratch.path + "/removal")
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        // R is restored from its backup: B's bundles it needs are gone; it starts from B's snapshot.
+        try r.database.restore(from: backup)
+        r.engine = try SyncEngine(database: r.database)
+        let started = try r.sync()
+        #expect(started.snapshot?.hasPrefix("snapshots/\(b.engine.device)") == true, "\(started)")
+        #expect(try r.rows().contains { $0.contains("C's task past the removal") })
+        // The removal arrives: undone; the only snapshot holds C's later bundle, so R names the gap and waits.
+        try FileManager.default.moveItem(atPath: scratch.path + "/removal", toPath: root + "/" + removalFile)
+        _ = try? r.sync()
+        var rows = try r.rows()
+        #expect(!rows.contains { $0.contains("C's task past the removal") }, "\(rows)")
+        // B reads the removal too, undoes C's later bundle, and writes a snapshot without it: R starts from that one.
+        try b.sync()
+        try b.engine.writeSnapshot()
+        try r.sync()
+        rows = try r.rows()
+        #expect(!rows.contains { $0.contains("C's task past the removal") }, "\(rows)")
+        for title in ["A's task", "B's task 2", "C's accepted task"] { #expect(rows.contains { $0.contains(title) }, "\(title): \(rows)") }
+        // Generation 2: nothing of C's later task reaches it.
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        for device in [b, r] {
+            try SyncEngine.rekey(database: device.database, pairingCode: newCode)
+            device.engine = try SyncEngine(database: device.database)
+        }
+        for _ in 0..<2 { for device in [a, b, r] { try device.sync() } }
+        rows = try a.rows()
+        #expect(!rows.contains { $0.contains("C's task past the removal") }, "\(rows)")
+        #expect(try r.rows() == rows)
+        #expect(try b.rows() == rows)
+    }
+
     /// Issue 32: a snapshot is believed only when its folder's device signed it. A holder of the sync key writes a
     /// complete, well-sealed snapshot into B's folder (unsigned, or signed with a key that is not B's), claiming to hold
     /// every bundle and carrying a task nobody made: a device that joins skips it and lists it, applies nothing of it and
