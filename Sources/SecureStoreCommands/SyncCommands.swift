@@ -126,6 +126,10 @@ private struct SyncCleanJSON: Encodable {
     let removedSeenFiles: Int
     let removedOldGenerationFiles: Int
     let removedTemporaryFiles: Int
+    let removedAttachmentFiles: Int
+    let removedAttachmentBytes: Int64
+    let unreferencedAttachmentFiles: Int
+    let attachmentsWaitingFor: [String]
     let removedBytes: Int64
     let cleanedThrough: Int64
     let keptBundles: Int
@@ -140,6 +144,10 @@ private struct SyncCleanJSON: Encodable {
         removedSeenFiles = report.removedSeenFiles
         removedOldGenerationFiles = report.removedOldGenerationFiles
         removedTemporaryFiles = report.removedTemporaryFiles
+        removedAttachmentFiles = report.removedAttachmentFiles
+        removedAttachmentBytes = report.removedAttachmentBytes
+        unreferencedAttachmentFiles = report.unreferencedAttachmentFiles
+        attachmentsWaitingFor = report.attachmentsWaitingFor
         removedBytes = report.removedBytes
         cleanedThrough = report.cleanedThrough
         keptBundles = report.keptBundles
@@ -372,13 +380,15 @@ let syncCommand = Command(
                 another's) holds and that every known device has applied, by the seen vector it published — never its
                 newest bundle — its superseded snapshots and seen vectors, and its files in older key generations.
                 In git a commit deletes them (the history keeps them, sealed). A device that still needs them,
-                restored from an older backup, starts from the snapshot. Run 'sync snapshot' first. Docs/sync.md,
-                'Cleaning the remote'.
+                restored from an older backup, starts from the snapshot. Run 'sync snapshot' first. Also removes this
+                device's attachment chunks that no attachment needs, once unneeded for --attachment-grace (7d) and every
+                device has synced since. Docs/sync.md, 'Cleaning the remote'.
                 """,
-            options: [nameOption],
+            options: [attachmentGraceOption, nameOption],
             run: { invocation in
-                try withEngine(invocation) { engine in
-                    let cleaned = try engine.clean()
+                let grace = try invocation[attachmentGraceOption] ?? SyncEngine.defaultAttachmentGrace
+                return try withEngine(invocation) { engine in
+                    let cleaned = try engine.clean(attachmentGrace: grace)
                     if invocation.global.json {
                         try Console.json(SyncCleanJSON(cleaned))
                     } else {
@@ -388,6 +398,7 @@ let syncCommand = Command(
                                 + "\(cleaned.removedSeenFiles) old seen file(s)"
                                 + (cleaned.removedOldGenerationFiles > 0 ? ", and \(cleaned.removedOldGenerationFiles) file(s) of older key generations," : "")
                                 + (cleaned.removedTemporaryFiles > 0 ? ", and \(cleaned.removedTemporaryFiles) temporary file(s) of killed syncs," : "")
+                                + (cleaned.removedAttachmentFiles > 0 ? ", and \(cleaned.removedAttachmentFiles) attachment file(s) no attachment needs," : "")
                                 + " from the remote (\(cleaned.removedBytes) bytes); "
                                 + "\(cleaned.keptBundles) bundle(s) of this device kept\n")
                         if cleaned.snapshot == nil {
@@ -396,6 +407,14 @@ let syncCommand = Command(
                             Console.err(
                                 "waiting for \(cleaned.waitingFor.map { String($0.prefix(8)) }.joined(separator: ", ")) to sync: "
                                     + "they have not applied all the bundles the snapshot holds\n")
+                        }
+                        if cleaned.unreferencedAttachmentFiles > 0 {
+                            Console.err(
+                                "\(cleaned.unreferencedAttachmentFiles) attachment file(s) no attachment needs kept for now: "
+                                    + (cleaned.attachmentsWaitingFor.isEmpty
+                                        ? "within the grace period (--attachment-grace), or this device is not caught up"
+                                        : "waiting for \(cleaned.attachmentsWaitingFor.map { String($0.prefix(8)) }.joined(separator: ", ")) to sync")
+                                    + "\n")
                         }
                     }
                     return ExitStatus.success

@@ -19,6 +19,18 @@ public struct SyncCleanReport: Sendable, Equatable {
     public var removedOldGenerationFiles = 0
     /// Temporary files that a killed sync of this device left in its own folders of the remote, removed.
     public var removedTemporaryFiles = 0
+    /// This device's attachment chunks and manifests removed: no attachment this device knows needed them for the
+    /// grace period, and every known device had published a seen vector covering the moment they became unneeded
+    /// (Docs/sync.md, "Attachment chunks").
+    public var removedAttachmentFiles = 0
+    /// The bytes of those attachment files (counted in ``removedBytes`` too).
+    public var removedAttachmentBytes: Int64 = 0
+    /// This device's attachment files no attachment needs that stay for now: within the grace period, waiting for
+    /// ``attachmentsWaitingFor`` to sync, or not looked at because this device is not caught up (a bundle is
+    /// missing or was refused).
+    public var unreferencedAttachmentFiles = 0
+    /// Devices whose published seen vector does not cover the moment an attachment file became unneeded yet.
+    public var attachmentsWaitingFor: [String] = []
     /// The bytes of all the files removed.
     public var removedBytes: Int64 = 0
     /// This device's bundles numbered up to this one are gone from the remote now (0: none).
@@ -40,22 +52,31 @@ extension SyncEngine {
     /// history keeps them, sealed). The newest bundle of this device is always kept (it carries the chain on). A
     /// device that still needs a removed bundle (one restored from an older backup) starts from the snapshot.
     ///
+    /// It also removes this device's attachment chunks and manifests that no attachment it knows needs, once they
+    /// have been unneeded for `attachmentGrace` and every known device has published a seen vector covering the
+    /// moment this device first saw them so — never while a bundle is missing or refused here (a description in it
+    /// may need them). A device that holds the bytes writes again at its next sync what another device removed.
+    ///
     /// ```swift
     /// let cleaned = try engine.clean()
     /// print("removed \(cleaned.removedBundles) bundles (\(cleaned.removedBytes) bytes)")
     /// ```
     ///
+    /// - Parameter attachmentGrace: how long an attachment file stays unneeded before it goes
+    ///   (``defaultAttachmentGrace``: 7 days).
     /// - Throws: what ``sync()`` throws: a remote that cannot be reached (nothing is removed then), or — after the
     ///   cleanup, which goes on around it — a refused or missing bundle; or ``SyncError/Code-swift.struct/remote``.
     @discardableResult
-    public func clean() throws -> SyncCleanReport {
+    public func clean(attachmentGrace: Duration = SyncEngine.defaultAttachmentGrace) throws -> SyncCleanReport {
         try withSyncLock {
             var report = SyncCleanReport()
             // A refused or planted file is no reason to stop cleaning this device's own files: the cleanup goes on
             // around it, and the sync's refusal is reported afterwards.
             let failure: SyncError?
             (report.sync, failure) = try syncRound()
-            try cleanLocked(&report)
+            // Attachment files only when caught up: a bundle not applied yet may describe an attachment that needs them.
+            let caughtUp = failure == nil && report.sync.missingBundles.isEmpty
+            try cleanLocked(&report, attachmentGrace: caughtUp ? attachmentGrace : nil)
             if var failure {
                 failure.report = report.sync
                 throw failure
@@ -64,7 +85,7 @@ extension SyncEngine {
         }
     }
 
-    private func cleanLocked(_ report: inout SyncCleanReport) throws {
+    private func cleanLocked(_ report: inout SyncCleanReport, attachmentGrace: Duration?) throws {
         let root = layoutRoot
         let recorded = try database.read { db in try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) ?? 0 }
         let own = SyncLayout.bundles(root: root, device: device)
@@ -119,6 +140,28 @@ extension SyncEngine {
             for leftover in ScratchFiles.leftovers(in: mine) {
                 remove(leftover)
                 report.removedTemporaryFiles += 1
+            }
+        }
+
+        // This device's attachment chunks and manifests that nothing needs (SyncAttachmentCleanup.swift).
+        if let attachmentGrace {
+            let unreferenced = try unreferencedAttachmentFiles(grace: attachmentGrace, roster: roster)
+            var gone: [String] = []
+            for path in unreferenced.remove {
+                let before = report.removedBytes
+                remove(path)
+                guard removed.last == path else { continue }
+                report.removedAttachmentFiles += 1
+                report.removedAttachmentBytes += report.removedBytes - before
+                gone.append(namePart(path))
+            }
+            try forgetUnreferenced(gone)
+            report.unreferencedAttachmentFiles = unreferenced.kept + unreferenced.remove.count - gone.count
+            report.attachmentsWaitingFor = unreferenced.waitingFor
+        } else {
+            report.unreferencedAttachmentFiles = try database.read { db in
+                guard try db.tableExists("sync_unreferenced_chunks") else { return 0 }
+                return try db.scalar("SELECT count(*) FROM sync_unreferenced_chunks", as: Int.self) ?? 0
             }
         }
 
