@@ -185,7 +185,8 @@ import Tasks
     }
 
     /// A description in a bundle this device has not applied (B's bundle missing from the remote while a later one is
-    /// there) holds every attachment file back: A does not clean while it is not caught up. When the bundle is back,
+    /// there, and B's newest seen vector not delivered either, so B's vector does not hold A back) holds every
+    /// attachment file back: A does not clean while it is not caught up. When the bundle is back,
     /// A applies it, the bytes are needed again and nothing is unneeded.
     @Test func nothingGoesWhileABundleIsNotApplied() throws {
         let folder = try TemporaryDirectory()
@@ -205,9 +206,16 @@ import Tasks
         let onB = try b.tasks.create(title: "on B")
         let y = try b.tasks.attachments().add([.data(bytes, name: "y.bin")], to: onB.id)[0]
         try b.sync()
+        let deviceA = a.engine.device, deviceB = b.engine.device
+        // What a replication engine has delivered of B's next sync: its later bundle, but neither the bundle with
+        // the description nor B's newer seen vector (B's older one stays where A sees it).
+        let seen = root + "/seen/" + deviceB
+        let olderSeen = try FileManager.default.contentsOfDirectory(atPath: seen)
+        let saved = try olderSeen.map { ($0, try Data(contentsOf: URL(fileURLWithPath: seen + "/" + $0))) }
         _ = try b.tasks.create(title: "later on B")
         try b.sync()
-        let deviceA = a.engine.device, deviceB = b.engine.device
+        for name in try FileManager.default.contentsOfDirectory(atPath: seen) { try FileManager.default.removeItem(atPath: seen + "/" + name) }
+        for (name, data) in saved { try data.write(to: URL(fileURLWithPath: seen + "/" + name)) }
         let withheld = try #require(SyncLayout.bundles(root: root, device: deviceB).dropLast().last)
         let aside = folder.path + "-withheld"
         try FileManager.default.moveItem(atPath: withheld.path, toPath: aside)
