@@ -126,6 +126,8 @@ private struct SyncCleanJSON: Encodable {
     let removedSeenFiles: Int
     let removedOldGenerationFiles: Int
     let removedTemporaryFiles: Int
+    let removedFilesOfRemovedDevices: Int
+    let removedDevicesFilesWaitFor: [String]
     let removedAttachmentFiles: Int
     let removedAttachmentBytes: Int64
     let unreferencedAttachmentFiles: Int
@@ -144,6 +146,8 @@ private struct SyncCleanJSON: Encodable {
         removedSeenFiles = report.removedSeenFiles
         removedOldGenerationFiles = report.removedOldGenerationFiles
         removedTemporaryFiles = report.removedTemporaryFiles
+        removedFilesOfRemovedDevices = report.removedFilesOfRemovedDevices
+        removedDevicesFilesWaitFor = report.removedDevicesFilesWaitFor
         removedAttachmentFiles = report.removedAttachmentFiles
         removedAttachmentBytes = report.removedAttachmentBytes
         unreferencedAttachmentFiles = report.unreferencedAttachmentFiles
@@ -398,6 +402,8 @@ let syncCommand = Command(
                                 + "\(cleaned.removedSeenFiles) old seen file(s)"
                                 + (cleaned.removedOldGenerationFiles > 0 ? ", and \(cleaned.removedOldGenerationFiles) file(s) of older key generations," : "")
                                 + (cleaned.removedTemporaryFiles > 0 ? ", and \(cleaned.removedTemporaryFiles) temporary file(s) of killed syncs," : "")
+                                + (cleaned.removedFilesOfRemovedDevices > 0
+                                    ? ", and \(cleaned.removedFilesOfRemovedDevices) file(s) of removed devices in older key generations," : "")
                                 + (cleaned.removedAttachmentFiles > 0 ? ", and \(cleaned.removedAttachmentFiles) attachment file(s) no attachment needs," : "")
                                 + " from the remote (\(cleaned.removedBytes) bytes); "
                                 + "\(cleaned.keptBundles) bundle(s) of this device kept\n")

@@ -17,6 +17,12 @@ public struct SyncCleanReport: Sendable, Equatable {
     /// This device's files in older key generations removed (bundles, seen vectors, snapshots, attachment chunks:
     /// a generation that is not the newest is read by no device that can sync, Docs/sync.md "Removing a device").
     public var removedOldGenerationFiles = 0
+    /// Files of removed devices in older key generations, removed once every other device on this generation's
+    /// roster has published a seen vector in it (Docs/sync.md, "Removing a device").
+    public var removedFilesOfRemovedDevices = 0
+    /// Devices on this generation's roster that have published no seen vector in it yet: they hold back the removal
+    /// of removed devices' files in older generations.
+    public var removedDevicesFilesWaitFor: [String] = []
     /// Temporary files that a killed sync of this device left in its own folders of the remote, removed.
     public var removedTemporaryFiles = 0
     /// This device's attachment chunks and manifests removed: no attachment this device knows needed them for the
@@ -186,10 +192,12 @@ extension SyncEngine {
         // and syncs nothing until it has; then it starts this generation afresh), so its own files there are read by
         // nobody. The marker and key check stay (they say which generation is the newest); other devices' folders are
         // theirs to remove (a removed device's stay: remove them by hand).
-        for older in 1..<max(1, generation) {
+        // Removes `owner`'s folders in the older generation `older`; returns how many files went.
+        func removeOlderGenerationFiles(of owner: String, in older: Int) -> Int {
+            var count = 0
             let olderRoot = Self.layoutRoot(transport.root, generation: older)
             for folder in [SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, Self.attachmentsFolder] {
-                let mine = olderRoot + "/" + folder + "/" + device
+                let mine = olderRoot + "/" + folder + "/" + owner
                 var directories: [String] = []
                 var pending = [mine]
                 // Folders of ours only, each a directory itself: a symbolic link on the way is not followed.
@@ -204,11 +212,46 @@ extension SyncEngine {
                             pending.append(path)
                         } else {
                             remove(path)
-                            report.removedOldGenerationFiles += 1
+                            count += 1
                         }
                     }
                 }
                 for directory in directories.reversed() { try? removeDirectory(directory) }
+            }
+            return count
+        }
+        for older in 1..<max(1, generation) {
+            report.removedOldGenerationFiles += removeOlderGenerationFiles(of: device, in: older)
+        }
+        // A removed device's files there: once every other device that stays — on this generation's roster, or with a
+        // folder in an older generation — has published a verified seen vector here, every device that can sync has
+        // re-keyed into this generation (and undone, in its own database, what the removed device sent after its
+        // removal), so nobody reads them again. A device that never re-keys holds this back until it is removed too,
+        // as it holds back pruning. Any device that stays removes them then: two removals of one file never conflict
+        // (in git, one that loses a push race is dropped by the pull and done again by the next cleanup). Roster
+        // statements stay: a device on the old key reads its removal there.
+        if generation > 1 {
+            let removedDevices = try removedDeviceIDs(roster: roster).subtracting([device])
+            var stays = Set(roster.members.keys)
+            for older in 1..<generation { stays.formUnion(SyncLayout.deviceIDs(root: Self.layoutRoot(transport.root, generation: older))) }
+            let others = stays.subtracting(removedDevices).subtracting([device]).filter { roster.removed[$0] == nil }
+            let everyoneHere = others.allSatisfy { other in
+                SyncSeenFiles.newest(root: root, device: other, key: key, accept: { bytes in
+                    roster.accepts(bytes, device: other, sequence: 0, generation: self.generation)
+                }) != nil
+            }
+            if everyoneHere {
+                for older in 1..<generation {
+                    for removedDevice in removedDevices.sorted() where Self.isDeviceID(removedDevice) {
+                        report.removedFilesOfRemovedDevices += removeOlderGenerationFiles(of: removedDevice, in: older)
+                    }
+                }
+            } else {
+                report.removedDevicesFilesWaitFor = others.filter { other in
+                    SyncSeenFiles.newest(root: root, device: other, key: key, accept: { bytes in
+                        roster.accepts(bytes, device: other, sequence: 0, generation: self.generation)
+                    }) == nil
+                }.sorted()
             }
         }
         if !removed.isEmpty {
