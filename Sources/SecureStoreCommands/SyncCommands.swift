@@ -382,7 +382,8 @@ let syncCommand = Command(
             discussion: """
                 Removes from the remote only files this device wrote: its bundles that a snapshot (this device's or
                 another's) holds and that every known device has applied, by the seen vector it published — never its
-                newest bundle — its superseded snapshots and seen vectors, and its files in older key generations.
+                newest bundle — its superseded snapshots and seen vectors, and its files in older key generations
+                (and a removed device's there, once every device that stays has re-keyed).
                 In git a commit deletes them (the history keeps them, sealed). A device that still needs them,
                 restored from an older backup, starts from the snapshot. Run 'sync snapshot' first. Also removes this
                 device's attachment chunks that no attachment needs, once unneeded for --attachment-grace (7d) and every
