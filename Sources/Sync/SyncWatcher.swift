@@ -276,6 +276,7 @@ private final class SyncWatchLoop {
                     clockAfterSync = localClock()
                     // Something left waiting (a device that has not synced, a grace period) is looked at again next time.
                     changedSinceClean = !cleaned.waitingFor.isEmpty || cleaned.unreferencedAttachmentFiles > 0
+                        || !cleaned.removedDevicesFilesWaitFor.isEmpty
                     if cleaned.sync.appliedBundles + cleaned.sync.sentBundles > 0 { changedSinceSnapshot = true }
                     report(.cleaned(cleaned))
                 } catch let error as SyncError {
