@@ -298,4 +298,32 @@ import Tasks
         #expect(cleanedReports.last?.removedAttachmentFiles == 2, "\(cleanedReports)")
         #expect(Self.files(root, deviceA).isEmpty)
     }
+
+    /// `snapshotInterval`: the watcher writes a snapshot by itself once something was synced, and none again while
+    /// nothing is (three more due times pass with no second snapshot); a device that joins starts from it.
+    @Test func theWatcherSnapshotsOnItsScheduleOnlyWhenSomethingWasSynced() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        for index in 0..<3 { _ = try a.tasks.create(title: "task \(index)") }
+        var options = SyncWatchOptions()
+        options.snapshotInterval = .milliseconds(100)
+        let watcher = try SyncWatcher(engine: a.engine, options: options)
+        let guardThread = Thread { Thread.sleep(forTimeInterval: 30); watcher.stop() }
+        guardThread.start()
+        var snapshots: [SyncSnapshotInfo] = []
+        try watcher.run { event in
+            if case .snapshotted(let info) = event {
+                snapshots.append(info)
+                if snapshots.count == 1 { Thread { Thread.sleep(forTimeInterval: 0.4); watcher.stop() }.start() }
+            }
+        }
+        #expect(snapshots.count == 1, "\(snapshots)")
+        #expect(snapshots.first?.rows == 3)
+        #expect(FileManager.default.fileExists(atPath: root + "/" + (snapshots.first?.path ?? "?") + "/manifest"))
+        try b.join(.folder(root), code)
+        #expect(try b.sync().snapshot == snapshots.first?.path)
+        #expect(try b.rows() == (try a.rows()))
+    }
 }
