@@ -126,6 +126,12 @@ private struct SyncCleanJSON: Encodable {
     let removedSeenFiles: Int
     let removedOldGenerationFiles: Int
     let removedTemporaryFiles: Int
+    let removedFilesOfRemovedDevices: Int
+    let removedDevicesFilesWaitFor: [String]
+    let removedAttachmentFiles: Int
+    let removedAttachmentBytes: Int64
+    let unreferencedAttachmentFiles: Int
+    let attachmentsWaitingFor: [String]
     let removedBytes: Int64
     let cleanedThrough: Int64
     let keptBundles: Int
@@ -140,6 +146,12 @@ private struct SyncCleanJSON: Encodable {
         removedSeenFiles = report.removedSeenFiles
         removedOldGenerationFiles = report.removedOldGenerationFiles
         removedTemporaryFiles = report.removedTemporaryFiles
+        removedFilesOfRemovedDevices = report.removedFilesOfRemovedDevices
+        removedDevicesFilesWaitFor = report.removedDevicesFilesWaitFor
+        removedAttachmentFiles = report.removedAttachmentFiles
+        removedAttachmentBytes = report.removedAttachmentBytes
+        unreferencedAttachmentFiles = report.unreferencedAttachmentFiles
+        attachmentsWaitingFor = report.attachmentsWaitingFor
         removedBytes = report.removedBytes
         cleanedThrough = report.cleanedThrough
         keptBundles = report.keptBundles
@@ -370,15 +382,18 @@ let syncCommand = Command(
             discussion: """
                 Removes from the remote only files this device wrote: its bundles that a snapshot (this device's or
                 another's) holds and that every known device has applied, by the seen vector it published — never its
-                newest bundle — its superseded snapshots and seen vectors, and its files in older key generations.
+                newest bundle — its superseded snapshots and seen vectors, and its files in older key generations
+                (and a removed device's there, once every device that stays has re-keyed).
                 In git a commit deletes them (the history keeps them, sealed). A device that still needs them,
-                restored from an older backup, starts from the snapshot. Run 'sync snapshot' first. Docs/sync.md,
-                'Cleaning the remote'.
+                restored from an older backup, starts from the snapshot. Run 'sync snapshot' first. Also removes this
+                device's attachment chunks that no attachment needs, once unneeded for --attachment-grace (7d) and every
+                device has synced since. Docs/sync.md, 'Cleaning the remote'.
                 """,
-            options: [nameOption],
+            options: [attachmentGraceOption, nameOption],
             run: { invocation in
-                try withEngine(invocation) { engine in
-                    let cleaned = try engine.clean()
+                let grace = try invocation[attachmentGraceOption] ?? SyncEngine.defaultAttachmentGrace
+                return try withEngine(invocation) { engine in
+                    let cleaned = try engine.clean(attachmentGrace: grace)
                     if invocation.global.json {
                         try Console.json(SyncCleanJSON(cleaned))
                     } else {
@@ -388,6 +403,9 @@ let syncCommand = Command(
                                 + "\(cleaned.removedSeenFiles) old seen file(s)"
                                 + (cleaned.removedOldGenerationFiles > 0 ? ", and \(cleaned.removedOldGenerationFiles) file(s) of older key generations," : "")
                                 + (cleaned.removedTemporaryFiles > 0 ? ", and \(cleaned.removedTemporaryFiles) temporary file(s) of killed syncs," : "")
+                                + (cleaned.removedFilesOfRemovedDevices > 0
+                                    ? ", and \(cleaned.removedFilesOfRemovedDevices) file(s) of removed devices in older key generations," : "")
+                                + (cleaned.removedAttachmentFiles > 0 ? ", and \(cleaned.removedAttachmentFiles) attachment file(s) no attachment needs," : "")
                                 + " from the remote (\(cleaned.removedBytes) bytes); "
                                 + "\(cleaned.keptBundles) bundle(s) of this device kept\n")
                         if cleaned.snapshot == nil {
@@ -396,6 +414,14 @@ let syncCommand = Command(
                             Console.err(
                                 "waiting for \(cleaned.waitingFor.map { String($0.prefix(8)) }.joined(separator: ", ")) to sync: "
                                     + "they have not applied all the bundles the snapshot holds\n")
+                        }
+                        if cleaned.unreferencedAttachmentFiles > 0 {
+                            Console.err(
+                                "\(cleaned.unreferencedAttachmentFiles) attachment file(s) no attachment needs kept for now: "
+                                    + (cleaned.attachmentsWaitingFor.isEmpty
+                                        ? "within the grace period (--attachment-grace), or this device is not caught up"
+                                        : "waiting for \(cleaned.attachmentsWaitingFor.map { String($0.prefix(8)) }.joined(separator: ", ")) to sync")
+                                    + "\n")
                         }
                     }
                     return ExitStatus.success

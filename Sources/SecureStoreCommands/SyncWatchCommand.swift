@@ -12,6 +12,34 @@ private let debounceOption = Option<Int>.wholeNumber(
     help: "How long to wait after the last change before syncing (default 200): a burst of changes makes one sync.",
     minimum: 0, maximum: 60_000)
 
+extension Option where Value == Duration {
+    /// An option whose value is a duration: a whole number followed by s, m, h or d (seconds without one), from
+    /// `minimum` seconds: `90`, `15m`, `7d`.
+    static func duration(_ name: String, help: String, minimum: Int = 0) -> Self {
+        Self(name, valueName: "DURATION", help: help, expected: "a duration of at least \(minimum) s (90, 90s, 15m, 2h, 7d)") { text in
+            let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+            var digits = Substring(text), unit = 1
+            if let last = text.last, let factor = units[last] {
+                digits = text.dropLast()
+                unit = factor
+            }
+            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int(digits), number <= 3_650 * 86_400 / unit,
+                number * unit >= minimum
+            else { return nil }
+            return .seconds(number * unit)
+        }
+    }
+}
+
+/// `--attachment-grace` of `sync clean` and `sync watch`.
+let attachmentGraceOption = Option<Duration>.duration(
+    "attachment-grace",
+    help: "How long an attachment chunk no attachment needs stays on the remote before a cleanup removes it (default 7d).")
+private let snapshotEveryOption = Option<Duration>.duration(
+    "snapshot-every", help: "Write a snapshot this often, when something was synced since the last one (default: never).", minimum: 1)
+private let cleanEveryOption = Option<Duration>.duration(
+    "clean-every", help: "Run 'sync clean' this often, when something was synced since the last one (default: never).", minimum: 1)
+
 /// One line of `sync watch --json`: what the watcher did (Docs/json/sync-watch.schema.json).
 private struct SyncWatchJSON: Encodable {
     let event: String
@@ -24,6 +52,9 @@ private struct SyncWatchJSON: Encodable {
     let newConflicts: Int
     @Nullable var message: String?
     @Nullable var retryInSeconds: Double?
+    /// `cleaned`: files and bytes removed from the remote.
+    @Nullable var removedFiles: Int?
+    @Nullable var removedBytes: Int64?
 
     init(_ event: String, cause: String? = nil, report: SyncReport? = nil, message: String? = nil, retryIn: Duration? = nil) {
         self.event = event
@@ -55,7 +86,7 @@ let syncWatchCommand = Command(
         or SIGHUP end it between two syncs, with status 0 (a second signal at once). Prints a line when a sync brought or sent something
         (--json: one line per event). Docs/sync.md, 'Syncing by itself'; the systemd user unit: 'securestore-sync-watch'.
         """,
-    options: [fetchIntervalOption, debounceOption, nameOption],
+    options: [fetchIntervalOption, debounceOption, snapshotEveryOption, cleanEveryOption, attachmentGraceOption, nameOption],
     run: { invocation in
         // Before anything else: a signal from now on ends the watcher between two syncs, never during one.
         let signals: FileDescriptor
@@ -67,6 +98,9 @@ let syncWatchCommand = Command(
         var options = SyncWatchOptions()
         if let interval = try invocation[fetchIntervalOption] { options.fetchInterval = .seconds(interval) }
         if let debounce = try invocation[debounceOption] { options.debounce = .milliseconds(debounce) }
+        options.snapshotInterval = try invocation[snapshotEveryOption]
+        options.cleanInterval = try invocation[cleanEveryOption]
+        if let grace = try invocation[attachmentGraceOption] { options.attachmentGrace = grace }
         let json = invocation.global.json
         let context = try Context(invocation)
         let database = try openDatabase(invocation, context)
@@ -106,6 +140,27 @@ let syncWatchCommand = Command(
                     Console.err(
                         "\(timestampTextInSeconds(Date())) synced again after \(failures) failed attempt(s): applied "
                             + "\(report.appliedBundles) bundle(s), sent \(report.sentBundles)\n")
+                case .snapshotted(let info):
+                    if json { try? Console.json(SyncWatchJSON("snapshotted", cause: SyncWatchCause.schedule.rawValue, message: info.path)) }
+                    if !json {
+                        Console.err(
+                            "\(timestampTextInSeconds(Date())) wrote the snapshot '\(escapedForTerminal(info.path))': \(info.rows) row(s) "
+                                + "in \(info.files) file(s)\n")
+                    }
+                case .cleaned(let cleaned):
+                    let files = cleaned.removedBundles + cleaned.removedSnapshots + cleaned.removedSeenFiles
+                        + cleaned.removedOldGenerationFiles + cleaned.removedTemporaryFiles + cleaned.removedAttachmentFiles
+                    if json {
+                        var line = SyncWatchJSON("cleaned", cause: SyncWatchCause.schedule.rawValue, report: cleaned.sync)
+                        line.removedFiles = files
+                        line.removedBytes = cleaned.removedBytes
+                        try? Console.json(line)
+                    }
+                    if !json && files > 0 {
+                        Console.err(
+                            "\(timestampTextInSeconds(Date())) cleaned: removed \(cleaned.removedBundles) bundle(s) and "
+                                + "\(cleaned.removedAttachmentFiles) attachment file(s) among \(files) file(s) (\(cleaned.removedBytes) bytes)\n")
+                    }
                 case .stopped:
                     if json { try? Console.json(SyncWatchJSON("stopped")) }
                     Console.err("stopped\n")

@@ -242,7 +242,10 @@ extension SyncEngine {
         // fetched: the tasks still sync, and `db verify` names the damage.
         let held: [UUID: Bool] = Dictionary(uniqueKeysWithValues: all.compactMap { a in (try? store.hasBytes(a)).map { (a.id, $0) } })
         for attachment in all where synced.contains(attachment.owner.table) && held[attachment.id] == true {
-            guard remote[hexString(keys.manifestName(attachment))] == nil else { continue }
+            // On the remote with all its chunks: nothing to write. A chunk that another device's cleanup removed (it
+            // had those bytes too, and this device wrote none of them) is written again here.
+            let manifestHex = hexString(keys.manifestName(attachment))
+            if let path = remote[manifestHex], chunksPresent(manifestHex, path: path, remote: remote, keys: keys) { continue }
             do {
                 try upload(attachment, store: store, keys: keys, remote: &remote, report: &report)
             } catch let error as SecureStoreError where error.code == SecureStoreError.Code.verificationFailed {

@@ -17,8 +17,26 @@ public struct SyncCleanReport: Sendable, Equatable {
     /// This device's files in older key generations removed (bundles, seen vectors, snapshots, attachment chunks:
     /// a generation that is not the newest is read by no device that can sync, Docs/sync.md "Removing a device").
     public var removedOldGenerationFiles = 0
+    /// Files of removed devices in older key generations, removed once every other device on this generation's
+    /// roster has published a seen vector in it (Docs/sync.md, "Removing a device").
+    public var removedFilesOfRemovedDevices = 0
+    /// Devices on this generation's roster that have published no seen vector in it yet: they hold back the removal
+    /// of removed devices' files in older generations.
+    public var removedDevicesFilesWaitFor: [String] = []
     /// Temporary files that a killed sync of this device left in its own folders of the remote, removed.
     public var removedTemporaryFiles = 0
+    /// This device's attachment chunks and manifests removed: no attachment this device knows needed them for the
+    /// grace period, and every known device had published a seen vector covering the moment they became unneeded
+    /// (Docs/sync.md, "Attachment chunks").
+    public var removedAttachmentFiles = 0
+    /// The bytes of those attachment files (counted in ``removedBytes`` too).
+    public var removedAttachmentBytes: Int64 = 0
+    /// This device's attachment files no attachment needs that stay for now: within the grace period, waiting for
+    /// ``attachmentsWaitingFor`` to sync, or not looked at because this device is not caught up (a bundle is
+    /// missing or was refused).
+    public var unreferencedAttachmentFiles = 0
+    /// Devices whose published seen vector does not cover the moment an attachment file became unneeded yet.
+    public var attachmentsWaitingFor: [String] = []
     /// The bytes of all the files removed.
     public var removedBytes: Int64 = 0
     /// This device's bundles numbered up to this one are gone from the remote now (0: none).
@@ -40,22 +58,31 @@ extension SyncEngine {
     /// history keeps them, sealed). The newest bundle of this device is always kept (it carries the chain on). A
     /// device that still needs a removed bundle (one restored from an older backup) starts from the snapshot.
     ///
+    /// It also removes this device's attachment chunks and manifests that no attachment it knows needs, once they
+    /// have been unneeded for `attachmentGrace` and every known device has published a seen vector covering the
+    /// moment this device first saw them so — never while a bundle is missing or refused here (a description in it
+    /// may need them). A device that holds the bytes writes again at its next sync what another device removed.
+    ///
     /// ```swift
     /// let cleaned = try engine.clean()
     /// print("removed \(cleaned.removedBundles) bundles (\(cleaned.removedBytes) bytes)")
     /// ```
     ///
+    /// - Parameter attachmentGrace: how long an attachment file stays unneeded before it goes
+    ///   (``defaultAttachmentGrace``: 7 days).
     /// - Throws: what ``sync()`` throws: a remote that cannot be reached (nothing is removed then), or — after the
     ///   cleanup, which goes on around it — a refused or missing bundle; or ``SyncError/Code-swift.struct/remote``.
     @discardableResult
-    public func clean() throws -> SyncCleanReport {
+    public func clean(attachmentGrace: Duration = SyncEngine.defaultAttachmentGrace) throws -> SyncCleanReport {
         try withSyncLock {
             var report = SyncCleanReport()
             // A refused or planted file is no reason to stop cleaning this device's own files: the cleanup goes on
             // around it, and the sync's refusal is reported afterwards.
             let failure: SyncError?
             (report.sync, failure) = try syncRound()
-            try cleanLocked(&report)
+            // Attachment files only when caught up: a bundle not applied yet may describe an attachment that needs them.
+            let caughtUp = failure == nil && report.sync.missingBundles.isEmpty
+            try cleanLocked(&report, attachmentGrace: caughtUp ? attachmentGrace : nil)
             if var failure {
                 failure.report = report.sync
                 throw failure
@@ -64,7 +91,7 @@ extension SyncEngine {
         }
     }
 
-    private func cleanLocked(_ report: inout SyncCleanReport) throws {
+    private func cleanLocked(_ report: inout SyncCleanReport, attachmentGrace: Duration?) throws {
         let root = layoutRoot
         let recorded = try database.read { db in try db.scalar("SELECT sequence FROM sync_state", as: Int64.self) ?? 0 }
         let own = SyncLayout.bundles(root: root, device: device)
@@ -122,6 +149,28 @@ extension SyncEngine {
             }
         }
 
+        // This device's attachment chunks and manifests that nothing needs (SyncAttachmentCleanup.swift).
+        if let attachmentGrace {
+            let unreferenced = try unreferencedAttachmentFiles(grace: attachmentGrace, roster: roster)
+            var gone: [String] = []
+            for path in unreferenced.remove {
+                let before = report.removedBytes
+                remove(path)
+                guard removed.last == path else { continue }
+                report.removedAttachmentFiles += 1
+                report.removedAttachmentBytes += report.removedBytes - before
+                gone.append(namePart(path))
+            }
+            try forgetUnreferenced(gone)
+            report.unreferencedAttachmentFiles = unreferenced.kept + unreferenced.remove.count - gone.count
+            report.attachmentsWaitingFor = unreferenced.waitingFor
+        } else {
+            report.unreferencedAttachmentFiles = try database.read { db in
+                guard try db.tableExists("sync_unreferenced_chunks") else { return 0 }
+                return try db.scalar("SELECT count(*) FROM sync_unreferenced_chunks", as: Int.self) ?? 0
+            }
+        }
+
         // This device's snapshots other than its newest complete one (left by a `sync snapshot` that was interrupted).
         let snapshots = SyncSnapshotFiles.numbers(root: root, device: device)
         if let keep = snapshots.first(where: {
@@ -143,10 +192,12 @@ extension SyncEngine {
         // and syncs nothing until it has; then it starts this generation afresh), so its own files there are read by
         // nobody. The marker and key check stay (they say which generation is the newest); other devices' folders are
         // theirs to remove (a removed device's stay: remove them by hand).
-        for older in 1..<max(1, generation) {
+        // Removes `owner`'s folders in the older generation `older`; returns how many files went.
+        func removeOlderGenerationFiles(of owner: String, in older: Int) -> Int {
+            var count = 0
             let olderRoot = Self.layoutRoot(transport.root, generation: older)
             for folder in [SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, Self.attachmentsFolder] {
-                let mine = olderRoot + "/" + folder + "/" + device
+                let mine = olderRoot + "/" + folder + "/" + owner
                 var directories: [String] = []
                 var pending = [mine]
                 // Folders of ours only, each a directory itself: a symbolic link on the way is not followed.
@@ -161,11 +212,46 @@ extension SyncEngine {
                             pending.append(path)
                         } else {
                             remove(path)
-                            report.removedOldGenerationFiles += 1
+                            count += 1
                         }
                     }
                 }
                 for directory in directories.reversed() { try? removeDirectory(directory) }
+            }
+            return count
+        }
+        for older in 1..<max(1, generation) {
+            report.removedOldGenerationFiles += removeOlderGenerationFiles(of: device, in: older)
+        }
+        // A removed device's files there: once every other device that stays — on this generation's roster, or with a
+        // folder in an older generation — has published a verified seen vector here, every device that can sync has
+        // re-keyed into this generation (and undone, in its own database, what the removed device sent after its
+        // removal), so nobody reads them again. A device that never re-keys holds this back until it is removed too,
+        // as it holds back pruning. Any device that stays removes them then: two removals of one file never conflict
+        // (in git, one that loses a push race is dropped by the pull and done again by the next cleanup). Roster
+        // statements stay: a device on the old key reads its removal there.
+        if generation > 1 {
+            let removedDevices = try removedDeviceIDs(roster: roster).subtracting([device])
+            var stays = Set(roster.members.keys)
+            for older in 1..<generation { stays.formUnion(SyncLayout.deviceIDs(root: Self.layoutRoot(transport.root, generation: older))) }
+            let others = stays.subtracting(removedDevices).subtracting([device]).filter { roster.removed[$0] == nil }
+            let everyoneHere = others.allSatisfy { other in
+                SyncSeenFiles.newest(root: root, device: other, key: key, accept: { bytes in
+                    roster.accepts(bytes, device: other, sequence: 0, generation: self.generation)
+                }) != nil
+            }
+            if everyoneHere {
+                for older in 1..<generation {
+                    for removedDevice in removedDevices.sorted() where Self.isDeviceID(removedDevice) {
+                        report.removedFilesOfRemovedDevices += removeOlderGenerationFiles(of: removedDevice, in: older)
+                    }
+                }
+            } else {
+                report.removedDevicesFilesWaitFor = others.filter { other in
+                    SyncSeenFiles.newest(root: root, device: other, key: key, accept: { bytes in
+                        roster.accepts(bytes, device: other, sequence: 0, generation: self.generation)
+                    }) == nil
+                }.sorted()
             }
         }
         if !removed.isEmpty {

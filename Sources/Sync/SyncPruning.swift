@@ -318,11 +318,16 @@ extension SyncEngine {
         // A planted folder of this generation is no device's (see ``plantedDeviceFolders()``).
         known.subtract(try plantedDeviceFolders())
         known.insert(device)
+        return known.subtracting(try removedDeviceIDs(roster: roster))
+    }
+
+    /// The devices `remove-device` removed: on the roster, in this database, and in the signed list of removed devices.
+    func removedDeviceIDs(roster: SyncRoster) throws -> Set<String> {
         let removed = try database.read { db in
             try db.tableExists("sync_removed") ? try db.fetch("SELECT device FROM sync_removed") { try $0.string(at: 0) } : []
         }
-        return known.subtracting(removed).subtracting(roster.removed.keys)
-            .subtracting(SyncRemovedDevices.read(root: layoutRoot, key: key, accept: { roster.signedByMember($0, generation: self.generation) }))
+        return Set(removed).union(roster.removed.keys)
+            .union(SyncRemovedDevices.read(root: layoutRoot, key: key, accept: { roster.signedByMember($0, generation: self.generation) }))
     }
 
     /// Writes this device's seen vector when it changed (before this sync's bundles are published, so it travels

@@ -22,6 +22,14 @@ public struct SyncWatchOptions: Sendable, Equatable {
     public var firstBackoff: Duration = .seconds(2)
     /// The longest wait between two attempts while the remote cannot be reached: 5 min.
     public var longestBackoff: Duration = .seconds(300)
+    /// How often the watcher writes a snapshot (``SyncEngine/writeSnapshot()``), when this device synced something
+    /// since its last one; nil (the default): never — which device pays a snapshot's full scan is the person's choice.
+    public var snapshotInterval: Duration?
+    /// How often the watcher cleans the remote (``SyncEngine/clean(attachmentGrace:)``), when something was synced
+    /// since its last cleanup or that cleanup left something waiting; nil (the default): never.
+    public var cleanInterval: Duration?
+    /// The grace period of the watcher's cleanups for attachment files: ``SyncEngine/defaultAttachmentGrace``.
+    public var attachmentGrace: Duration = SyncEngine.defaultAttachmentGrace
 
     /// The defaults.
     public init() {}
@@ -37,6 +45,8 @@ public enum SyncWatchCause: String, Sendable, Equatable {
     case remoteChange = "remote change"
     /// An earlier sync failed and this is the next attempt.
     case retry
+    /// A scheduled snapshot or cleanup (``SyncWatchOptions/snapshotInterval``, ``SyncWatchOptions/cleanInterval``).
+    case schedule
 }
 
 /// What a ``SyncWatcher`` did: handed to the function given to ``SyncWatcher/run(_:)``, in order.
@@ -50,6 +60,10 @@ public enum SyncWatchEvent: Sendable {
     case failed(SyncError, cause: SyncWatchCause, retryIn: Duration?)
     /// A sync succeeded after `failures` failed ones.
     case recovered(SyncReport, failures: Int)
+    /// A scheduled snapshot was written (``SyncWatchOptions/snapshotInterval``).
+    case snapshotted(SyncSnapshotInfo)
+    /// A scheduled cleanup ran (``SyncWatchOptions/cleanInterval``).
+    case cleaned(SyncCleanReport)
     /// The watcher stopped (``SyncWatcher/stop()`` or a signal), between two syncs.
     case stopped
 }
@@ -151,6 +165,13 @@ private final class SyncWatchLoop {
     var failures = 0
     var lastFailure: String?
     var retryAt: ContinuousClock.Instant?
+    /// When the next scheduled snapshot and cleanup are due (nil: not scheduled).
+    var nextSnapshot: ContinuousClock.Instant?
+    var nextClean: ContinuousClock.Instant?
+    /// A sync applied or sent something since the last snapshot, or since the last cleanup (or that cleanup left
+    /// something waiting): only then is the next one worth its cost.
+    var changedSinceSnapshot = true
+    var changedSinceClean = true
 
     init(watcher: SyncWatcher, report: @escaping (SyncWatchEvent) -> Void) throws {
         self.watcher = watcher
@@ -182,10 +203,12 @@ private final class SyncWatchLoop {
         report(.started(watching: [databaseFolder] + (folderRoot.map { [$0] } ?? [])))
         syncNow(.start)
         if case .git = engine.remote { nextFetch = clock.now + options.fetchInterval }
+        nextSnapshot = options.snapshotInterval.map { clock.now + $0 }
+        nextClean = options.cleanInterval.map { clock.now + $0 }
         var descriptors = [watch.descriptor, watcher.stopReader.rawValue]
         if let signals { descriptors.append(signals.rawValue) }
         while true {
-            let deadline = [local.due, remote.due, retryAt, nextFetch].compactMap { $0 }.min()
+            let deadline = [local.due, remote.due, retryAt, nextFetch, nextSnapshot, nextClean].compactMap { $0 }.min()
             let ready = waitForInput(descriptors, timeout: deadline.map { clock.now.duration(to: $0) }.map { max($0, .zero) })
             if ready[1] || (ready.count > 2 && ready[2]) {
                 report(.stopped)
@@ -220,6 +243,46 @@ private final class SyncWatchLoop {
                         failed(SyncError(SyncError.Code.remote, "\(error)"), .remoteChange)
                     }
                     nextFetch = clock.now + options.fetchInterval
+                }
+            }
+            scheduled()
+        }
+    }
+
+    /// The scheduled snapshot and cleanup, when due (not while a failed sync waits for its retry: the remote is not
+    /// there). Each is skipped, at no cost, when nothing was synced since the last one.
+    func scheduled() {
+        if let due = nextSnapshot, due <= clock.now, let interval = options.snapshotInterval {
+            nextSnapshot = clock.now + interval
+            if retryAt == nil && changedSinceSnapshot {
+                do {
+                    let info = try engine.writeSnapshot()
+                    changedSinceSnapshot = false
+                    changedSinceClean = true  // a new snapshot may let the cleanup remove more
+                    clockAfterSync = localClock()
+                    report(.snapshotted(info))
+                } catch let error as SyncError {
+                    failed(error, .schedule)
+                } catch {
+                    failed(SyncError(SyncError.Code.remote, "\(error)"), .schedule)
+                }
+            }
+        }
+        if let due = nextClean, due <= clock.now, let interval = options.cleanInterval {
+            nextClean = clock.now + interval
+            if retryAt == nil && changedSinceClean {
+                do {
+                    let cleaned = try engine.clean(attachmentGrace: options.attachmentGrace)
+                    clockAfterSync = localClock()
+                    // Something left waiting (a device that has not synced, a grace period) is looked at again next time.
+                    changedSinceClean = !cleaned.waitingFor.isEmpty || cleaned.unreferencedAttachmentFiles > 0
+                        || !cleaned.removedDevicesFilesWaitFor.isEmpty
+                    if cleaned.sync.appliedBundles + cleaned.sync.sentBundles > 0 { changedSinceSnapshot = true }
+                    report(.cleaned(cleaned))
+                } catch let error as SyncError {
+                    failed(error, .schedule)
+                } catch {
+                    failed(SyncError(SyncError.Code.remote, "\(error)"), .schedule)
                 }
             }
         }
@@ -303,6 +366,10 @@ private final class SyncWatchLoop {
         do {
             let result = try engine.sync()
             clockAfterSync = localClock()
+            if result.appliedBundles + result.sentBundles > 0 {
+                changedSinceSnapshot = true
+                changedSinceClean = true
+            }
             // A commit made while this sync ran (its events are read after it) is not in what it sent.
             if !again && hasUnsentChanges() {
                 syncAgain = true

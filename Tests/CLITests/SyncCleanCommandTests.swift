@@ -283,9 +283,11 @@ private func object(_ text: String) -> [String: Any] {
     }
 
     /// After `remove-device` (a new key generation), each device that stays removes its own files of the older
-    /// generation with its next cleanup — bundles, seen vectors, snapshot, attachment chunks — while the marker, the
-    /// key check and the removed device's files stay; the devices go on, a device that joins with the new code holds
-    /// the same tasks, and the removed one still reads nothing new.
+    /// generation with its next cleanup — bundles, seen vectors, snapshot, attachment chunks — while the marker and
+    /// the key check stay. The removed device's files stay while a device that stays (B) has not re-keyed and
+    /// published a seen vector in the new generation (`removedDevicesFilesWaitFor` names it), and go with the next
+    /// cleanup once it has (`removedFilesOfRemovedDevices`); its roster statement stays. The devices go on, a device
+    /// that joins with the new code holds the same tasks, and the removed one still reads nothing new.
     @Test func aCleanupRemovesThisDevicesFilesOfOlderKeyGenerations() throws {
         let remote = work.path + "/generations"
         let a = SyncCLIDevice("gen-a", under: work.path), b = SyncCLIDevice("gen-b", under: work.path)
@@ -300,7 +302,6 @@ private func object(_ text: String) -> [String: Any] {
         try a.ok(["sync", "snapshot"])
         let deviceA = try a.deviceID(), deviceB = try b.deviceID(), deviceC = try c.deviceID()
         let newCode = try #require(object(try a.ok(["--json", "sync", "remove-device", String(deviceC.prefix(8))]).stdout)["pairingCode"] as? String)
-        try b.ok(["sync", "rekey"], input: newCode + "\n")
         func generationOneFiles(of device: String) -> [String] {
             filesUnder(remote).map { String($0.path.dropFirst(remote.count + 1)) }
                 // Roster statements stay: a device still on the old key must read the signed removal there.
@@ -313,10 +314,18 @@ private func object(_ text: String) -> [String: Any] {
 
         let cleaned = object(try a.ok(["--json", "sync", "clean"]).stdout)
         #expect(cleaned["removedOldGenerationFiles"] as? Int ?? 0 >= 4, "\(cleaned)")
+        #expect(cleaned["removedFilesOfRemovedDevices"] as? Int == 0)
+        #expect(cleaned["removedDevicesFilesWaitFor"] as? [String] == [deviceB], "\(cleaned)")
+        #expect(generationOneFiles(of: deviceC) == removedC, "B has not re-keyed: the removed device's files stay")
+        try b.ok(["sync", "rekey"], input: newCode + "\n")
+        try b.ok(["sync", "now"])
         #expect(object(try b.ok(["--json", "sync", "clean"]).stdout)["removedOldGenerationFiles"] as? Int ?? 0 >= 2)
         #expect(generationOneFiles(of: deviceA) == [])
         #expect(generationOneFiles(of: deviceB) == [])
-        #expect(generationOneFiles(of: deviceC) == removedC, "the removed device's files are not A's or B's to remove")
+        #expect(generationOneFiles(of: deviceC) == [], "every device that stays is in the new generation: C's files went")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: remote + "/roster").contains(deviceC), "C's roster statement stays")
+        let again = object(try a.ok(["--json", "sync", "clean"]).stdout)
+        #expect(again["removedFilesOfRemovedDevices"] as? Int == 0 && again["removedDevicesFilesWaitFor"] as? [String] == [], "\(again)")
         for name in ["securestore-sync", "key-check", "generation-2/key-check", "generation-2/removed"] {
             #expect(FileManager.default.fileExists(atPath: remote + "/" + name), "\(name) stays")
         }

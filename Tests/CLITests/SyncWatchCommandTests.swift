@@ -107,7 +107,9 @@ private func titles(_ device: SyncCLIDevice) throws -> [String] {
         try device.ok(["tasks", "add", "Water", "the", "plants"])
         let before = try device.databaseDigest()
         for (arguments, option) in [(["--fetch-interval", "0"], "--fetch-interval"), (["--debounce", "-5"], "--debounce"),
-                                    (["--debounce", "999999"], "--debounce"), (["--fetch-interval", "soon"], "--fetch-interval")] {
+                                    (["--debounce", "999999"], "--debounce"), (["--fetch-interval", "soon"], "--fetch-interval"),
+                                    (["--clean-every", "0"], "--clean-every"), (["--snapshot-every", "1w"], "--snapshot-every"),
+                                    (["--attachment-grace", "-1"], "--attachment-grace")] {
             let result = try device.run(["sync", "watch"] + arguments)
             #expect(result.status == 64, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains(option), "\(arguments): \(result.stderr)")
@@ -116,6 +118,38 @@ private func titles(_ device: SyncCLIDevice) throws -> [String] {
         #expect(unsynced.status == 66, "\(unsynced.stderr)")
         #expect(unsynced.stderr.contains("sync init"), "\(unsynced.stderr)")
         #expect(try device.databaseDigest() == before)
+    }
+
+    /// `--clean-every`: a watcher cleans by itself. A detached A's attachment and both devices synced; A's watcher,
+    /// with a 1 s schedule and no grace, removes its chunk and manifest without any command ("cleaned" with the files
+    /// counted), and the next scheduled cleanup, with nothing synced since, does not run.
+    @Test func theWatcherCleansOnItsSchedule() throws {
+        let folder = work.path + "/shared"
+        let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
+        let task = try #require(
+            (try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "add", "Scan"]).stdout.utf8)) as? [String: Any])?["id"] as? String)
+        let file = work.path + "/scan.bin"
+        try Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: URL(fileURLWithPath: file))
+        try a.ok(["tasks", "attach", task, file])
+        let code = try a.ok(["sync", "init", "--folder", folder]).stdout.trimmingCharacters(in: .newlines)
+        try b.ok(["sync", "join", "--folder", folder], input: code + "\n")
+        let listed = try JSONSerialization.jsonObject(with: Data(try a.ok(["--json", "tasks", "attachments", task]).stdout.utf8)) as? [[String: Any]]
+        try a.ok(["tasks", "detach", try #require(listed?.first?["id"] as? String)])
+        try a.ok(["sync", "now"])
+        try b.ok(["sync", "now"])
+        let device = try #require(try FileManager.default.contentsOfDirectory(atPath: folder + "/attachments").first)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/attachments/" + device).count == 2)
+
+        let watcher = try Watcher(a, ["--clean-every", "1", "--attachment-grace", "0"])
+        #expect(watcher.waitFor("cleaned"), "\(watcher.stderr)")
+        let cleaned = try #require(watcher.events.first { $0["event"] as? String == "cleaned" })
+        #expect(cleaned["cause"] as? String == "schedule")
+        #expect((cleaned["removedFiles"] as? Int ?? 0) >= 2, "\(cleaned)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/attachments/" + device).isEmpty)
+        Thread.sleep(forTimeInterval: 2.5)
+        #expect(watcher.count("cleaned") == 1, "nothing synced since: no second cleanup \(watcher.events)")
+        watcher.process.kill(SIGTERM)
+        #expect(watcher.waitForExit(seconds: 60) == 0, "\(watcher.stderr)")
     }
 
     /// Two devices on one folder, each with a watcher: a task added on A appears on B, a rename on B appears on A, with

@@ -17,6 +17,8 @@ private final class EventLog: Sendable {
             case .synced(let report, _): report.appliedBundles > 0 ? "applied" : report.sentBundles > 0 ? "sent" : "synced"
             case .failed: "failed"
             case .recovered: "recovered"
+            case .snapshotted: "snapshotted"
+            case .cleaned: "cleaned"
             case .stopped: "stopped"
             }
         names.withLock { $0.append(name) }
