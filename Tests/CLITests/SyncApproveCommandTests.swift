@@ -115,7 +115,8 @@ private func jsonObject(_ text: String) -> [String: Any] {
 
     /// A grant nobody on the roster signed is refused by name (65), and nothing is stored on the new device:
     /// - one made by someone with no key of the group (a group of their own, whose device approved C's request
-    ///   copied there), named with the group's device's fingerprint or with its own;
+    ///   copied there), named with the group's device's fingerprint or with its own, also with their key check put in
+    ///   place of the group's;
     /// - A's real grant with its signature altered (believed without the signature check);
     /// - A's real grant copied to another requester D (it cannot open it).
     /// Afterwards A's real grant still admits C.
@@ -160,6 +161,16 @@ private func jsonObject(_ text: String) -> [String: Any] {
         #expect(byA.stderr.contains("not by the one named (\(approverA))"), "\(byA.stderr)")
         let byAttacker = try c.run(["sync", "join"] + option + ["--approved-by", attackerFingerprint])
         #expect(byAttacker.stderr.contains("holds a key that does not open the key check of generation 1"), "\(byAttacker.stderr)")
+        // The attacker's key check put in place of the group's as well: its device is on no roster of this remote.
+        let check = try #require(FileManager.default.contents(atPath: remote + "/key-check"))
+        try FileManager.default.removeItem(atPath: remote + "/key-check")
+        try FileManager.default.copyItem(atPath: elsewhere + "/key-check", toPath: remote + "/key-check")
+        let replaced = try c.run(["sync", "join"] + option + ["--approved-by", attackerFingerprint])
+        #expect(replaced.status == 65, "\(replaced.stderr)")
+        #expect(replaced.stderr.contains("is signed by a device that is not on the group's roster of generation 1"), "\(replaced.stderr)")
+        #expect(try c.run(["sync", "status"]).status == 66)
+        #expect(try c.databaseDigest() == databaseBefore)
+        try check.write(to: URL(fileURLWithPath: remote + "/key-check"))
 
         // A's grant replayed to D's request: D cannot open it.
         try genuine.write(to: URL(fileURLWithPath: grantA))
@@ -177,8 +188,9 @@ private func jsonObject(_ text: String) -> [String: Any] {
     }
 
     /// C is approved in generation 1; then A removes B (generation 2). The old grant admits nobody: refused (65) with
-    /// the reason, also when someone who can write the remote deletes generation 2 (A's removal in generation 1's
-    /// roster says it is closed). A new approval, of generation 2, admits C; B reads none of C's tasks.
+    /// the reason, also when someone who can write the remote withholds generation 2 (A's removal in generation 1's
+    /// roster says it is closed), or A's statement naming the removal (generation 2's key check, signed by A, says the
+    /// group moved on). A new approval, of generation 2, admits C; B reads none of C's tasks.
     @Test func aGrantOfAnOlderGenerationDoesNotAdmit() throws {
         let (a, b, option, remote) = try group("folder")
         let c = SyncCLIDevice("c", under: work.path)
@@ -200,6 +212,17 @@ private func jsonObject(_ text: String) -> [String: Any] {
         #expect(withheld.status == 65, "\(withheld.stderr)")
         #expect(try c.run(["sync", "status"]).status == 66)
         try FileManager.default.moveItem(atPath: work.path + "/withheld", toPath: remote + "/generation-2")
+        // A's statement of generation 1 that names the removal withheld instead (its older one left): generation 2,
+        // proven by A's signed key check, still makes the grant stale.
+        let statements = remote + "/roster/" + (try a.deviceID())
+        let newest = try #require(try FileManager.default.contentsOfDirectory(atPath: statements).filter { !$0.hasPrefix(".") }.max())
+        #expect(newest != "0000000001")
+        try FileManager.default.moveItem(atPath: statements + "/" + newest, toPath: work.path + "/withheld-statement")
+        let rolledBack = try c.run(["sync", "join"] + option + ["--approved-by", approver])
+        #expect(rolledBack.status == 65, "\(rolledBack.stderr)")
+        #expect(rolledBack.stderr.contains("is of generation 1, but the group has moved to generation 2"), "\(rolledBack.stderr)")
+        #expect(try c.run(["sync", "status"]).status == 66)
+        try FileManager.default.moveItem(atPath: work.path + "/withheld-statement", toPath: statements + "/" + newest)
 
         let renewed = jsonObject(try a.ok(["--json", "sync", "approve", fingerprint]).stdout)
         #expect(renewed["generation"] as? Int == 2)
