@@ -283,7 +283,10 @@ extension SyncEngine {
             let folder = transport.root + "/" + SyncGrantFiles.requests
             var requester: [UInt8]?
             for name in ((try? listDirectory(folder)) ?? []).sorted() {
-                guard let file = try? SyncLayout.read(folder + "/" + name), let publicKey = SyncGrantFiles.requestKey(file),
+                // Only a regular file of a request's size is read (a planted link, FIFO or huge file is not).
+                guard let status = try? fileStatus(folder + "/" + name, followingLinks: false), status.isRegularFile,
+                    status.size == SyncGrantFiles.requestMagic.count + SyncJoinKey.size,
+                    let file = try? SyncLayout.read(folder + "/" + name), let publicKey = SyncGrantFiles.requestKey(file),
                     SyncGrantFiles.requestFingerprint(publicKey) == wanted
                 else { continue }
                 requester = publicKey
@@ -402,7 +405,11 @@ extension SyncEngine {
     private static func openGrant(
         root: String, relative: String, approverDevice: String, approver: [UInt8], joinKey: SyncJoinKey
     ) -> GrantCheck {
-        guard let file = try? SyncLayout.read(root + "/" + relative) else { return .refused("is not a regular file") }
+        let size = SyncSignedFile.prefixSize + SyncGrantFiles.headerSize + SyncGrantFiles.nonceSize + SyncKey.byteCount + SyncGrantFiles.tagSize
+        guard let status = try? fileStatus(root + "/" + relative, followingLinks: false), status.isRegularFile else {
+            return .refused("is not a regular file")
+        }
+        guard status.size == size, let file = try? SyncLayout.read(root + "/" + relative) else { return .refused("is not a grant") }
         guard isDeviceID(approverDevice), SyncSignedFile.signer(file) == approverDevice else {
             return .refused("is not signed by the device whose folder it is in")
         }

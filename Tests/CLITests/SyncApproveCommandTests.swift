@@ -22,6 +22,8 @@ private func jsonObject(_ text: String) -> [String: Any] {
         work = try TemporaryDirectory()
     }
 
+    private func directoryOf(_ path: String) -> String { path.split(separator: "/").dropLast().joined(separator: "/") }
+
     /// A and B in a group through `kind` ("folder" or "git"), each holding a task.
     private func group(_ kind: String) throws -> (a: SyncCLIDevice, b: SyncCLIDevice, option: [String], remote: String) {
         let a = SyncCLIDevice("a", under: work.path), b = SyncCLIDevice("b", under: work.path)
@@ -99,6 +101,9 @@ private func jsonObject(_ text: String) -> [String: Any] {
         let planted = remote + "/requests/" + typo.replacingOccurrences(of: "-", with: "")
         try FileManager.default.copyItem(
             atPath: remote + "/requests/" + fingerprint.replacingOccurrences(of: "-", with: ""), toPath: planted)
+        // A FIFO and a symbolic link among the requests: never opened (no hang), never followed.
+        #expect(try TestSupport.run(["mkfifo", remote + "/requests/FIFO"]).status == 0)
+        try FileManager.default.createSymbolicLink(atPath: remote + "/requests/LINK", withDestinationPath: "/etc/passwd")
         let remoteBefore = try remoteDigest(remote), databaseBefore = try a.databaseDigest()
 
         let wrong = try a.run(["sync", "approve", typo])
@@ -138,6 +143,10 @@ private func jsonObject(_ text: String) -> [String: Any] {
         try FileManager.default.copyItem(
             atPath: elsewhere + "/grants/\(attackerDevice)/\(compact)", toPath: remote + "/grants/\(attackerDevice)/\(compact)")
 
+        // A symbolic link in place of a grant: refused as not a regular file, never followed.
+        let linked = "grants/" + String(repeating: "0", count: 32) + "/" + compact
+        try FileManager.default.createDirectory(atPath: remote + "/" + directoryOf(linked), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: remote + "/" + linked, withDestinationPath: "/etc/passwd")
         let approverA = try a.ok(["sync", "approve", fingerprint]).stdout.trimmingCharacters(in: .newlines)
         let grantA = remote + "/grants/\(try a.deviceID())/\(compact)"
         let genuine = try #require(FileManager.default.contents(atPath: grantA))
@@ -157,6 +166,7 @@ private func jsonObject(_ text: String) -> [String: Any] {
             #expect(try remoteDigest(remote) == remoteBefore)
         }
         let byA = try c.run(["sync", "join"] + option + ["--approved-by", approverA])
+        #expect(byA.stderr.contains("'\(linked)' is not a regular file"), "\(byA.stderr)")
         #expect(byA.stderr.contains("grants/\(try a.deviceID())/\(compact)' does not carry a valid signature"), "\(byA.stderr)")
         #expect(byA.stderr.contains("not by the one named (\(approverA))"), "\(byA.stderr)")
         let byAttacker = try c.run(["sync", "join"] + option + ["--approved-by", attackerFingerprint])
