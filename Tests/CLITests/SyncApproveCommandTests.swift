@@ -116,6 +116,11 @@ private func jsonObject(_ text: String) -> [String: Any] {
         #expect(try remoteDigest(remote) == remoteBefore)
         #expect(try a.databaseDigest() == databaseBefore)
         #expect(!FileManager.default.fileExists(atPath: remote + "/grants"))
+
+        // The right fingerprint: one grant, for C's request alone (the planted copy under another name gets none).
+        try a.ok(["sync", "approve", fingerprint])
+        let grants = try TestSupport.run(["find", remote + "/grants", "-type", "f"]).stdout.split(separator: "\n")
+        #expect(grants.count == 1 && grants[0].hasSuffix("/" + fingerprint.replacingOccurrences(of: "-", with: "")), "\(grants)")
     }
 
     /// A grant nobody on the roster signed is refused by name (65), and nothing is stored on the new device:
