@@ -199,8 +199,8 @@ enum SyncGrantFiles {
 
 extension SyncEngine {
     /// The keychain service of a pending join request's X25519 private key: `<app>.sync-join-key` (the account is the
-    /// database id). Deleted once the device has joined.
-    static func joinKeyService(_ paths: AppPaths) -> String { "\(paths.app).sync-join-key" }
+    /// database id). Deleted once the device has joined, or with the database's keys.
+    public static func joinKeyService(_ paths: AppPaths) -> String { "\(paths.app).sync-join-key" }
 
     private static func storedJoinKey(_ database: KeyedDatabase) throws -> SyncJoinKey? {
         guard let secret = try database.keychain.secret(service: joinKeyService(database.paths), account: database.databaseID) else {

@@ -160,6 +160,8 @@ private func jsonObject(_ text: String) -> [String: Any] {
         try altered.write(to: URL(fileURLWithPath: grantA))
 
         let databaseBefore = try c.databaseDigest(), remoteBefore = try remoteDigest(remote)
+        let joinKeys = try StoreClient.accounts(service: c.app + ".sync-join-key", dataHome: c.data)
+        #expect(joinKeys.count == 1)
         for named in [approverA, attackerFingerprint] {
             let refused = try c.run(["sync", "join"] + option + ["--approved-by", named])
             #expect(refused.status == 65, "\(refused.stderr)")
@@ -169,6 +171,8 @@ private func jsonObject(_ text: String) -> [String: Any] {
             #expect(try c.run(["sync", "status"]).status == 66)
             #expect(try c.databaseDigest() == databaseBefore)
             #expect(try remoteDigest(remote) == remoteBefore)
+            #expect(try StoreClient.accounts(service: c.app + ".sync-key", dataHome: c.data) == [])
+            #expect(try StoreClient.accounts(service: c.app + ".sync-join-key", dataHome: c.data) == joinKeys)
         }
         let byA = try c.run(["sync", "join"] + option + ["--approved-by", approverA])
         #expect(byA.stderr.contains("'\(linked)' is not a regular file"), "\(byA.stderr)")
@@ -195,9 +199,15 @@ private func jsonObject(_ text: String) -> [String: Any] {
         #expect(replayed.status == 65, "\(replayed.stderr)")
         #expect(replayed.stderr.contains("is sealed to another request's key"), "\(replayed.stderr)")
         #expect(try d.run(["sync", "status"]).status == 66)
+        // D gives up: deleting its database with its keys deletes its request's private key too.
+        #expect(try StoreClient.accounts(service: d.app + ".sync-join-key", dataHome: d.data).count == 1)
+        try d.ok(["db", "delete", "--delete-keys", "--yes"])
+        #expect(try StoreClient.accounts(service: d.app + ".sync-join-key", dataHome: d.data) == [])
 
-        // The real grant, untouched, admits C.
+        // The real grant, untouched, admits C; its request's private key is then deleted from the key store.
         try c.ok(["sync", "join"] + option + ["--approved-by", approverA])
+        #expect(try StoreClient.accounts(service: c.app + ".sync-join-key", dataHome: c.data) == [])
+        #expect(try StoreClient.accounts(service: c.app + ".sync-key", dataHome: c.data).count == 1)
         try a.ok(["sync", "now"])
         #expect(try titles(a) == ["from A", "from B", "from C"])
     }
