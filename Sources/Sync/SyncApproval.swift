@@ -275,7 +275,8 @@ extension SyncEngine {
         guard let wanted = SyncGrantFiles.parse(fingerprint) else {
             throw SyncError(
                 SyncError.Code.invalidArgument,
-                "'\(escapedForTerminal(fingerprint, limit: 80))' is not a request's fingerprint: 24 letters and digits (Crockford's base32), "
+                // What was typed is not repeated: it may be a pairing code typed in the wrong place, and stderr ends up in logs.
+                "the text given is not a request's fingerprint: 24 letters and digits (Crockford's base32, dashes optional), "
                     + "as 'sync request' printed them on the new device; nothing was changed")
         }
         return try withSyncLock {
@@ -348,8 +349,8 @@ extension SyncEngine {
         guard let approver = SyncGrantFiles.parse(approvedBy) else {
             throw SyncError(
                 SyncError.Code.invalidArgument,
-                "'\(escapedForTerminal(approvedBy, limit: 80))' is not a device's fingerprint: 24 letters and digits (Crockford's base32), "
-                    + "as 'sync approve' printed them; nothing was changed")
+                "the text given to --approved-by is not a device's fingerprint: 24 letters and digits (Crockford's base32, dashes "
+                    + "optional), as 'sync approve' printed them; nothing was changed")
         }
         try refuseIfEnabled(database)
         guard let joinKey = try storedJoinKey(database) else {

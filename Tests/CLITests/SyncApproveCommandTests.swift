@@ -113,6 +113,11 @@ private func jsonObject(_ text: String) -> [String: Any] {
         let malformed = try a.run(["sync", "approve", String(fingerprint.dropLast())])
         #expect(malformed.status == 64, "\(malformed.stderr)")
         #expect(malformed.stderr.contains("is not a request's fingerprint"), "\(malformed.stderr)")
+        // A pairing code typed in the wrong place: refused, and not repeated in the message (stderr ends up in logs).
+        let codeLike = "7XQ4-M2KD-9ZAE-H3PV-Q8WN-4TJX-7G2M-KD0R-5CMR-XV1B-8D3K-QNT6-0YFA-J7WE"
+        let misplaced = try a.run(["sync", "approve", codeLike])
+        #expect(misplaced.status == 64, "\(misplaced.stderr)")
+        #expect(!misplaced.stderr.contains("7XQ4") && !misplaced.stderr.contains("J7WE"), "\(misplaced.stderr)")
         #expect(try remoteDigest(remote) == remoteBefore)
         #expect(try a.databaseDigest() == databaseBefore)
         #expect(!FileManager.default.fileExists(atPath: remote + "/grants"))
