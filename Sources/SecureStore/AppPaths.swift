@@ -70,7 +70,7 @@ public struct AppPaths: Sendable, Hashable {
     public var gitCredentialService: String { "\(app).git" }
 
     /// Suffixes of the keychain services derived from an application name; no application name may end in one.
-    static let reservedSuffixes = [".database-key", ".git", ".sync-key"]
+    static let reservedSuffixes = [".database-key", ".git", ".sync-key", ".sync-signing-key", ".sync-join-key"]
 
     static func validate(app: String) throws(SecureStoreError) {
         let allowed = app.utf8.allSatisfy { byte in
@@ -89,7 +89,7 @@ public struct AppPaths: Sendable, Hashable {
             throw SecureStoreError(
                 SecureStoreError.Code.invalidArgument,
                 "the application name must not end in '\(reserved)': that suffix names another application's "
-                    + "\(reserved == ".git" ? "git credentials" : reserved == ".sync-key" ? "sync keys" : "database keys") in the keyring")
+                    + "\(reserved == ".git" ? "git credentials" : reserved == ".database-key" ? "database keys" : "sync keys") in the keyring")
         }
     }
 }

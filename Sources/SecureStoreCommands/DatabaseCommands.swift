@@ -294,6 +294,8 @@ private let deleteCommand = Command(
         // restored backup sync again (Docs/sync.md).
         let deletedSyncKey =
             try keys == .delete && context.keychain.delete(service: SyncEngine.keyService(context.paths), account: report.databaseID)
+        // So does the private key of a join request it made and never used ('sync request', Docs/sync.md).
+        if keys == .delete { _ = try context.keychain.delete(service: SyncEngine.joinKeyService(context.paths), account: report.databaseID) }
         if invocation.global.json {
             try Console.json(
                 DeletedDatabaseJSON(

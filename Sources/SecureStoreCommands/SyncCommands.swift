@@ -17,6 +17,11 @@ private let attachmentsOption = Option<SyncAttachmentMode>(
     "attachments", valueName: "WHEN",
     help: "When this device fetches the bytes of attachments added elsewhere: eager (at each sync, the default) or lazy (when first read).",
     completion: .words(["eager", "lazy"]), expected: "eager or lazy", convert: { SyncAttachmentMode(rawValue: $0) })
+/// `sync join --approved-by`: the approving device's fingerprint, instead of a pairing code.
+private let approvedByOption = Option<String>(
+    "approved-by", valueName: "FINGERPRINT",
+    help: "Join through the grant of the device with this fingerprint ('sync approve' printed it) instead of a pairing code.",
+    expected: "a fingerprint", convert: { text in text.isEmpty || text.hasPrefix("-") ? nil : text })
 /// `sync init` and `sync join` take exactly one remote.
 private let remoteRule = ArgumentRule.exactlyOne([.option(gitOption), .option(folderOption)])
 
@@ -277,6 +282,23 @@ private func printPairingCode(_ code: Secret, _ invocation: Invocation, json: St
     Console.out(invocation.global.json ? "\"" + json + "}\n" : "\n")
 }
 
+/// `sync approve FINGERPRINT`.
+private let fingerprintArgument = Argument("FINGERPRINT", help: "The fingerprint 'sync request' printed on the new device.")
+
+/// `sync request`: the request's fingerprint and file.
+private struct SyncRequestJSON: Encodable {
+    let fingerprint: String
+    let request: String
+}
+
+/// `sync approve`: the request approved, this device's fingerprint, the generation and the grant's file.
+private struct SyncApprovalJSON: Encodable {
+    let approved: String
+    let approver: String
+    let generation: Int
+    let grant: String
+}
+
 private let deviceArgument = Argument("ID", help: "The device to remove (an id or a unique prefix).")
 /// A conflict's number, from `sync conflicts`.
 private let conflictArgument = Argument(
@@ -325,21 +347,83 @@ let syncCommand = Command(
                 The code is read without echo on a terminal, or from standard input. It is checked against the remote
                 before anything is stored. Tasks already on this device are kept and sent; the group's tasks arrive.
                 """,
-            options: [gitOption, folderOption, attachmentsOption, nameOption],
+            options: [gitOption, folderOption, attachmentsOption, approvedByOption, nameOption],
             rules: [remoteRule],
             readsSecret: true,
             run: { invocation in
                 let remote = try remote(invocation, creatingFolder: false)
                 let mode = try invocation[attachmentsOption] ?? .eager
-                let code = try readSecret(prompt: "Pairing code: ", raw: false)
+                // Joining by approval (Docs/sync.md, "Joining by approval") reads no pairing code.
+                let approver = try invocation[approvedByOption]
+                let code = approver == nil ? try readSecret(prompt: "Pairing code: ", raw: false) : nil
                 let database = try openForSetup(invocation)
                 defer { try? database.close() }
-                let engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], pairingCode: code)
+                let engine: SyncEngine
+                if let code {
+                    engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], pairingCode: code)
+                } else {
+                    engine = try SyncEngine.join(database: database, remote: remote, tables: ["tasks"], approvedBy: approver ?? "")
+                }
                 try engine.setAttachmentMode(mode)
                 Console.err("joined the sync group at \(remote) as device \(engine.device.prefix(8))\n")
                 let report = try reportingRound(invocation) { try engine.sync() }
                 try printReport(report, invocation)
                 return ExitStatus.success
+            }),
+        Command(
+            name: "request", abstract: "Ask to join a sync group without its pairing code: print this device's request fingerprint.",
+            discussion: """
+                Makes an X25519 key pair (the private key stays in the key store), writes its public key to the
+                remote's 'requests' folder and prints its fingerprint. On a device of the group, 'sync approve' with
+                that fingerprint prints the approving device's fingerprint; then 'sync join --approved-by' with it
+                here. Nothing else changes until then; run again, it writes the same request. Docs/sync.md,
+                'Joining by approval'.
+                """,
+            options: [gitOption, folderOption, nameOption],
+            rules: [remoteRule],
+            run: { invocation in
+                let remote = try remote(invocation, creatingFolder: false)
+                let database = try openForSetup(invocation)
+                defer { try? database.close() }
+                let request = try SyncEngine.requestToJoin(database: database, remote: remote)
+                if invocation.global.json {
+                    try Console.json(SyncRequestJSON(fingerprint: request.fingerprint, request: request.path))
+                } else {
+                    Console.out(request.fingerprint + "\n")
+                }
+                Console.err(
+                    "asked to join the sync group at \(remote); on a device of the group run 'securestore sync approve "
+                        + "\(request.fingerprint)' (check the fingerprint with your own eyes), then here 'securestore sync join "
+                        + "\(remote.description.hasPrefix("git") ? "--git" : "--folder") … --approved-by' with the fingerprint it prints\n")
+                return ExitStatus.success
+            }),
+        Command(
+            name: "approve", abstract: "Let a device join: seal the sync key to the request with this fingerprint.",
+            discussion: """
+                FINGERPRINT is what 'sync request' printed on the new device: compare it there with your own eyes. The
+                group's current sync key is sealed to that request's public key and signed by this device; the
+                fingerprint printed is this device's, which the new device's 'sync join --approved-by' takes.
+                Docs/sync.md, 'Joining by approval'.
+                """,
+            arguments: [fingerprintArgument],
+            options: [nameOption],
+            run: { invocation in
+                let fingerprint = try invocation[fingerprintArgument]
+                return try withEngine(invocation) { engine in
+                    let approval = try engine.approve(fingerprint)
+                    if invocation.global.json {
+                        try Console.json(
+                            SyncApprovalJSON(
+                                approved: approval.requester, approver: approval.approver, generation: approval.generation,
+                                grant: approval.grant))
+                    } else {
+                        Console.out(approval.approver + "\n")
+                    }
+                    Console.err(
+                        "approved the request \(approval.requester): the sync key is sealed to it in '\(approval.grant)'. On the new "
+                            + "device run 'securestore sync join … --approved-by \(approval.approver)'\n")
+                    return ExitStatus.success
+                }
             }),
         Command(
             name: "now", abstract: "Sync: bring in other devices' changes and send this device's.",

@@ -375,7 +375,7 @@ public final class SyncEngine: Sendable {
 
     /// Refuses to set sync up again on a database that syncs, before anything is fetched, cloned or stored: the
     /// clone beside the database, its key and its state are those of the group it is in.
-    private static func refuseIfEnabled(_ database: KeyedDatabase) throws {
+    static func refuseIfEnabled(_ database: KeyedDatabase) throws {
         let already = try database.read { try $0.tableExists("sync_state") }
         if already {
             throw SyncError(
@@ -385,7 +385,7 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private static func enable(
+    static func enable(
         _ database: KeyedDatabase, remote: SyncRemote, tables: [String], key: SyncKey, generation: Int = 1
     ) throws {
         try refuseIfEnabled(database)

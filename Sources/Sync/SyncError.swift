@@ -76,4 +76,9 @@ extension SyncError.Code {
     /// that wrote the bundles sends them again from the copies it keeps. Also thrown, after the sync, by the device
     /// that sent its own lost bundles again. ``SyncError/path`` names the chain's folder.
     public static let rolledBack = Self("rolledBack")
+
+    /// Every grant on the remote for this device's join request was refused (``SyncEngine/join(database:remote:tables:approvedBy:)``):
+    /// not signed by the device named, not on the group's roster, of an older or closed key generation, sealed to another
+    /// request, or tampered with. The message names each file and why; no key was stored.
+    public static let refusedGrant = Self("refusedGrant")
 }

@@ -216,7 +216,10 @@ struct GitTransport: SyncTransport {
 
     /// The folders of this device's own files, in every key generation (git pathspecs).
     static func ownPathspecs(_ device: String) -> [String] {
-        [SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, SyncEngine.attachmentsFolder, SyncRosterFiles.folder].flatMap {
+        [
+            SyncLayout.devices, SyncSeenFiles.folder, SyncSnapshotFiles.directory, SyncEngine.attachmentsFolder, SyncRosterFiles.folder,
+            SyncGrantFiles.grants,
+        ].flatMap {
             [":(glob)\($0)/\(device)/**", ":(glob)generation-*/\($0)/\(device)/**"]
         }
     }

@@ -272,6 +272,16 @@ import Testing
         let newPairing = try #require(
             string(try expectDocument(try ss(["sync", "remove-device", leavingID]), "sync-remove-device", checked), "pairingCode"))
         try expectDocument(try peerSS(["sync", "rekey"], input: newPairing + "\n"), "sync-rekey", checked)
+        // Joining by approval: a third device asks, the peer approves, the third joins with the peer's fingerprint.
+        let approved = uniqueApp() + "-approved"
+        let request = try expectDocument(
+            try securestore(["--json", "sync", "request", "--folder", syncFolder], app: approved), "sync-request", checked)
+        let fingerprint = try #require(string(request, "fingerprint"))
+        let approval = try expectDocument(try peerSS(["sync", "approve", fingerprint]), "sync-approve", checked)
+        let approver = try #require(string(approval, "approver"))
+        try expectDocument(
+            try securestore(["--json", "sync", "join", "--folder", syncFolder, "--approved-by", approver], app: approved),
+            "sync-join", checked)
 
         // Every schema but the shared definitions was checked against a real output.
         let unchecked = Set(schemas.files.keys).subtracting(checked.files).subtracting(["common.schema.json"])

@@ -206,7 +206,7 @@ import Testing
         #expect(result.stderr == "securestore: there is no file '/nonexistent/plain.db' to import\n")
     }
 
-    @Test(arguments: ["myapp.database-key", "myapp.git"])
+    @Test(arguments: ["myapp.database-key", "myapp.git", "myapp.sync-key", "myapp.sync-signing-key", "myapp.sync-join-key"])
     func applicationNamesThatWouldReachAnotherAppsKeysAreRefused(app: String) throws {
         let result = try securestore(["token", "list"], app: app)
         #expect(result.status == 64)

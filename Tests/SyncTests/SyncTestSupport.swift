@@ -26,7 +26,7 @@ final class SyncDevice_ {
 
     deinit {
         try? database.close()
-        for service in ["\(app).database-key", "\(app).sync-key", "\(app).sync-signing-key"] {
+        for service in ["\(app).database-key", "\(app).sync-key", "\(app).sync-signing-key", "\(app).sync-join-key"] {
             for account in (try? keychain.accounts(service: service)) ?? [] { _ = try? keychain.delete(service: service, account: account) }
         }
     }
