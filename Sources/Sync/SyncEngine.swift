@@ -891,7 +891,10 @@ public final class SyncEngine: Sendable {
                 if FileManager.default.fileExists(atPath: transport.root + "/" + relative) { ignored.append(relative) }
                 continue
             }
-            guard let roster, !roster.signedByMember(check, generation: number) else {
+            // Signed by a member — or by a device removed here whose statement removes its remover (SyncRoster.swift):
+            // which of the two was removed is the person's to say, with the new generation's code.
+            guard let roster, !roster.signedByMember(check, generation: number), !roster.signedByContestedRemoved(check, generation: number)
+            else {
                 throw SyncError(
                     SyncError.Code.keyRotated,
                     "the sync key was replaced on another device (a device was removed from the group); this device's key "
@@ -1028,17 +1031,6 @@ public final class SyncEngine: Sendable {
         try database.keychain.set(
             storedSecret(key, generation: newest), service: keyService(database.paths), account: database.databaseID,
             label: "SecureStore sync key of \(database.name)")
-        // The person entered the code of this generation: the device that signed its key check (by the key this device
-        // pinned it with) is the one that made it, and is not removed, whatever a removed device told this one in an
-        // older generation (it may have "removed" its remover first: SyncRoster.swift).
-        if let signer = SyncSignedFile.signer(check) {
-            try database.write { db in
-                let pinned = try db.fetchOne("SELECT public_key FROM sync_roster WHERE device = ?", [signer]) { [UInt8](try $0.data(at: 0)) }
-                if let pinned, SyncSignedFile.verify(check, publicKey: pinned, generation: newest) {
-                    try db.execute("DELETE FROM sync_removed WHERE device = ?", [signer])
-                }
-            }
-        }
         return try SyncEngine(database: database).sync()
     }
 

@@ -82,6 +82,9 @@ struct SyncRoster {
     /// Roster files refused (forged, or signed by a key other than the one the device is known by), relative to the
     /// generation's root.
     var refused: [String] = []
+    /// Devices removed here (by a removal this device believed first) whose own statement removes their remover: one
+    /// of the two is the removed device, and a newer generation either of them signs is the person's to settle (77).
+    var contestedRemoved: [String: [UInt8]] = [:]
 
     /// Whether `device` may write at all: on the roster and not removed before anything.
     func admits(_ device: String) -> Bool { members[device] != nil }
@@ -94,6 +97,12 @@ struct SyncRoster {
         if let removal = removed[device], sequence > removal.lastSequence || sequence == 0 { return false }
         if SyncSignedFile.signer(file) == nil { return sequence > 0 && sequence < member.firstSigned }
         return SyncSignedFile.signer(file) == device && SyncSignedFile.verify(file, publicKey: member.publicKey, generation: generation)
+    }
+
+    /// Whether `file` (a newer generation's key check) is signed by a removed device of ``contestedRemoved``.
+    func signedByContestedRemoved(_ file: [UInt8], generation: Int) -> Bool {
+        guard let signer = SyncSignedFile.signer(file), let key = contestedRemoved[signer] else { return false }
+        return SyncSignedFile.verify(file, publicKey: key, generation: generation)
     }
 
     /// Whether `file` (a key check, a list) is signed by a device on the roster that is not removed.
@@ -171,25 +180,30 @@ extension SyncEngine {
                 break
             }
         }
-        // Two devices that remove each other in this generation: neither removal is believed, whichever was read first
-        // (one of them is the removed device, which holds this generation's key and its own signing key, and nothing
-        // here tells which). Both stay members of this generation; the new generation settles it — its key check's
-        // signer is believed when the person enters its pairing code (``SyncEngine/rekey(database:pairingCode:)``), and
-        // a removal it carries undoes what the removed device's later bundles brought.
+        // Two devices that remove each other in this generation, both read now (one of them is the removed device, which
+        // holds this generation's key and its own signing key, and nothing here tells which): no removal by either is
+        // believed, whichever was read first — not even of a third device, or the removed one could remove anyone by
+        // first removing its remover. The generation is closed all the same (a removal happened). A removal this device
+        // believed before stands, and the statements of the device it removed stay unread. The new generation settles
+        // it: a device with a statement there holds the new key, which a removed device never gets (below).
         let removes = statements.mapValues { Set($0.removals.filter { $0.generation == generation }.map(\.device)) }
-        func mutual(_ one: String, _ other: String) -> Bool {
-            (removes[one]?.contains(other) ?? false) && (removes[other]?.contains(one) ?? false)
-        }
-        let disbelieved = removedKnown.filter { device, removedIn, _, by in removedIn == generation && mutual(device, by) }.map(\.0)
+        let contested = Set(removes.flatMap { writer, targets in targets.filter { removes[$0]?.contains(writer) ?? false } })
+        // A device with a statement in this generation (sealed under its key, signed by its pinned key) holds this
+        // generation's key: a removal of it in an older generation — told by a removed device that removed its remover
+        // first, or by the remote hiding the rightful removal — is void from here on.
+        let voided = removedKnown.filter { device, removedIn, _, _ in removedIn < generation && statements[device] != nil && device != self.device }
+            .map(\.0)
         // Removals known from before stand; removals stated now by a device known in this generation are added.
-        for (device, removedIn, removal, _) in removedKnown where !disbelieved.contains(device) {
+        for (device, removedIn, removal, _) in removedKnown where !voided.contains(device) {
             roster.removed[device] = removedIn == generation ? removal : SyncRosterEntry.Removal(device: device, lastSequence: 0, lastHash: [])
+        }
+        for (device, removedIn, _, by) in removedKnown where removedIn == generation && (removes[device]?.contains(by) ?? false) {
+            if let key = pinned[device]?.0 { roster.contestedRemoved[device] = key }
         }
         let knownHere = { (device: String) in pinned[device].map { $0.1 == self.generation } ?? false }
         var newRemovals: [(SyncRosterEntry.Removal, String)] = []
-        for (writer, entry) in statements where (knownHere(writer) || writer == device) && roster.removed[writer] == nil {
-            for removal in entry.removals
-            where removal.generation == generation && roster.removed[removal.device] == nil && removal.device != writer && !mutual(writer, removal.device) {
+        for (writer, entry) in statements where (knownHere(writer) || writer == device) && roster.removed[writer] == nil && !contested.contains(writer) {
+            for removal in entry.removals where removal.generation == generation && roster.removed[removal.device] == nil && removal.device != writer {
                 roster.removed[removal.device] = removal
                 newRemovals.append((removal, writer))
             }
@@ -214,7 +228,7 @@ extension SyncEngine {
             }
         }
         // A generation in which a device was removed admits nobody new: the removed device holds its key.
-        let closed = roster.removed.values.contains { removal in
+        let closed = !contested.isEmpty || roster.removed.values.contains { removal in
             removedKnown.contains { $0.0 == removal.device && $0.1 == generation } || newRemovals.contains { $0.0.device == removal.device }
         }
         for (writer, entry) in statements {
@@ -234,15 +248,15 @@ extension SyncEngine {
             pinned[writer].map { $0.0 != member.publicKey || $0.1 != generation || $0.2 != member.firstSigned } ?? true
         }
         // Nothing is written when nothing is new (a sync that applies nothing leaves the database's bytes as they were).
-        guard !changed.isEmpty || !newRemovals.isEmpty || !carried.isEmpty || !disbelieved.isEmpty else { return roster }
+        guard !changed.isEmpty || !newRemovals.isEmpty || !carried.isEmpty || !voided.isEmpty else { return roster }
         try database.write { db in
             for (writer, member) in changed {
                 try db.execute(
                     "INSERT OR REPLACE INTO sync_roster (device, public_key, generation, first_signed) VALUES (?, ?, ?, ?)",
                     [writer, Data(member.publicKey), generation, member.firstSigned])
             }
-            for device in disbelieved {
-                try db.execute("DELETE FROM sync_removed WHERE device = ? AND generation = ?", [device, generation])
+            for device in voided {
+                try db.execute("DELETE FROM sync_removed WHERE device = ? AND generation < ?", [device, generation])
             }
             for (removal, by) in newRemovals {
                 try db.execute(

@@ -390,6 +390,121 @@ import Tasks
         #expect(rows.contains { $0.contains("C before") } && rows.contains { $0.contains("A before") }, "\(rows)")
     }
 
+    /// C, removed by A, writes a statement removing A *and* D, after B already believed A's removal of C: C's
+    /// statements stay unread on B (a removal believed stands), so D is removed nowhere; B and D re-key, and D's task of
+    /// the new generation reaches A and B. (With an earlier rule of this session, disbelieving B's stored removal gave C
+    /// back its power to remove, and D was shut out of the new generation for good — an attacker's review.)
+    @Test func aRemovedDeviceCannotRemoveAThirdMemberByRemovingItsRemover() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        for device in [b, c, d] { try device.join(.folder(root), code) }
+        for _ in 0..<2 { for device in [a, b, c, d] { try device.sync() } }
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        #expect(throws: SyncError.self) { try b.sync() }  // B reads A's removal of C (77)
+        let zero = [UInt8](repeating: 0, count: 32)
+        try c.engine.publishRosterEntry(adding: SyncRosterEntry.Removal(device: a.engine.device, lastSequence: 0, lastHash: zero, generation: 1))
+        try c.engine.publishRosterEntry(adding: SyncRosterEntry.Removal(device: d.engine.device, lastSequence: 0, lastHash: zero, generation: 1))
+        _ = try? b.sync()
+        _ = try? d.sync()
+        for device in [b, d] {
+            try SyncEngine.rekey(database: device.database, pairingCode: newCode)
+            device.engine = try SyncEngine(database: device.database)
+        }
+        _ = try d.tasks.create(title: "D in generation 2")
+        for _ in 0..<3 { for device in [a, b, d] { try device.sync() } }
+        #expect(try a.rows().contains { $0.contains("D in generation 2") })
+        #expect(try b.rows() == d.rows())
+        #expect(try a.rows() == d.rows())
+        for device in [a, b] {
+            #expect(try device.database.read { db in
+                try db.scalar("SELECT count(*) FROM sync_removed WHERE device = ?", [d.engine.device], as: Int.self)
+            } == 0)
+        }
+    }
+
+    /// C, removed by A, hides A's statement naming the removal, signs a removal of A, and re-signs A's key check of
+    /// generation 2 in its own name (it can: the check's sealed bytes name no writer). D believes C's removal of A and
+    /// gets 77 for generation 2; the person enters A's code: A's own statement in generation 2 (which only a holder of
+    /// the new key can write) proves A was not removed, its removal of C is believed there, C's later task is undone,
+    /// and A's new task reaches D. (With the session's earlier rule — `rekey` trusting the key check's signer — the
+    /// re-signed check made D trust C and keep A removed, rejecting all of A's bundles: an attacker's review.)
+    @Test func aReSignedKeyCheckDoesNotKeepTheRemoverOut() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        try d.join(.folder(root), code)
+        _ = try a.tasks.create(title: "A before")
+        for _ in 0..<2 { for device in [a, c, d] { try device.sync() } }
+        let rosterBefore = Set(SyncRosterFiles.numbers(root: root, device: a.engine.device))
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        let removalNumber = try #require(SyncRosterFiles.numbers(root: root, device: a.engine.device).first { !rosterBefore.contains($0) })
+        try FileManager.default.moveItem(
+            atPath: root + "/" + SyncRosterFiles.relative(device: a.engine.device, number: removalNumber), toPath: scratch.path + "/removal")
+        try c.engine.publishRosterEntry(
+            adding: SyncRosterEntry.Removal(device: a.engine.device, lastSequence: 0, lastHash: [UInt8](repeating: 0, count: 32), generation: 1))
+        let checkPath = root + "/generation-2/" + SyncLayout.keyCheck
+        let inner = Array(SyncSignedFile.inner(try SyncLayout.read(checkPath)))
+        let forged = try #require(SyncSignedFile.wrap(inner, device: c.engine.device, key: c.engine.signingKey, generation: 2))
+        try SyncLayout.writeAtomically(forged, root: root, relative: "generation-2/" + SyncLayout.keyCheck)
+        _ = try c.tasks.create(title: "C after removal")
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        try c.sync()
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        let rotated = #expect(throws: SyncError.self) { try d.sync() }
+        #expect(rotated?.code == SyncError.Code.keyRotated, "\(String(describing: rotated))")
+        try SyncEngine.rekey(database: d.database, pairingCode: newCode)
+        d.engine = try SyncEngine(database: d.database)
+        _ = try a.tasks.create(title: "A in generation 2")
+        for _ in 0..<2 { try a.sync(); try d.sync() }
+        let rows = try d.rows()
+        #expect(rows.contains { $0.contains("A in generation 2") }, "\(rows)")
+        #expect(!rows.contains { $0.contains("C after removal") }, "\(rows)")
+        #expect(try a.rows() == rows)
+        #expect(try d.database.read { db in
+            try db.scalar("SELECT count(*) FROM sync_removed WHERE device = ?", [a.engine.device], as: Int.self)
+        } == 0)
+    }
+
+    /// C, removed by A, removes A back and brings in a device of its own (X, joined with the old code while the new
+    /// generation is hidden from it). D reads both removals at once: neither is believed, but the generation stays
+    /// closed — X is refused and listed, its task applied nowhere, and after the re-key it reaches no one.
+    @Test func aDeviceBroughtInDuringAContestedRemovalIsRefused() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), c = try SyncDevice_(), d = try SyncDevice_(), x = try SyncDevice_()
+        let code = try a.initialize(.folder(root))
+        try c.join(.folder(root), code)
+        try d.join(.folder(root), code)
+        for _ in 0..<2 { for device in [a, c, d] { try device.sync() } }
+        let (_, newCode) = try SyncEngine.removeDevice(c.engine.device, database: a.database)
+        a.engine = try SyncEngine(database: a.database)
+        try c.engine.publishRosterEntry(
+            adding: SyncRosterEntry.Removal(device: a.engine.device, lastSequence: 0, lastHash: [UInt8](repeating: 0, count: 32), generation: 1))
+        try FileManager.default.moveItem(atPath: root + "/generation-2", toPath: scratch.path + "/generation-2")
+        try x.join(.folder(root), code)
+        _ = try x.tasks.create(title: "X's task")
+        try x.sync()
+        try FileManager.default.moveItem(atPath: scratch.path + "/generation-2", toPath: root + "/generation-2")
+        let rotated = #expect(throws: SyncError.self) { try d.sync() }
+        #expect(rotated?.code == SyncError.Code.keyRotated)
+        let roster = try d.engine.readRoster()
+        #expect(roster.members[x.engine.device] == nil)
+        #expect(roster.refused.contains("roster/\(x.engine.device)"), "\(roster.refused)")
+        #expect(!(try d.rows()).contains { $0.contains("X's task") })
+        try SyncEngine.rekey(database: d.database, pairingCode: newCode)
+        d.engine = try SyncEngine(database: d.database)
+        for _ in 0..<2 { try a.sync(); try d.sync() }
+        #expect(!(try d.rows()).contains { $0.contains("X's task") })
+        #expect(!(try a.rows()).contains { $0.contains("X's task") })
+        #expect(try a.rows() == d.rows())
+    }
+
     /// C, removed by A, deletes A's whole roster folder of the old generation (it can still write the remote) before
     /// D has read the removal, and writes on. A stays a member on D by the key D pinned it with: A's new generation is
     /// believed (77), and C's later bundle, applied meanwhile, is undone when D re-keys — it reaches nobody.
