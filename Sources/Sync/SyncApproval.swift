@@ -11,7 +11,7 @@ internal import SecureStoreCore
 
 /// A join request: what `sync request` wrote and the fingerprint to read out to a device of the group.
 public struct SyncJoinRequest: Sendable, Equatable {
-    /// The request's fingerprint (``SyncEngine/fingerprintText(_:)``'s form: 6 groups of 4 Crockford base32
+    /// The request's fingerprint (6 groups of 4 Crockford base32
     /// characters), what `sync approve` takes.
     public let fingerprint: String
     /// The request file, relative to the remote's root: `requests/<fingerprint without dashes>`.

@@ -73,7 +73,7 @@ extension SyncEngine {
         }
     }
 
-    /// Removes the copies of this device's bundles numbered up to `through` (``clean()`` removed them from the remote:
+    /// Removes the copies of this device's bundles numbered up to `through` (``clean(attachmentGrace:)`` removed them from the remote:
     /// a snapshot holds them) and those of older key generations (and of the device a copied database was).
     func removeSentCopies(through: Int64) {
         for name in (try? listDirectory(sentCopiesRoot)) ?? [] where name != namePart(sentCopies) {

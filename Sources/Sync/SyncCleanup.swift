@@ -4,7 +4,7 @@ internal import Foundation
 internal import EncryptedDatabase
 internal import SecureStoreCore
 
-/// What ``SyncEngine/clean()`` did (Docs/sync.md, "Cleaning the remote").
+/// What ``SyncEngine/clean(attachmentGrace:)`` did (Docs/sync.md, "Cleaning the remote").
 public struct SyncCleanReport: Sendable, Equatable {
     /// The sync that ran first.
     public var sync = SyncReport()

@@ -54,7 +54,7 @@ public struct SyncReport: Sendable, Equatable {
     public var missingAttachments = 0
     /// The snapshot this device started from, relative to the remote's root; nil when none. A new device starts
     /// from one, and so does a device whose next bundle of some device is gone from the remote (removed by
-    /// ``SyncEngine/clean()`` after the snapshot held it: a device restored from an older backup).
+    /// ``SyncEngine/clean(attachmentGrace:)`` after the snapshot held it: a device restored from an older backup).
     public var snapshot: String?
     /// This device's own bundles that had vanished from the remote (deleted, or the remote restored from an older
     /// copy), sent again from the copies it keeps; the sync then throws ``SyncError/Code-swift.struct/rolledBack``
@@ -65,7 +65,7 @@ public struct SyncReport: Sendable, Equatable {
     /// Snapshots refused (tampered with, truncated, replayed), each with its reason; the bundles were used instead.
     public var refusedSnapshots: [String] = []
     /// Bundles this device needs next that are not on the remote while later ones of their device are, and that no
-    /// snapshot holds (`generation-N/devices/<device>/<number>-…`): removed by ``SyncEngine/clean()``, or not delivered
+    /// snapshot holds (`generation-N/devices/<device>/<number>-…`): removed by ``SyncEngine/clean(attachmentGrace:)``, or not delivered
     /// yet. That device's later bundles wait. Where the bundle was certainly removed the sync also throws
     /// ``SyncError/Code-swift.struct/missingBundle``. Also the bundles of a chain the remote shows short of what this
     /// device verified (it applied them, or a verified seen vector counts them: deleted, or the remote restored from
@@ -475,7 +475,7 @@ public final class SyncEngine: Sendable {
     }
 
     /// One round of ``sync()``: everything it can do is done, and what it refused or could not send is returned
-    /// with its report rather than thrown (``clean()`` goes on around it).
+    /// with its report rather than thrown (``clean(attachmentGrace:)`` goes on around it).
     func syncRound() throws -> (SyncReport, SyncError?) {
         var report = SyncReport()
         try transport.pull()

@@ -64,7 +64,7 @@ extension SyncError.Code {
 }
 
 extension SyncError.Code {
-    /// A bundle this device needs is not on the remote — removed after a snapshot held it (``SyncEngine/clean()``),
+    /// A bundle this device needs is not on the remote — removed after a snapshot held it (``SyncEngine/clean(attachmentGrace:)``),
     /// or not delivered yet — and no snapshot on the remote holds it: that device's later bundles wait.
     /// ``SyncError/path`` names the oldest bundle of that chain that is there. Another device that is up to date
     /// runs ``SyncEngine/writeSnapshot()``; the next sync starts from it.

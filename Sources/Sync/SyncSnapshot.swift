@@ -245,7 +245,7 @@ extension SyncEngine {
     }
 
     /// A chain whose bundles up to the next one this device needs are all gone from the remote while later ones are
-    /// there: they were removed after a snapshot held them (``clean()``: a writer removes the oldest of its
+    /// there: they were removed after a snapshot held them (``clean(attachmentGrace:)``: a writer removes the oldest of its
     /// bundles, never the newest), or have not been delivered yet.
     struct ChainGap {
         var device: String
@@ -269,7 +269,7 @@ extension SyncEngine {
 
     /// A device starts from a snapshot when it is new (nothing applied yet, nothing sent), or when the next bundle it
     /// needs of some device is gone from the remote (a device restored from a backup older than the snapshot, and
-    /// older than the bundles ``clean()`` removed). The snapshot's rows are merged by clock (rows this device already
+    /// older than the bundles ``clean(attachmentGrace:)`` removed). The snapshot's rows are merged by clock (rows this device already
     /// has are merged, not overwritten; its unsent edits are kept and still sent) and its vector becomes this
     /// device's position, so ``applyIncoming`` applies only the bundles after it.
     ///
