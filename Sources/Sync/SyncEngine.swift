@@ -675,6 +675,11 @@ public final class SyncEngine: Sendable {
                     stopped = true
                     return nil
                 }
+                // A bundle carries at most as many lost edits as rows (this version sends at most that many): more is
+                // a member flooding every device's conflict log.
+                guard payload.lost.count <= Self.rowsPerBundle else {
+                    return refuse("it carries \(payload.lost.count) lost edits, more than a bundle may (\(Self.rowsPerBundle))")
+                }
                 position += candidates.count
                 sequence = Int64(file.sequence)
                 lastHash = SealedBundle.sha256(bytes)
@@ -715,8 +720,13 @@ public final class SyncEngine: Sendable {
                         // already settled; this device's own bundles applied again are its own edits.
                         let source = try Self.undoSource(db, writer: device, sequence: bundle.sequence, thisDevice: self.device, horizon: horizon)
                         // Its writer's values that lost before they were ever sent: logged here too (SyncDeleteLog.swift).
+                        // This device's own bundle applied again (after a crash or a restore): what it carried is sent.
                         if !bundle.lost.isEmpty {
-                            lostLogged += try SyncDeleteLog.logLost(db, bundle.lost, sender: device, tables: byName, source: source, now: now)
+                            if isThisDevice {
+                                try SyncDeleteLog.sentLostUnsent(db, bundle.lost)
+                            } else {
+                                lostLogged += try SyncDeleteLog.logLost(db, bundle.lost, sender: device, tables: byName, source: source, now: now)
+                            }
                         }
                         return (bundle.rows, source, device)
                     }

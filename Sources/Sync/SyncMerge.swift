@@ -169,8 +169,11 @@ enum SyncMerge {
                     try !merged(cell.column, earlier: mine, later: theirs)
                 {
                     try log(cell.column, lost: mine.value, lostVersion: mine.version, won: cell.version)
-                    // This device's own edit, never sent: its next bundle says so, or no other device would ever log it.
-                    if mine.pending, mine.version.device == (try numbers.device(numbers.me)) {
+                    // This device's own edit, never sent, beaten by another device's: its next bundle says so, or no
+                    // other device would ever log it. (Beaten by its own later edit — a restored device replaying its own
+                    // bundle — is no conflict anyone else should see.)
+                    let me = try numbers.device(numbers.me)
+                    if mine.pending, mine.version.device == me, cell.version.device != me {
                         try SyncDeleteLog.keepLostUnsent(
                             db, SyncLostEdit(table: table.name, key: change.key, column: cell.column, value: mine.value, version: mine.version, won: cell.version))
                     }

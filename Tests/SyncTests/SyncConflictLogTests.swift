@@ -133,4 +133,66 @@ import Tasks
         }
         #expect(logged == ["B's own lost value"], "\(logged)")
     }
+    /// A member's bundle carrying more lost edits than a bundle may (one more than its rows' limit) is refused by name
+    /// and nothing of it is logged (it would flood every device's conflict log).
+    @Test func aBundleFloodingTheLogIsRefused() throws {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let id = try a.tasks.create(title: "shared").id
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try b.sync()
+        try a.sync()
+        let key = SyncValue.blob(withUnsafeBytes(of: id.uuid) { Data($0) })
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let edits = (0...SyncEngine.rowsPerBundle).map { index in
+            SyncLostEdit(
+                table: "tasks", key: key, column: "title", value: .text("flood \(index)"),
+                version: SyncVersion(hlc: now + Int64(index), device: b.engine.device), won: SyncVersion(hlc: now + 10_000, device: a.engine.device))
+        }
+        let columns = try b.database.read { db in try SyncSchema.tables(db) }.reduce(into: [String: [String]]()) { $0[$1.name] = $1.columns }
+        let plaintext = try SyncPayload(deviceName: "b", tables: columns, rows: [], lost: edits).encoded()
+        let (sequence, hash) = try b.database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
+        }
+        let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: hash)
+        let sealed = try #require(SealedBundle.seal(plaintext, header: header, device: b.engine.device, key: b.engine.key))
+        let signed = try #require(SyncSignedFile.wrap(sealed, device: b.engine.device, key: b.engine.signingKey, generation: 1))
+        try SyncLayout.writeAtomically(
+            signed, root: root, relative: "devices/\(b.engine.device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: signed))")
+        let refused = #expect(throws: SyncError.self) { try a.sync() }
+        #expect(refused?.code == SyncError.Code.refusedBundle, "\(String(describing: refused))")
+        #expect(refused?.message.contains("lost edits, more than a bundle may") == true, "\(String(describing: refused))")
+        #expect(try a.engine.conflicts().isEmpty)
+    }
+
+    /// A device restored from a backup that held an unsent edit, which it then replaced by a later edit of its own and
+    /// sent: replaying its own bundle, the later edit beats the older one, which is no conflict another device should
+    /// see — nothing of it is sent as a lost edit.
+    @Test func aRestoredDeviceSendsNoConflictBetweenItsOwnEdits() throws {
+        let folder = try TemporaryDirectory(), scratch = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let id = try a.tasks.create(title: "first").id
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try b.sync()
+        try a.sync()
+        _ = try a.tasks.rename(id: id, to: "x")
+        let backup = URL(fileURLWithPath: scratch.path + "/a.db")
+        _ = try a.database.backup(to: backup)
+        Thread.sleep(forTimeInterval: 0.005)
+        _ = try a.tasks.rename(id: id, to: "y")
+        try a.sync()
+        try a.database.restore(from: backup)
+        a.engine = try SyncEngine(database: a.database)
+        try a.sync()
+        try a.sync()
+        try b.sync()
+        #expect(try b.rows() == a.rows())
+        let lostByA = try b.engine.conflicts().filter { $0.lostDevice == a.engine.device }
+        #expect(lostByA.isEmpty, "\(lostByA)")
+        #expect(try a.database.read { db in try db.scalar("SELECT count(*) FROM sync_lost_unsent", as: Int.self) } == 0)
+    }
 }
