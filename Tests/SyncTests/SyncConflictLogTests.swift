@@ -115,16 +115,7 @@ import Tasks
                 table: "tasks", key: key, column: "title", value: .text("B's own lost value"), version: SyncVersion(hlc: now + 2, device: b.engine.device),
                 won: SyncVersion(hlc: now + 3, device: a.engine.device)),
         ]
-        let columns = try b.database.read { db in try SyncSchema.tables(db) }.reduce(into: [String: [String]]()) { $0[$1.name] = $1.columns }
-        let plaintext = try SyncPayload(deviceName: "b", tables: columns, rows: [], lost: edits).encoded()
-        let (sequence, hash) = try b.database.read { db in
-            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
-        }
-        let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: hash)
-        let sealed = try #require(SealedBundle.seal(plaintext, header: header, device: b.engine.device, key: b.engine.key))
-        let signed = try #require(SyncSignedFile.wrap(sealed, device: b.engine.device, key: b.engine.signingKey, generation: 1))
-        try SyncLayout.writeAtomically(
-            signed, root: root, relative: "devices/\(b.engine.device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: signed))")
+        try publishOwnBundle(of: b, lost: edits, root: root)
         let report = try a.sync()
         #expect(report.appliedBundles == 1)
         let logged = try a.engine.conflicts().map { conflict -> String in
@@ -151,16 +142,7 @@ import Tasks
                 table: "tasks", key: key, column: "title", value: .text("flood \(index)"),
                 version: SyncVersion(hlc: now + Int64(index), device: b.engine.device), won: SyncVersion(hlc: now + 10_000, device: a.engine.device))
         }
-        let columns = try b.database.read { db in try SyncSchema.tables(db) }.reduce(into: [String: [String]]()) { $0[$1.name] = $1.columns }
-        let plaintext = try SyncPayload(deviceName: "b", tables: columns, rows: [], lost: edits).encoded()
-        let (sequence, hash) = try b.database.read { db in
-            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
-        }
-        let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: hash)
-        let sealed = try #require(SealedBundle.seal(plaintext, header: header, device: b.engine.device, key: b.engine.key))
-        let signed = try #require(SyncSignedFile.wrap(sealed, device: b.engine.device, key: b.engine.signingKey, generation: 1))
-        try SyncLayout.writeAtomically(
-            signed, root: root, relative: "devices/\(b.engine.device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: signed))")
+        try publishOwnBundle(of: b, lost: edits, root: root)
         let refused = #expect(throws: SyncError.self) { try a.sync() }
         #expect(refused?.code == SyncError.Code.refusedBundle, "\(String(describing: refused))")
         #expect(refused?.message.contains("lost edits, more than a bundle may") == true, "\(String(describing: refused))")
@@ -194,5 +176,19 @@ import Tasks
         let lostByA = try b.engine.conflicts().filter { $0.lostDevice == a.engine.device }
         #expect(lostByA.isEmpty, "\(lostByA)")
         #expect(try a.database.read { db in try db.scalar("SELECT count(*) FROM sync_lost_unsent", as: Int.self) } == 0)
+    }
+    /// Seals and signs, as `device`'s next bundle, a payload with no rows and `lost` — what a member with its own keys
+    /// (not this version's sending code) can write — and puts it on the remote at `root`.
+    private func publishOwnBundle(of device: SyncDevice_, lost: [SyncLostEdit], root: String) throws {
+        let columns = try device.database.read { db in try SyncSchema.tables(db) }.reduce(into: [String: [String]]()) { $0[$1.name] = $1.columns }
+        let plaintext = try SyncPayload(deviceName: "member", tables: columns, rows: [], lost: lost).encoded()
+        let (sequence, hash) = try device.database.read { db in
+            try db.fetchOne("SELECT sequence, last_hash FROM sync_state") { (try $0.int64(at: 0), [UInt8](try $0.data(at: 1))) }!
+        }
+        let header = SealedBundle.Header(format: SealedBundle.format, sequence: UInt64(sequence + 1), previousHash: hash)
+        let sealed = try #require(SealedBundle.seal(plaintext, header: header, device: device.engine.device, key: device.engine.key))
+        let signed = try #require(SyncSignedFile.wrap(sealed, device: device.engine.device, key: device.engine.signingKey, generation: 1))
+        try SyncLayout.writeAtomically(
+            signed, root: root, relative: "devices/\(device.engine.device)/\(SealedBundle.name(sequence: UInt64(sequence + 1), file: signed))")
     }
 }
