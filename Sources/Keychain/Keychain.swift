@@ -423,6 +423,7 @@ public final class Keychain: Sendable {
         let timeout = configuration.timeout
         let outcome: Swift.Result<Result, KeychainError> = connection.withLock { current in
             var attempt = 0
+            var first: KeychainError?
             while true {
                 attempt += 1
                 do throws(KeychainError) {
@@ -433,7 +434,14 @@ public final class Keychain: Sendable {
                 } catch {
                     let retryable = error.code == KeychainError.Code.providerError || error.code == KeychainError.Code.serviceUnavailable
                     current = nil
+                    // A provider that stopped mid-call and is still gone: what happened mid-call is the news.
+                    if let first, first.code == KeychainError.Code.serviceUnavailable,
+                        error.code == KeychainError.Code.serviceUnavailable
+                    {
+                        return .failure(first)
+                    }
                     if !retryable || attempt >= 2 { return .failure(error) }
+                    first = error
                 }
             }
         }
@@ -543,6 +551,7 @@ public final class Keychain: Sendable {
         {
         case .completed: return
         case .dismissed: throw Self.dismissedError(what, unlocking: collectionLocked)
+        case .providerStopped: throw Self.providerStoppedError(what)
         case .timedOut:
             if collectionLocked {
                 throw KeychainError(
@@ -565,7 +574,16 @@ public final class Keychain: Sendable {
         case .completed(let paths): return paths
         case .dismissed: throw Self.dismissedError(what, unlocking: false)
         case .timedOut: throw Self.approvalError(what, waited: configuration.allowsPrompts ? wait : nil)
+        case .providerStopped: throw Self.providerStoppedError(what)
         }
+    }
+
+    /// The provider left the bus while its prompt was open (stopped, or crashed: KeePassXC 2.7 can crash while
+    /// saving after a quick series of writes). Reported as unavailable, at once, never as an unanswered dialog.
+    private static func providerStoppedError(_ what: String) -> KeychainError {
+        KeychainError(
+            KeychainError.Code.serviceUnavailable,
+            "the Secret Service provider (e.g. KeePassXC) stopped while its prompt for \(what) was open — it may have crashed; start it again and check the item before you retry")
     }
 
     private static func approvalError(_ what: String, waited: Duration?) -> KeychainError {

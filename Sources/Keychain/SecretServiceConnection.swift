@@ -365,6 +365,9 @@ final class SecretServiceConnection: @unchecked Sendable {
         case dismissed
         /// Nobody answered within the time given; the prompt was dismissed.
         case timedOut
+        /// The provider left the bus (stopped or crashed) before the prompt completed: no `Completed`
+        /// signal will come, so the wait ends at once rather than at the prompt's timeout.
+        case providerStopped
     }
 
     /// Runs the prompt at `path` (the service shows its dialog, if it has one) and waits for its
@@ -389,6 +392,17 @@ final class SecretServiceConnection: @unchecked Sendable {
             },
             box, { box in box.map { Unmanaged<PromptWaiter>.fromOpaque($0).release() } })
         defer { g_dbus_connection_signal_unsubscribe(busConnection, subscription) }
+        // A provider that leaves the bus never completes its prompt (KeePassXC 2.7 can crash mid-save):
+        // the bus's NameOwnerChanged for the service's name ends the wait.
+        let ownerWatch = g_dbus_connection_signal_subscribe(
+            busConnection, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
+            busName, G_DBUS_SIGNAL_FLAGS_NONE,
+            { _, _, _, _, _, _, box in
+                guard let box else { return }
+                Unmanaged<PromptWaiter>.fromOpaque(box).takeUnretainedValue().providerLeft()
+            },
+            Unmanaged.passRetained(waiter).toOpaque(), { box in box.map { Unmanaged<PromptWaiter>.fromOpaque($0).release() } })
+        defer { g_dbus_connection_signal_unsubscribe(busConnection, ownerWatch) }
         // Wake the loop now and then to see whether the deadline passed.
         let tick = g_timeout_source_new(50)!
         g_source_set_callback(tick, { _ in 1 }, nil, nil)
@@ -402,9 +416,10 @@ final class SecretServiceConnection: @unchecked Sendable {
         let started = try call(path, "org.freedesktop.Secret.Prompt", "Prompt", tuple([g_variant_new_string("")]),
             reply: "()", deadline: deadline, personWaiting: true)
         g_variant_unref(started)
-        while !waiter.done && !deadline.didFire {
+        while !waiter.done && !waiter.providerGone && !deadline.didFire {
             g_main_context_iteration(context, 1)
         }
+        if !waiter.done && waiter.providerGone { return .providerStopped }
         if !waiter.done {
             // Take the dialog down: nobody answered it.
             dismissPrompt(path)
@@ -622,6 +637,10 @@ final class PromptWaiter: @unchecked Sendable {
     private(set) var done = false
     private(set) var dismissed = false
     private(set) var paths: [String] = []
+    /// Whether the service's name changed owner (its provider stopped) while the prompt was waited for.
+    private(set) var providerGone = false
+
+    func providerLeft() { providerGone = true }
 
     func complete(_ parameters: OpaquePointer) {
         guard !done, typeString(parameters).hasPrefix("("), g_variant_n_children(parameters) == 2

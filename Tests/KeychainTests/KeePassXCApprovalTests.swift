@@ -88,6 +88,44 @@ struct KeePassXCApprovalTests {
         #expect(try lookup(service) == "from-secret-tool", "the item is unchanged")
     }
 
+    /// KeePassXC 2.7 can crash while it saves after a quick series of writes (see with-keepassxc). A call
+    /// waiting on its dialog then hears no answer ever: it must end at once as "unavailable", never after the
+    /// prompt's timeout as "nobody answered the dialog".
+    @Test func aProviderThatCrashesWhileItsDialogIsOpenEndsTheCallAtOnceAsUnavailable() async throws {
+        let service = uniqueService()
+        try storeWithSecretTool(service)
+        // Auto-save is off in the harness: lock and unlock save the database, so the item outlives the crash.
+        try Harness.keepassxcCtl("lock")
+        try Harness.keepassxcCtl("unlock")
+        try Harness.keepassxcCtl("absent")
+        let keychain = Keychain(configuration: .init(allowsPrompts: true, promptTimeout: .seconds(90)))
+
+        let started = ContinuousClock.now
+        let call = Task.detached { () -> KeychainError? in
+            do throws(KeychainError) {
+                try keychain.set("replaced", service: service, account: "bob")
+                return nil
+            } catch { return error }
+        }
+        var dialogs = ""
+        for _ in 0..<200 where !dialogs.contains("Access Request") {
+            try await Task.sleep(for: .milliseconds(50))
+            dialogs = try openDialogs()
+        }
+        try #require(dialogs.contains("Access Request"), "KeePassXC shows its dialog: \(dialogs)")
+        try Harness.keepassxcCtl("crash")
+        let error = await call.value
+        let elapsed = ContinuousClock.now - started
+        try Harness.keepassxcCtl("restart")
+
+        #expect(error?.code == KeychainError.Code.serviceUnavailable)
+        #expect(
+            error?.message
+                == "the Secret Service provider (e.g. KeePassXC) stopped while its prompt for service '\(service)' account 'bob' was open — it may have crashed; start it again and check the item before you retry")
+        #expect(elapsed < .seconds(30), "ended when the provider went, not at the 90 s prompt timeout: \(elapsed)")
+        #expect(try lookup(service) == "from-secret-tool", "the item is as KeePassXC last saved it")
+    }
+
     @Test func aDeniedApprovalIsItsOwnErrorAndNothingChanges() throws {
         let service = uniqueService()
         try storeWithSecretTool(service)
