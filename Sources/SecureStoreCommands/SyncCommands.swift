@@ -338,7 +338,7 @@ let syncCommand = Command(
                     "sync is set up for database '\(database.name)' through \(remote); this device is \(engine.device.prefix(8)); "
                         + "sent \(report.sentRows) task(s)\n")
                 Console.err(
-                    "on the next device run 'securestore sync join \(remote.description.hasPrefix("git") ? "--git" : "--folder") …' and type this pairing code; it is the sync key: keep it nowhere else\n")
+                    "on the next device run 'securestore sync join \(remote.option) …' and type this pairing code; it is the sync key: keep it nowhere else\n")
                 return ExitStatus.success
             }),
         Command(
@@ -394,7 +394,7 @@ let syncCommand = Command(
                 Console.err(
                     "asked to join the sync group at \(remote); on a device of the group run 'securestore sync approve "
                         + "\(request.fingerprint)' (check the fingerprint with your own eyes), then here 'securestore sync join "
-                        + "\(remote.description.hasPrefix("git") ? "--git" : "--folder") … --approved-by' with the fingerprint it prints\n")
+                        + "\(remote.option) … --approved-by' with the fingerprint it prints\n")
                 return ExitStatus.success
             }),
         Command(

@@ -109,7 +109,7 @@ let syncWatchCommand = Command(
         let engine = try syncEngine(database)
         let watcher = try SyncWatcher(engine: engine, options: options, reopen: { try SyncEngine(database: database) })
         let remote = escapedForTerminal(engine.remote.description)
-        let isGit = engine.remote.description.hasPrefix("git")
+        let isGit = if case .git = engine.remote { true } else { false }
         do {
             try watcher.run(signals: signals.rawValue) { event in
                 switch event {

@@ -22,6 +22,36 @@ public enum SyncRemote: Sendable, Equatable, CustomStringConvertible {
         case .folder(let path): "folder \(path)"
         }
     }
+
+    /// The command-line option that names a remote of this kind: `--git` or `--folder`.
+    public var option: String {
+        switch self {
+        case .git: "--git"
+        case .folder: "--folder"
+        }
+    }
+
+    /// How `sync_state` stores it: its kind (`git` or `folder`) and its URL or path.
+    var stored: (kind: String, location: String) {
+        switch self {
+        case .git(let url): ("git", url)
+        case .folder(let path): ("folder", path)
+        }
+    }
+
+    /// The remote `sync_state` names. A kind other than `git` or `folder` (a damaged database, or one set up by a
+    /// later version) is an error, never a folder by default: a git URL read as a folder path would have this device
+    /// write its bundles into a directory named like the URL.
+    init(storedKind kind: String, location: String) throws(SyncError) {
+        switch kind {
+        case "git": self = .git(location)
+        case "folder": self = .folder(location)
+        default:
+            throw SyncError(
+                SyncError.Code.damagedState,
+                "the database's sync settings name a remote of an unknown kind (\(kind.count) characters, neither 'git' nor 'folder'); nothing was synced — set up by a later version, or damaged")
+        }
+    }
 }
 
 /// What one round of ``SyncEngine/sync()`` did.
@@ -241,7 +271,7 @@ public final class SyncEngine: Sendable {
         self.key = key
         self.signingKey = try signingKey(state.0)
         self.generation = generation
-        self.remote = state.1 == "git" ? .git(state.2) : .folder(state.2)
+        self.remote = try SyncRemote(storedKind: state.1, location: state.2)
         self.transport = Self.transport(remote, clone: clone, device: state.0)
         self.lockPath = directoryPart(clone) + "/." + namePart(clone) + "-lock"
         self.sentCopiesRoot = clone + "-sent"
@@ -408,11 +438,7 @@ public final class SyncEngine: Sendable {
 
     static func enableSchema(_ db: Database, remote: SyncRemote, tables: [String]) throws {
         try db.executeScript(SyncSchema.createSQL)
-        let (kind, location): (String, String) =
-            switch remote {
-            case .git(let url): ("git", url)
-            case .folder(let path): ("folder", path)
-            }
+        let (kind, location) = remote.stored
         try db.execute(
             """
             INSERT INTO sync_state (singleton, device, hlc, applying, remote_kind, remote_location, sequence, last_hash)

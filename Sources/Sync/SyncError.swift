@@ -61,6 +61,9 @@ extension SyncError.Code {
     public static let remote = Self("remote")
     /// A conflict asked for does not exist.
     public static let notFound = Self("notFound")
+    /// The database's own sync settings cannot be used as they are (a remote of an unknown kind): damaged, or
+    /// written by a later version. Nothing was synced.
+    public static let damagedState = Self("damagedState")
 }
 
 extension SyncError.Code {

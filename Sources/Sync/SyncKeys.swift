@@ -15,7 +15,7 @@ extension SyncEngine {
         let remote = try database.read { db -> SyncRemote? in
             guard try db.tableExists("sync_state") else { return nil }
             return try db.fetchOne("SELECT remote_kind, remote_location FROM sync_state") { row in
-                try row.string(at: 0) == "git" ? .git(try row.string(at: 1)) : .folder(try row.string(at: 1))
+                try SyncRemote(storedKind: try row.string(at: 0), location: try row.string(at: 1))
             }
         }
         guard let remote else { return nil }

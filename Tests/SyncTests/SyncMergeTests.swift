@@ -437,3 +437,46 @@ import Tasks
         }
     }
 }
+
+/// The database's own sync settings, damaged (or written by a later version).
+@Suite(.serialized) struct SyncStoredRemoteTests {
+    /// A remote kind other than `git` or `folder` is an error naming the settings, never read as a folder: a git URL
+    /// taken for a folder path would have the device write its bundles into a directory named like the URL. Nothing
+    /// is written to the remote, the database or next to it.
+    @Test func aRemoteOfAnUnknownKindIsAnErrorNeverAFolder() throws {
+        let folder = try TemporaryDirectory()
+        let device = try SyncDevice_()
+        _ = try device.tasks.create(title: "kept")
+        _ = try device.initialize(.folder(folder.path))
+        // A location that, read as a folder path, is a directory this test can see being made.
+        let decoy = device.directory.path + "/decoy-remote"
+        try device.database.write { db in
+            try db.execute("UPDATE sync_state SET remote_kind = 'gti', remote_location = ?", [decoy])
+        }
+        let remoteBefore = try treeDigest(folder.path)
+        let rowsBefore = try device.rows()
+
+        var caught: SyncError?
+        do { _ = try SyncEngine(database: device.database) } catch let error as SyncError { caught = error }
+        #expect(caught?.code == SyncError.Code.damagedState)
+        #expect(
+            caught?.message
+                == "the database's sync settings name a remote of an unknown kind (3 characters, neither 'git' nor 'folder'); nothing was synced — set up by a later version, or damaged")
+        #expect(!FileManager.default.fileExists(atPath: decoy), "nothing was made where the location points")
+        #expect(try treeDigest(folder.path) == remoteBefore, "the remote is unchanged")
+        #expect(try device.rows() == rowsBefore)
+    }
+}
+
+/// Every regular file under `root` with its SHA-256, sorted: what "the remote is unchanged" means.
+private func treeDigest(_ root: String) throws -> [String] {
+    let manager = FileManager.default
+    var lines: [String] = []
+    for case let relative as String in manager.enumerator(atPath: root)?.allObjects ?? [] {
+        var isDirectory: ObjCBool = false
+        guard manager.fileExists(atPath: root + "/" + relative, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+        let digest = SealedBundle.sha256([UInt8](try Data(contentsOf: URL(fileURLWithPath: root + "/" + relative))))
+        lines.append(relative + " " + digest.map { String(format: "%02x", $0) }.joined())
+    }
+    return lines.sorted()
+}
