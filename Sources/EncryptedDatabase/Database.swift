@@ -416,6 +416,20 @@ public final class Database {
         }
     }
 
+    /// Gives the file's free pages back to the file system when there are more than `keeping` of them
+    /// (`PRAGMA incremental_vacuum`): SQLite keeps the pages a delete frees for later growth, so a file never
+    /// shrinks by itself. Only a file created with ``DatabaseConfiguration/incrementalVacuum`` on (the default) can;
+    /// on another this does nothing. Call it outside a transaction; returns the pages released.
+    @discardableResult
+    public func releaseFreePages(keeping: Int = 256) throws -> Int {
+        guard try scalar("PRAGMA auto_vacuum", as: Int.self) == 2 else { return 0 }
+        let free = try scalar("PRAGMA freelist_count", as: Int.self) ?? 0
+        guard free > keeping else { return 0 }
+        // One page a step: stepped to the end (`execute` stops at the first row of a statement that returns rows).
+        _ = try fetch("PRAGMA incremental_vacuum") { _ in 0 }
+        return free - (try scalar("PRAGMA freelist_count", as: Int.self) ?? 0)
+    }
+
     // MARK: Closing
 
     private func finalizeStatements() {

@@ -34,6 +34,10 @@ public struct DatabaseConfiguration: Sendable {
     /// The file format: the cipher settings applied on every open and export. ``CipherFormat/secureStore``
     /// by default. A file opens only in the format it was created in: give the same format every time.
     public var format = CipherFormat.secureStore
+    /// Whether a database file created by this open can give back the pages its deletes free
+    /// (`PRAGMA auto_vacuum = INCREMENTAL`, set before its first table; ``Database/releaseFreePages(keeping:)`` then
+    /// shrinks the file). On by default; a file that already has content keeps the mode it was made with.
+    public var incrementalVacuum = true
 
     /// The default configuration.
     public init() {}

@@ -336,6 +336,12 @@ enum Opening {
 
         // cache_size reads the schema, so it comes after the validation.
         try exec(connection, "PRAGMA cache_size = -\(configuration.cacheSizeKiB)", path: path)
+        if !configuration.readOnly && configuration.incrementalVacuum {
+            // Only a file with no page yet (new): SQLite fixes the mode with the first table; an existing file keeps its own.
+            var pages: Int64 = -1
+            try step(connection, "PRAGMA page_count", row: { pages = sqlite3_column_int64($0, 0) })
+            if pages == 0 { try exec(connection, "PRAGMA auto_vacuum = INCREMENTAL", path: path) }
+        }
         if !configuration.readOnly {
             // Set on every open to the configured mode, which is the file's mode already: no write then.
             let mode = configuration.journalMode == .wal ? "WAL" : "DELETE"
