@@ -169,5 +169,8 @@ public struct AttachmentStoreConfiguration: Sendable {
         // journal left by a crash is rolled back, not refused as foreign.
         database.journalMode = .rollback
         database.format = .secureStoreAttachments
+        // No pointer-map pages among the chunks' pages: the store names a damaged page by recomputing each page's HMAC,
+        // and a damaged pointer map reads as "malformed" with no page named. Free pages here are reused by later chunks.
+        database.incrementalVacuum = false
     }
 }

@@ -416,10 +416,11 @@ public final class Database {
         }
     }
 
-    /// Gives the file's free pages back to the file system when there are more than `keeping` of them
+    /// Gives all of the file's free pages back to the file system when there are more than `keeping` of them
     /// (`PRAGMA incremental_vacuum`): SQLite keeps the pages a delete frees for later growth, so a file never
     /// shrinks by itself. Only a file created with ``DatabaseConfiguration/incrementalVacuum`` on (the default) can;
-    /// on another this does nothing. Call it outside a transaction; returns the pages released.
+    /// on another this does nothing; a rotation or export keeps the mode of the file it copies. Call it outside a
+    /// transaction (it is one write transaction; readers do not stop it, another writer can); returns the pages released.
     @discardableResult
     public func releaseFreePages(keeping: Int = 256) throws -> Int {
         guard try scalar("PRAGMA auto_vacuum", as: Int.self) == 2 else { return 0 }

@@ -505,7 +505,9 @@ enum Opening {
 
         var pageCount: Int64 = 0
         var pageSize: Int64 = 0
+        var autoVacuum: Int64 = 0
         try step(source, "PRAGMA main.page_count", row: { pageCount = sqlite3_column_int64($0, 0) })
+        try step(source, "PRAGMA main.auto_vacuum", row: { autoVacuum = sqlite3_column_int64($0, 0) })
         try step(source, "PRAGMA main.page_size", row: { pageSize = sqlite3_column_int64($0, 0) })
 
         removeStaleTemporaries(near: destination)
@@ -532,6 +534,9 @@ enum Opening {
             // The copy re-runs the stored schema as it was written, maybe under an engine that read "x" as a string.
             allowStringIdentifiers(source, true)
             defer { allowStringIdentifiers(source, false) }
+            // sqlcipher_export copies no auto_vacuum mode: the copy keeps the source's (Docs/database.md, "Free pages"),
+            // set before its first table as a backup's page copy would carry it.
+            try exec(source, "PRAGMA securestore_export.auto_vacuum = \(autoVacuum == 2 ? 2 : autoVacuum == 1 ? 1 : 0)")
             try step(source, "SELECT sqlcipher_export('securestore_export')")
             try exec(source, "PRAGMA securestore_export.user_version = \(Int32(truncatingIfNeeded: userVersion))")
             try exec(

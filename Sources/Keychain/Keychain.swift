@@ -423,7 +423,6 @@ public final class Keychain: Sendable {
         let timeout = configuration.timeout
         let outcome: Swift.Result<Result, KeychainError> = connection.withLock { current in
             var attempt = 0
-            var first: KeychainError?
             while true {
                 attempt += 1
                 do throws(KeychainError) {
@@ -434,14 +433,7 @@ public final class Keychain: Sendable {
                 } catch {
                     let retryable = error.code == KeychainError.Code.providerError || error.code == KeychainError.Code.serviceUnavailable
                     current = nil
-                    // A provider that stopped mid-call and is still gone: what happened mid-call is the news.
-                    if let first, first.code == KeychainError.Code.serviceUnavailable,
-                        error.code == KeychainError.Code.serviceUnavailable
-                    {
-                        return .failure(first)
-                    }
-                    if !retryable || attempt >= 2 { return .failure(error) }
-                    first = error
+                    if !retryable || error.isFinal || attempt >= 2 { return .failure(error) }
                 }
             }
         }
@@ -581,9 +573,11 @@ public final class Keychain: Sendable {
     /// The provider left the bus while its prompt was open (stopped, or crashed: KeePassXC 2.7 can crash while
     /// saving after a quick series of writes). Reported as unavailable, at once, never as an unanswered dialog.
     private static func providerStoppedError(_ what: String) -> KeychainError {
+        // Not retried here: on a desktop whose bus can activate gnome-keyring, the retry would store the secret there.
         KeychainError(
             KeychainError.Code.serviceUnavailable,
-            "the Secret Service provider (e.g. KeePassXC) stopped while its prompt for \(what) was open — it may have crashed; start it again and check the item before you retry")
+            "the Secret Service provider (e.g. KeePassXC) stopped while its prompt for \(what) was open — it may have crashed; start it again and check the item before you retry",
+            isFinal: true)
     }
 
     private static func approvalError(_ what: String, waited: Duration?) -> KeychainError {

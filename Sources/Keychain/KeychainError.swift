@@ -33,10 +33,19 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
     /// A sentence a person can act on. Never contains a secret.
     public let message: String
 
+    /// Whether the call that failed must not be run again by the ``Keychain`` itself (the provider stopped mid-call:
+    /// another one may answer the retry, e.g. a D-Bus-activated gnome-keyring after KeePassXC crashed).
+    let isFinal: Bool
+
     /// An error with `code` and `message`.
     public init(_ code: Code, _ message: String) {
+        self.init(code, message, isFinal: false)
+    }
+
+    init(_ code: Code, _ message: String, isFinal: Bool) {
         self.code = code
         self.message = message
+        self.isFinal = isFinal
     }
 
     /// `code: message`.

@@ -894,7 +894,7 @@ public final class SyncEngine: Sendable {
         }
         // Rows marked sent leave the unsent rows' index: after a large send (`sync init`, an import) its emptied pages
         // go back to the file system (a 100 000-task `sync init` left 1 017 free pages, 4 MiB). Best effort: the
-        // pages stay for later growth when it cannot run (a reader in the way).
+        // pages stay for later growth when it cannot run (another process's write in the way past the busy timeout).
         if report.sentRows > 0 {
             _ = try? database.writeWithoutTransaction { db in try db.releaseFreePages() }
         }

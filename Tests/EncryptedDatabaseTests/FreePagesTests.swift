@@ -47,6 +47,27 @@ import Testing
         #expect(reference.output.split(separator: "\n").map(String.init).suffix(2) == ["ok", "100"])
     }
 
+    /// An export (what a key rotation, a restore and `importPlaintext` write through) keeps the mode of the file it
+    /// copies: SQLCipher's `sqlcipher_export` copies no `auto_vacuum`, so a rotated file used to stop giving pages back.
+    @Test func anExportKeepsTheFilesMode() throws {
+        for incremental in [true, false] {
+            let path = directory.file("source-\(incremental).db"), copy = directory.file("copy-\(incremental).db")
+            var configuration = DatabaseConfiguration()
+            configuration.incrementalVacuum = incremental
+            let source = try DatabaseQueue(path: path, key: try testKey(), configuration: configuration)
+            try fill(source, rows: 300)
+            try source.export(to: copy, key: try testKey(9))
+            try source.close()
+            let exported = try DatabaseQueue(path: copy, key: try testKey(9))
+            #expect(try exported.read { try $0.scalar("PRAGMA auto_vacuum", as: Int.self) } == (incremental ? 2 : 0))
+            #expect(try exported.read { try $0.scalar("SELECT count(*) FROM blob", as: Int.self) } == 300)
+            try exported.write { db in try db.execute("DELETE FROM blob") }
+            let released = try exported.writeWithoutTransaction { try $0.releaseFreePages(keeping: 0) }
+            #expect(incremental ? released > 200 : released == 0, "\(released)")
+            try exported.read { try $0.integrityCheck() }
+        }
+    }
+
     /// A file made without it keeps its mode: opening it with the default does not change it, and releasing does
     /// nothing (the free pages stay for later growth).
     @Test func aFileMadeWithoutItKeepsItsMode() throws {
