@@ -536,7 +536,7 @@ enum Opening {
             defer { allowStringIdentifiers(source, false) }
             // sqlcipher_export copies no auto_vacuum mode: the copy keeps the source's (Docs/database.md, "Free pages"),
             // set before its first table as a backup's page copy would carry it.
-            try exec(source, "PRAGMA securestore_export.auto_vacuum = \(autoVacuum == 2 ? 2 : autoVacuum == 1 ? 1 : 0)")
+            try exec(source, "PRAGMA securestore_export.auto_vacuum = \(autoVacuum)")
             try step(source, "SELECT sqlcipher_export('securestore_export')")
             try exec(source, "PRAGMA securestore_export.user_version = \(Int32(truncatingIfNeeded: userVersion))")
             try exec(

@@ -97,16 +97,8 @@ import Tasks
     /// own signing key, sends a bundle saying that a value of A's and one of its own lost (the latter to an older
     /// version, which cannot be). A logs neither; it logs B's real lost value (a value B lost before sending it).
     @Test func aDeviceLogsOnlyTheLostValuesItsWriterCouldHaveLost() throws {
-        let folder = try TemporaryDirectory()
+        let (folder, a, b, key, now) = try twoDevicesSharingATask()
         let root = folder.path + "/remote"
-        let a = try SyncDevice_(), b = try SyncDevice_()
-        let id = try a.tasks.create(title: "shared").id
-        let code = try a.initialize(.folder(root))
-        try b.join(.folder(root), code)
-        try b.sync()
-        try a.sync()
-        let key = SyncValue.blob(withUnsafeBytes(of: id.uuid) { Data($0) })
-        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
         let them = SyncVersion(hlc: now, device: a.engine.device), me = SyncVersion(hlc: now + 1, device: b.engine.device)
         let edits = [
             SyncLostEdit(table: "tasks", key: key, column: "title", value: .text("in A's name"), version: them, won: me),
@@ -127,16 +119,8 @@ import Tasks
     /// A member's bundle carrying more lost edits than a bundle may (one more than its rows' limit) is refused by name
     /// and nothing of it is logged (it would flood every device's conflict log).
     @Test func aBundleFloodingTheLogIsRefused() throws {
-        let folder = try TemporaryDirectory()
+        let (folder, a, b, key, now) = try twoDevicesSharingATask()
         let root = folder.path + "/remote"
-        let a = try SyncDevice_(), b = try SyncDevice_()
-        let id = try a.tasks.create(title: "shared").id
-        let code = try a.initialize(.folder(root))
-        try b.join(.folder(root), code)
-        try b.sync()
-        try a.sync()
-        let key = SyncValue.blob(withUnsafeBytes(of: id.uuid) { Data($0) })
-        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
         let edits = (0...SyncEngine.rowsPerBundle).map { index in
             SyncLostEdit(
                 table: "tasks", key: key, column: "title", value: .text("flood \(index)"),
@@ -179,6 +163,19 @@ import Tasks
     }
     /// Seals and signs, as `device`'s next bundle, a payload with no rows and `lost` — what a member with its own keys
     /// (not this version's sending code) can write — and puts it on the remote at `root`.
+    /// A and B in one group through `folder`/remote, both synced, sharing one task: its key, and now as a clock.
+    private func twoDevicesSharingATask() throws -> (TemporaryDirectory, SyncDevice_, SyncDevice_, SyncValue, Int64) {
+        let folder = try TemporaryDirectory()
+        let root = folder.path + "/remote"
+        let a = try SyncDevice_(), b = try SyncDevice_()
+        let id = try a.tasks.create(title: "shared").id
+        let code = try a.initialize(.folder(root))
+        try b.join(.folder(root), code)
+        try b.sync()
+        try a.sync()
+        return (folder, a, b, SyncValue.blob(withUnsafeBytes(of: id.uuid) { Data($0) }), Int64(Date().timeIntervalSince1970 * 1_000_000))
+    }
+
     private func publishOwnBundle(of device: SyncDevice_, lost: [SyncLostEdit], root: String) throws {
         let columns = try device.database.read { db in try SyncSchema.tables(db) }.reduce(into: [String: [String]]()) { $0[$1.name] = $1.columns }
         let plaintext = try SyncPayload(deviceName: "member", tables: columns, rows: [], lost: lost).encoded()

@@ -455,6 +455,7 @@ import Tasks
         }
         let remoteBefore = try treeDigest(folder.path)
         let rowsBefore = try device.rows()
+        let fileBefore = try device.fileDigest()
 
         var caught: SyncError?
         do { _ = try SyncEngine(database: device.database) } catch let error as SyncError { caught = error }
@@ -465,6 +466,7 @@ import Tasks
         #expect(!FileManager.default.fileExists(atPath: decoy), "nothing was made where the location points")
         #expect(try treeDigest(folder.path) == remoteBefore, "the remote is unchanged")
         #expect(try device.rows() == rowsBefore)
+        #expect(try device.fileDigest() == fileBefore, "the database file is unchanged")
     }
 }
 
